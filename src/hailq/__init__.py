@@ -1,0 +1,49 @@
+"""hailq: durable message queues on embedded SQLite or PostgreSQL.
+
+>>> import hailq
+>>> broker = hailq.connect("sqlite:///claims.db")
+>>> claims = broker.queue("claims", lease=300, max_attempts=5)
+>>> claims.send({"claim": 8311})
+"""
+
+from hailq.broker import Broker, connect
+from hailq.errors import (
+    HailqError,
+    InvalidArgument,
+    LeaseLost,
+    MessageTooLarge,
+    QueueNotFound,
+    SchemaError,
+    StorageError,
+)
+from hailq.inbox import Inbox, inbox
+from hailq.models import AttemptError, DeadLetter, PeekedMessage, QueueStats, Subscription
+from hailq.queue import Envelope, Message, Queue
+from hailq.settings import QueueSettings, RetryPolicy
+from hailq.topic import Topic
+
+__all__ = [
+    "AttemptError",
+    "Broker",
+    "DeadLetter",
+    "Envelope",
+    "HailqError",
+    "Inbox",
+    "InvalidArgument",
+    "LeaseLost",
+    "Message",
+    "MessageTooLarge",
+    "PeekedMessage",
+    "Queue",
+    "QueueNotFound",
+    "QueueSettings",
+    "QueueStats",
+    "RetryPolicy",
+    "SchemaError",
+    "StorageError",
+    "Subscription",
+    "Topic",
+    "connect",
+    "inbox",
+]
+__version__ = "0.1.0"

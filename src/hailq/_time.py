@@ -1,0 +1,39 @@
+"""Durations and the clock."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from hailq.errors import InvalidArgument
+
+Clock = Callable[[], float]
+"""A function returning the current time in seconds since the epoch."""
+
+system_clock: Clock = time.time
+
+Duration = float | int | timedelta
+
+
+def seconds(value: Duration | None, what: str, *, allow_zero: bool = True,
+            maximum: float = 10 * 365 * 86400.0) -> float:
+    """Normalise a duration given as seconds or ``timedelta``; reject bad values."""
+    if isinstance(value, bool) or value is None:
+        raise InvalidArgument(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
+    if isinstance(value, timedelta):
+        result = value.total_seconds()
+    elif isinstance(value, int | float):
+        result = float(value)
+    else:
+        raise InvalidArgument(
+            f"{what} must be seconds (int/float) or a timedelta, got {type(value).__name__}")
+    if math.isnan(result) or math.isinf(result):
+        raise InvalidArgument(f"{what} must be a finite number of seconds, got {value!r}")
+    if result < 0 or (result == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidArgument(f"{what} must be {bound} seconds, got {result:g}")
+    if result > maximum:
+        raise InvalidArgument(f"{what} must be at most {maximum:g} seconds, got {result:g}")
+    return result

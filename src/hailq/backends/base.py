@@ -1,0 +1,193 @@
+"""The seam between queue semantics and storage.
+
+Each method is named entity-then-verb and takes one small params object.
+Every backend passes the same conformance suite (``tests/conformance``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hailq.models import DeadLetter, PeekedMessage, QueueStats, Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """One message to insert, already validated and encoded."""
+
+    queue: str
+    id: str
+    body: bytes
+    body_kind: int
+    headers: str | None
+    priority: int
+    ordering_key: str | None
+    delay: float
+    dedup_id: str | None
+    dedup_window: float
+    aging: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimParams:
+    queue: str
+    max_messages: int
+    lease: float
+    max_attempts: int
+    max_in_flight: int | None
+    on_dead: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRow:
+    id: str
+    token: str
+    body: bytes
+    body_kind: int
+    headers: str | None
+    priority: int
+    ordering_key: str | None
+    attempt: int
+    enqueued_at: float
+    lease_until: float
+
+
+@dataclass(frozen=True, slots=True)
+class AckParams:
+    queue: str
+    message_id: str
+    token: str
+    on_dead: str
+
+
+@dataclass(frozen=True, slots=True)
+class NackParams:
+    queue: str
+    message_id: str
+    token: str
+    delay: float
+    error: str | None
+    max_attempts: int
+    aging: float | None
+    on_dead: str
+    dead: bool = False  # dead-letter now, whatever the attempts left
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendParams:
+    queue: str
+    message_id: str
+    token: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeadListParams:
+    queue: str
+    error_contains: str | None = None
+    older_than: float | None = None
+    ordering_key: str | None = None
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RedriveParams:
+    queue: str
+    ids: Sequence[str] | None
+    aging: float | None
+
+
+BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
+
+
+class Backend(Protocol):
+    """Storage for hailq. Times are seconds since the epoch on the backend's clock."""
+
+    url_for_display: str
+
+    def schema_migrate(self) -> int:
+        """Create or upgrade hailq's tables; return the schema version."""
+        ...
+
+    def clock_now(self) -> float:
+        """The clock every lease deadline uses (the database's, where it has one)."""
+        ...
+
+    def queue_save(self, name: str, settings_json: str) -> None: ...
+
+    def queue_load(self, name: str) -> str | None: ...
+
+    def queue_list(self) -> list[tuple[str, str]]: ...
+
+    def message_insert(self, messages: Sequence[NewMessage],
+                       connection: Any = None) -> list[str]:
+        """Insert atomically; a dedup hit returns the earlier id and inserts nothing.
+
+        With ``connection`` (a caller's open transaction on the same database)
+        the insert joins that transaction and nothing is committed here.
+        """
+        ...
+
+    def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
+        """Lease up to ``max_messages`` in rule-16 order; reclaim ended leases first."""
+        ...
+
+    def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
+        """Delete each message whose lease the token names, in one transaction.
+
+        Per ack: ``False`` acked in time, ``True`` a late ack, ``None`` lease lost.
+        """
+        ...
+
+    def message_ack_transaction(self, ack: AckParams) -> AbstractContextManager[Any]:
+        """Yield a connection in a transaction that commits the caller's effect with the ack.
+
+        Raises LeaseLost (and rolls everything back) if the lease was lost.
+        """
+        ...
+
+    def message_nack(self, params: NackParams) -> bool:
+        """Give the message back (or dead-letter it); False if the lease was lost."""
+        ...
+
+    def message_extend(self, params: ExtendParams) -> float | None:
+        """Move the lease's end; the new deadline, or None if the lease was lost."""
+        ...
+
+    def message_peek(self, queue: str, limit: int) -> list[PeekedMessage]: ...
+
+    def message_wait(self, queue: str, timeout: float) -> None:
+        """Block until a message may have become receivable in ``queue``, or ``timeout``."""
+        ...
+
+    def dead_list(self, params: DeadListParams) -> list[DeadLetter]: ...
+
+    def dead_redrive(self, params: RedriveParams) -> int: ...
+
+    def message_purge(self, queue: str, dead: bool) -> int:
+        """Delete dead messages (``dead=True``) or every not-leased live one."""
+        ...
+
+    def queue_stats(self, queue: str) -> QueueStats: ...
+
+    def topic_save(self, topic: str) -> None: ...
+
+    def topic_list(self) -> list[str]: ...
+
+    def subscription_save(self, subscription: Subscription) -> None: ...
+
+    def subscription_list(self, topic: str) -> list[Subscription]: ...
+
+    def topic_publish(self, topic: str, build: BuildCopies) -> list[str]:
+        """Read the subscriptions and insert ``build(subscriptions)`` in one transaction."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -1,0 +1,36 @@
+"""Turning stored rows into the public data classes; shared by every backend."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hailq.codec import decode_body, decode_headers
+from hailq.models import AttemptError, DeadLetter, PeekedMessage, State
+
+
+def parse_errors(raw: Any) -> list[AttemptError]:
+    if raw is None:
+        return []
+    items = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    return [AttemptError(int(e["attempt"]), str(e["error"]), float(e["at"])) for e in items]
+
+
+def dead_letter(queue: str, row: Any) -> DeadLetter:
+    (id_, body, kind, headers, priority, key, attempt, enqueued_at, dead_at, errors,
+     parked) = row
+    return DeadLetter(
+        id=id_, queue=queue, body=decode_body(body, kind), headers=decode_headers(headers),
+        priority=priority, ordering_key=key, attempt=attempt, enqueued_at=enqueued_at,
+        dead_at=dead_at, errors=parse_errors(errors), parked=bool(parked),
+    )
+
+
+def peeked(queue: str, row: Any) -> PeekedMessage:
+    id_, state, body, kind, headers, priority, key, attempt, enqueued_at, available_at = row
+    state_: State = state
+    return PeekedMessage(
+        id=id_, queue=queue, state=state_, body=decode_body(body, kind),
+        headers=decode_headers(headers), priority=priority, ordering_key=key,
+        attempt=attempt, enqueued_at=enqueued_at, available_at=available_at,
+    )

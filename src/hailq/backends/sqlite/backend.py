@@ -1,0 +1,454 @@
+"""Embedded SQLite: many processes on one machine share one database file.
+
+Writes start with ``BEGIN IMMEDIATE`` so contention waits in SQLite's busy
+handler instead of failing; every thread and every forked process opens its
+own connection. Sends commit with ``synchronous=FULL`` (durable before
+``send`` returns); leases and acks commit with ``NORMAL``: losing one on power
+failure only causes a redelivery, which at-least-once allows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from hailq._time import Clock, system_clock
+from hailq.backends import rows
+from hailq.backends.base import (
+    AckParams,
+    BuildCopies,
+    ClaimedRow,
+    ClaimParams,
+    DeadListParams,
+    ExtendParams,
+    NackParams,
+    NewMessage,
+    RedriveParams,
+)
+from hailq.backends.sqlfile import load_migrations, load_queries
+from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
+from hailq.models import DeadLetter, PeekedMessage, QueueStats, Subscription
+from hailq.policy.ordering import sort_key
+
+Q = load_queries("hailq.backends.sqlite")
+MIGRATIONS = load_migrations("hailq.backends.sqlite")
+SCHEMA_TABLE = (
+    "CREATE TABLE IF NOT EXISTS hailq_schema ("
+    "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+)
+_LOCKED_RETRIES = 50
+
+
+class _Local(threading.local):
+    pid: int = -1
+    conn: sqlite3.Connection | None = None
+    synchronous: str = ""
+
+
+class SQLiteBackend:
+    """hailq on one SQLite file (``sqlite:///path/to/file.db``)."""
+
+    def __init__(self, path: str, *, synchronous: str = "full", busy_timeout: float = 60.0,
+                 clock: Clock = system_clock, poll_interval: float = 0.005) -> None:
+        if synchronous not in ("full", "normal", "off", "extra"):
+            raise InvalidArgument(
+                f"synchronous must be full, extra, normal or off, got {synchronous!r}")
+        self.path = os.path.abspath(path)
+        self.url_for_display = f"sqlite:///{path}"
+        self._send_sync = synchronous.upper()
+        self._busy_timeout = busy_timeout
+        self._clock = clock
+        self._poll_interval = poll_interval
+        self._local = _Local()
+        self._inserts = 0
+
+    # -- connections -------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        local = self._local
+        pid = os.getpid()
+        if local.conn is None or local.pid != pid:
+            # A connection inherited through fork is dropped, never used or closed here.
+            local.conn = self._open()
+            local.pid = pid
+            local.synchronous = ""
+        return local.conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StorageError(f"SQLite database {self.path}: could not switch to WAL ({mode})")
+        except sqlite3.Error as exc:
+            raise self._storage_error(exc) from None
+        return conn
+
+    def _storage_error(self, exc: BaseException) -> StorageError:
+        return StorageError(f"SQLite database {self.path}: {exc}")
+
+    @contextmanager
+    def _transaction(self, durable: bool) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        wanted = self._send_sync if durable else "NORMAL"
+        try:
+            if self._local.synchronous != wanted:
+                conn.execute(f"PRAGMA synchronous={wanted}")
+                self._local.synchronous = wanted
+            self._begin(conn)
+        except sqlite3.Error as exc:
+            raise self._storage_error(exc) from None
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._storage_error(exc) from None
+            raise
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        # The busy handler already waited busy_timeout; a rare leftover lock is retried
+        # here so contention never reaches the caller as "database is locked".
+        for attempt in range(_LOCKED_RETRIES):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                time.sleep(min(0.01 * 2 ** attempt, 1.0))
+        conn.execute("BEGIN IMMEDIATE")
+
+    def _read(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        try:
+            return self._connection().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._storage_error(exc) from None
+
+    # -- schema ------------------------------------------------------------------------
+
+    def schema_migrate(self) -> int:
+        with self._transaction(durable=True) as conn:
+            conn.execute(SCHEMA_TABLE)
+            current = conn.execute("SELECT coalesce(max(version), 0) FROM hailq_schema")
+            version = int(current.fetchone()[0])
+            if version > len(MIGRATIONS):
+                raise SchemaError(
+                    f"SQLite database {self.path} has hailq schema version {version}; this "
+                    f"hailq knows up to {len(MIGRATIONS)}: upgrade hailq")
+            for number, name, sql in MIGRATIONS[version:]:
+                for statement in _statements(sql):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO hailq_schema VALUES (?, ?, ?)",
+                             (number, name, self._clock()))
+                version = number
+        return version
+
+    def clock_now(self) -> float:
+        return self._clock()
+
+    # -- queues ------------------------------------------------------------------------
+
+    def queue_save(self, name: str, settings_json: str) -> None:
+        with self._transaction(durable=True) as conn:
+            conn.execute(Q["queue_save"], {"name": name, "settings": settings_json,
+                                           "now": self._clock()})
+            conn.execute(Q["counters_create"], {"queue": name})
+
+    def queue_load(self, name: str) -> str | None:
+        found = self._read(Q["queue_load"], {"name": name})
+        return str(found[0][0]) if found else None
+
+    def queue_list(self) -> list[tuple[str, str]]:
+        return [(str(n), str(s)) for n, s in self._read(Q["queue_list"], {})]
+
+    # -- sending -----------------------------------------------------------------------
+
+    def message_insert(self, messages: Sequence[NewMessage],
+                       connection: Any = None) -> list[str]:
+        if connection is not None:
+            conn = self._check_foreign(connection)
+            try:
+                return self._insert(conn, messages, self._clock())
+            except sqlite3.Error as exc:
+                raise self._storage_error(exc) from None
+        with self._transaction(durable=True) as conn:
+            return self._insert(conn, messages, self._clock())
+
+    def _check_foreign(self, connection: Any) -> sqlite3.Connection:
+        if not isinstance(connection, sqlite3.Connection):
+            raise InvalidArgument(
+                "connection= must be a sqlite3.Connection to the broker's database file, "
+                f"got {type(connection).__name__}")
+        files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
+        if not files or os.path.realpath(files[0]) != os.path.realpath(self.path):
+            raise InvalidArgument(
+                f"connection= is open on {files[0] if files else 'no file'}, not on the "
+                f"broker's database {self.path}")
+        if connection.isolation_level is None and not connection.in_transaction:
+            raise InvalidArgument(
+                "connection= is in autocommit mode with no open transaction; run BEGIN first "
+                "so the message commits with your transaction")
+        return connection
+
+    def _insert(self, conn: sqlite3.Connection, messages: Sequence[NewMessage],
+                now: float) -> list[str]:
+        ids: list[str] = []
+        sent: Counter[str] = Counter()
+        for m in messages:
+            if m.dedup_id is not None:
+                hit = conn.execute(Q["dedup_lookup"], {"queue": m.queue, "dedup_id": m.dedup_id,
+                                                       "now": now}).fetchone()
+                if hit is not None:
+                    ids.append(str(hit[0]))
+                    continue
+                conn.execute(Q["dedup_save"], {"queue": m.queue, "dedup_id": m.dedup_id,
+                                               "id": m.id, "now": now,
+                                               "dedup_window": m.dedup_window})
+            conn.execute(Q["message_insert"], {
+                "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
+                "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
+                "sort_key": sort_key(m.priority, now + m.delay, m.aging),
+                "now": now, "delay": m.delay,
+            })
+            ids.append(m.id)
+            sent[m.queue] += 1
+        for queue, n in sent.items():
+            conn.execute(Q["count_sent"], {"queue": queue, "n": n})
+        self._inserts += 1
+        if self._inserts % 1000 == 1:
+            conn.execute(Q["dedup_prune"], {"now": now})
+        return ids
+
+    def topic_publish(self, topic: str, build: BuildCopies) -> list[str]:
+        with self._transaction(durable=True) as conn:
+            subs = self._subscriptions(conn, topic)
+            return self._insert(conn, build(subs), self._clock())
+
+    # -- receiving ---------------------------------------------------------------------
+
+    def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
+        with self._transaction(durable=False) as conn:
+            now = self._clock()
+            q = params.queue
+            conn.execute(Q["scheduled_promote"], {"queue": q, "now": now})
+            self._expire(conn, params, now)
+            n = params.max_messages
+            if params.max_in_flight is not None:
+                leased = conn.execute(Q["in_flight"], {"queue": q}).fetchone()[0]
+                n = min(n, params.max_in_flight - int(leased))
+            if n <= 0:
+                return []
+            found = conn.execute(Q["message_claim"], {"queue": q, "n": n, "now": now,
+                                                      "lease": params.lease}).fetchall()
+            found.sort(key=lambda r: (r[0], r[1]))
+            redelivered = sum(1 for r in found if r[9] > 1)
+            if redelivered:
+                conn.execute(Q["count_claimed"], {"queue": q, "redelivered": redelivered})
+        return [ClaimedRow(*r[2:]) for r in found]
+
+    def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
+        park = 1 if params.on_dead == "park" else 0
+        ended = conn.execute(Q["leases_expire"], {"queue": params.queue, "now": now,
+                                                  "max_attempts": params.max_attempts,
+                                                  "park": park}).fetchall()
+        dead = [key for state, key in ended if state == "dead"]
+        if dead:
+            conn.execute(Q["count_dead"], {"queue": params.queue, "dead": len(dead)})
+            for key in dead:
+                if key is not None and not park:
+                    self._release(conn, params.queue, key, now)
+
+    def _release(self, conn: sqlite3.Connection, queue: str, key: str, now: float) -> None:
+        conn.execute(Q["key_release"], {"queue": queue, "key": key, "now": now})
+
+    def message_wait(self, queue: str, timeout: float) -> None:
+        # PRAGMA data_version changes when another connection commits: a cheap way to
+        # sleep until something may have changed, without a write transaction per poll.
+        conn = self._connection()
+        deadline = time.monotonic() + timeout
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        recheck = time.monotonic() + 0.1
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(self._poll_interval, remaining))
+            current = conn.execute("PRAGMA data_version").fetchone()[0]
+            if current != version or time.monotonic() >= recheck:
+                version = current
+                recheck = time.monotonic() + 0.1
+                if conn.execute(Q["claimable"], {"queue": queue, "now": self._clock()}).fetchone():
+                    return
+
+    # -- finishing ---------------------------------------------------------------------
+
+    def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
+        with self._transaction(durable=False) as conn:
+            return self._ack(conn, acks, self._clock())
+
+    def _ack(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
+             now: float) -> list[bool | None]:
+        results: list[bool | None] = []
+        acked: Counter[str] = Counter()
+        late: Counter[str] = Counter()
+        for a in acks:
+            row = conn.execute(Q["message_ack"], {"id": a.message_id, "queue": a.queue,
+                                                  "token": a.token, "now": now}).fetchone()
+            if row is None:
+                results.append(None)
+                continue
+            key, was_late = row
+            if key is not None:
+                self._release(conn, a.queue, key, now)
+            acked[a.queue] += 1
+            late[a.queue] += int(bool(was_late))
+            results.append(bool(was_late))
+        for queue, n in acked.items():
+            conn.execute(Q["count_acked"], {"queue": queue, "acked": n, "late": late[queue]})
+        return results
+
+    @contextmanager
+    def message_ack_transaction(self, ack: AckParams) -> Iterator[sqlite3.Connection]:
+        # The ack goes first: it fences the message (nobody else can lease it while this
+        # write transaction is open) and fails fast when the lease is already lost.
+        with self._transaction(durable=True) as conn:
+            if self._ack(conn, [ack], self._clock())[0] is None:
+                raise LeaseLost(f"message {ack.message_id} was received again or is gone; "
+                                "the transaction was rolled back")
+            yield conn
+
+    def message_nack(self, params: NackParams) -> bool:
+        with self._transaction(durable=False) as conn:
+            now = self._clock()
+            park = 1 if params.on_dead == "park" else 0
+            row = conn.execute(Q["message_nack"], {
+                "id": params.message_id, "queue": params.queue, "token": params.token,
+                "now": now, "delay": params.delay, "error": params.error or "nacked",
+                "max_attempts": params.max_attempts, "aging": params.aging,
+                "park": park, "dead": 1 if params.dead else 0,
+            }).fetchone()
+            if row is None:
+                return False
+            state, key = row
+            dead = state == "dead"
+            conn.execute(Q["count_nacked"], {"queue": params.queue, "dead": int(dead)})
+            if dead and key is not None and not park:
+                self._release(conn, params.queue, key, now)
+            return True
+
+    def message_extend(self, params: ExtendParams) -> float | None:
+        with self._transaction(durable=False) as conn:
+            row = conn.execute(Q["message_extend"], {
+                "id": params.message_id, "queue": params.queue, "token": params.token,
+                "now": self._clock(), "seconds": params.seconds}).fetchone()
+        return None if row is None else float(row[0])
+
+    # -- operators ---------------------------------------------------------------------
+
+    def message_peek(self, queue: str, limit: int) -> list[PeekedMessage]:
+        found = self._read(Q["message_peek"], {"queue": queue, "limit": limit})
+        return [rows.peeked(queue, r) for r in found]
+
+    def dead_list(self, params: DeadListParams) -> list[DeadLetter]:
+        before = None if params.older_than is None else self._clock() - params.older_than
+        found = self._read(Q["dead_list"], {
+            "queue": params.queue, "ordering_key": params.ordering_key,
+            "dead_before": before, "error": params.error_contains, "limit": params.limit})
+        letters = [rows.dead_letter(params.queue, r) for r in found]
+        if params.error_contains is not None:
+            text = params.error_contains
+            letters = [d for d in letters if any(text in e.error for e in d.errors)]
+        return letters
+
+    def dead_redrive(self, params: RedriveParams) -> int:
+        ids = json.dumps(list(params.ids or []))
+        every = 1 if params.ids is None else 0
+        with self._transaction(durable=True) as conn:
+            now = self._clock()
+            keys = [r[0] for r in conn.execute(Q["dead_keys"], {"queue": params.queue,
+                                                                 "ids": ids, "all": every})]
+            count = conn.execute(Q["dead_redrive"], {"queue": params.queue, "ids": ids,
+                                                     "all": every, "now": now,
+                                                     "aging": params.aging}).rowcount
+            for key in keys:
+                self._release(conn, params.queue, key, now)
+        return int(count)
+
+    def message_purge(self, queue: str, dead: bool) -> int:
+        with self._transaction(durable=True) as conn:
+            now = self._clock()
+            if not dead:
+                return int(conn.execute(Q["purge_live"], {"queue": queue}).rowcount)
+            gone = conn.execute(Q["purge_dead"], {"queue": queue}).fetchall()
+            for key in {k for k, parked in gone if k is not None and parked}:
+                self._release(conn, queue, key, now)
+            return len(gone)
+
+    def queue_stats(self, queue: str) -> QueueStats:
+        now = self._clock()
+        states = self._read(Q["stats_states"], {"queue": queue, "now": now})[0]
+        counters = self._read(Q["stats_counters"], {"queue": queue})
+        parked = [r[0] for r in self._read(Q["stats_parked"], {"queue": queue})]
+        ready, scheduled, leased, blocked, dead, oldest = states
+        sent, acked, nacked, redelivered, dead_lettered, late = (
+            counters[0] if counters else (0, 0, 0, 0, 0, 0))
+        return QueueStats(
+            queue=queue, ready=ready, scheduled=scheduled, in_flight=leased, blocked=blocked,
+            dead=dead, oldest_ready_age=None if oldest is None else max(now - oldest, 0.0),
+            sent=sent, acked=acked, nacked=nacked, redelivered=redelivered,
+            dead_lettered=dead_lettered, late_acks=late, parked_keys=parked,
+        )
+
+    # -- topics ------------------------------------------------------------------------
+
+    def topic_save(self, topic: str) -> None:
+        with self._transaction(durable=True) as conn:
+            conn.execute(Q["topic_save"], {"name": topic, "now": self._clock()})
+
+    def topic_list(self) -> list[str]:
+        return [str(r[0]) for r in self._read(Q["topic_list"], {})]
+
+    def subscription_save(self, subscription: Subscription) -> None:
+        with self._transaction(durable=True) as conn:
+            conn.execute(Q["subscription_save"], {
+                "topic": subscription.topic, "queue": subscription.queue,
+                "filter": None if subscription.filter is None else json.dumps(
+                    subscription.filter, sort_keys=True),
+                "now": self._clock()})
+
+    def subscription_list(self, topic: str) -> list[Subscription]:
+        return self._subscriptions(self._connection(), topic)
+
+    def _subscriptions(self, conn: sqlite3.Connection, topic: str) -> list[Subscription]:
+        found = conn.execute(Q["subscription_list"], {"topic": topic}).fetchall()
+        return [Subscription(t, q, None if f is None else json.loads(f)) for t, q, f in found]
+
+    def close(self) -> None:
+        conn = self._local.conn
+        if conn is not None and self._local.pid == os.getpid():
+            conn.close()
+        self._local.conn = None
+
+
+def _statements(script: str) -> Iterator[str]:
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer
+            buffer = ""
+    if buffer.strip() and not all(
+            ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
+        raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")

@@ -1,0 +1,217 @@
+-- hailq queries for SQLite. Parameters are named (:name). Times are epoch seconds.
+
+-- name: queue_save
+INSERT INTO hailq_queues (name, settings, created_at) VALUES (:name, :settings, :now)
+ON CONFLICT (name) DO UPDATE SET settings = excluded.settings;
+
+-- name: counters_create
+INSERT INTO hailq_counters (queue) VALUES (:queue) ON CONFLICT (queue) DO NOTHING;
+
+-- name: queue_load
+SELECT settings FROM hailq_queues WHERE name = :name;
+
+-- name: queue_list
+SELECT name, settings FROM hailq_queues ORDER BY name;
+
+-- name: dedup_lookup
+SELECT message_id FROM hailq_dedup
+WHERE queue = :queue AND dedup_id = :dedup_id AND expires_at > :now;
+
+-- name: dedup_save
+INSERT INTO hailq_dedup (queue, dedup_id, message_id, expires_at)
+VALUES (:queue, :dedup_id, :id, :now + :dedup_window)
+ON CONFLICT (queue, dedup_id) DO UPDATE
+SET message_id = excluded.message_id, expires_at = excluded.expires_at;
+
+-- name: dedup_prune
+DELETE FROM hailq_dedup WHERE (queue, dedup_id) IN (
+    SELECT queue, dedup_id FROM hailq_dedup WHERE expires_at <= :now LIMIT 500
+);
+
+-- name: message_insert
+-- A keyed message waits (blocked) while its key has an earlier live or parked message.
+INSERT INTO hailq_messages (id, queue, state, body, body_kind, headers, priority,
+                            ordering_key, sort_key, enqueued_at, available_at)
+VALUES (:id, :queue,
+        CASE
+            WHEN :ordering_key IS NOT NULL AND EXISTS (
+                SELECT 1 FROM hailq_messages k
+                WHERE k.queue = :queue AND k.ordering_key = :ordering_key
+                  AND (k.state <> 'dead' OR k.parked = 1)) THEN 'blocked'
+            WHEN :delay > 0 THEN 'scheduled'
+            ELSE 'ready'
+        END,
+        :body, :body_kind, :headers, :priority, :ordering_key, :sort_key,
+        :now, :now + :delay);
+
+-- name: count_sent
+UPDATE hailq_counters SET sent = sent + :n WHERE queue = :queue;
+
+-- name: claimable
+-- A cheap read: is a claim worth a write transaction?
+SELECT 1 WHERE EXISTS (SELECT 1 FROM hailq_messages WHERE queue = :queue AND state = 'ready')
+    OR EXISTS (SELECT 1 FROM hailq_messages
+               WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now)
+    OR EXISTS (SELECT 1 FROM hailq_messages
+               WHERE queue = :queue AND state = 'leased' AND lease_until <= :now);
+
+-- name: scheduled_promote
+UPDATE hailq_messages SET state = 'ready'
+WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now;
+
+-- name: leases_expire
+-- An ended lease gives the message back, or kills it after its last attempt (rule 13).
+UPDATE hailq_messages
+SET state = CASE WHEN attempt >= :max_attempts THEN 'dead' ELSE 'ready' END,
+    dead_at = CASE WHEN attempt >= :max_attempts THEN :now END,
+    parked = CASE WHEN attempt >= :max_attempts AND ordering_key IS NOT NULL
+                  THEN :park ELSE 0 END,
+    errors = json_insert(coalesce(errors, '[]'), '$[#]',
+                         json_object('attempt', attempt, 'error', 'lease expired', 'at', :now))
+WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
+RETURNING state, ordering_key;
+
+-- name: in_flight
+SELECT count(*) FROM hailq_messages WHERE queue = :queue AND state = 'leased';
+
+-- name: message_claim
+UPDATE hailq_messages
+SET state = 'leased', attempt = attempt + 1, token = lower(hex(randomblob(8))),
+    lease_until = :now + :lease
+WHERE seq IN (
+    SELECT seq FROM hailq_messages
+    WHERE queue = :queue AND state = 'ready'
+    ORDER BY sort_key, seq
+    LIMIT :n
+)
+RETURNING sort_key, seq, id, token, body, body_kind, headers, priority, ordering_key,
+          attempt, enqueued_at, lease_until;
+
+-- name: count_claimed
+UPDATE hailq_counters SET redelivered = redelivered + :redelivered WHERE queue = :queue;
+
+-- name: key_release
+-- Release the next message of a key once nothing earlier holds it (rule 17).
+UPDATE hailq_messages
+SET state = CASE WHEN available_at > :now THEN 'scheduled' ELSE 'ready' END
+WHERE seq = (
+    SELECT seq FROM hailq_messages
+    WHERE queue = :queue AND ordering_key = :key AND state = 'blocked'
+    ORDER BY seq LIMIT 1
+)
+AND NOT EXISTS (
+    SELECT 1 FROM hailq_messages
+    WHERE queue = :queue AND ordering_key = :key
+      AND (state IN ('ready', 'scheduled', 'leased') OR (state = 'dead' AND parked = 1))
+);
+
+-- name: message_ack
+DELETE FROM hailq_messages
+WHERE id = :id AND queue = :queue AND token = :token AND state <> 'blocked'
+RETURNING ordering_key, state <> 'leased' OR lease_until < :now AS late;
+
+-- name: count_acked
+UPDATE hailq_counters SET acked = acked + :acked, late_acks = late_acks + :late
+WHERE queue = :queue;
+
+-- name: message_nack
+UPDATE hailq_messages
+SET state = CASE WHEN :dead OR attempt >= :max_attempts THEN 'dead'
+                 WHEN :delay > 0 THEN 'scheduled' ELSE 'ready' END,
+    dead_at = CASE WHEN :dead OR attempt >= :max_attempts THEN :now END,
+    parked = CASE WHEN (:dead OR attempt >= :max_attempts) AND ordering_key IS NOT NULL
+                  THEN :park ELSE 0 END,
+    available_at = :now + :delay,
+    sort_key = CASE WHEN :aging IS NULL THEN sort_key
+                    ELSE :now + :delay - priority * :aging END,
+    token = NULL,
+    lease_until = NULL,
+    errors = json_insert(coalesce(errors, '[]'), '$[#]',
+                         json_object('attempt', attempt, 'error', :error, 'at', :now))
+WHERE id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
+RETURNING state, ordering_key;
+
+-- name: count_nacked
+UPDATE hailq_counters SET nacked = nacked + 1, dead_lettered = dead_lettered + :dead
+WHERE queue = :queue;
+
+-- name: count_dead
+UPDATE hailq_counters SET dead_lettered = dead_lettered + :dead WHERE queue = :queue;
+
+-- name: message_extend
+UPDATE hailq_messages SET state = 'leased', lease_until = :now + :seconds
+WHERE id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
+RETURNING lease_until;
+
+-- name: message_peek
+SELECT id, state, body, body_kind, headers, priority, ordering_key, attempt,
+       enqueued_at, available_at
+FROM hailq_messages
+WHERE queue = :queue AND state <> 'dead'
+ORDER BY CASE state WHEN 'ready' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END,
+         sort_key, seq
+LIMIT :limit;
+
+-- name: dead_list
+SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
+       dead_at, errors, parked
+FROM hailq_messages
+WHERE queue = :queue AND state = 'dead'
+  AND (:ordering_key IS NULL OR ordering_key = :ordering_key)
+  AND (:dead_before IS NULL OR dead_at <= :dead_before)
+  AND (:error IS NULL OR instr(errors, :error) > 0)
+ORDER BY dead_at, seq
+LIMIT :limit;
+
+-- name: dead_keys
+SELECT DISTINCT ordering_key FROM hailq_messages
+WHERE queue = :queue AND state = 'dead' AND ordering_key IS NOT NULL AND (:all OR id IN (SELECT value FROM json_each(:ids)));
+
+-- name: dead_redrive
+-- Redriven keyed messages wait behind their key; key_release then frees the oldest.
+UPDATE hailq_messages
+SET state = CASE WHEN ordering_key IS NULL THEN 'ready' ELSE 'blocked' END,
+    attempt = 0, parked = 0, dead_at = NULL, token = NULL, lease_until = NULL,
+    available_at = :now,
+    sort_key = CASE WHEN :aging IS NULL THEN -priority ELSE :now - priority * :aging END
+WHERE queue = :queue AND state = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)));
+
+-- name: purge_dead
+DELETE FROM hailq_messages WHERE queue = :queue AND state = 'dead'
+RETURNING ordering_key, parked;
+
+-- name: purge_live
+DELETE FROM hailq_messages WHERE queue = :queue AND state <> 'dead';
+
+-- name: stats_states
+SELECT
+    coalesce(sum(state = 'ready' OR (state = 'scheduled' AND available_at <= :now)), 0),
+    coalesce(sum(state = 'scheduled' AND available_at > :now), 0),
+    coalesce(sum(state = 'leased'), 0),
+    coalesce(sum(state = 'blocked'), 0),
+    coalesce(sum(state = 'dead'), 0),
+    min(CASE WHEN state = 'ready' OR (state = 'scheduled' AND available_at <= :now)
+             THEN enqueued_at END)
+FROM hailq_messages WHERE queue = :queue;
+
+-- name: stats_counters
+SELECT sent, acked, nacked, redelivered, dead_lettered, late_acks
+FROM hailq_counters WHERE queue = :queue;
+
+-- name: stats_parked
+SELECT DISTINCT ordering_key FROM hailq_messages
+WHERE queue = :queue AND state = 'dead' AND parked = 1 ORDER BY ordering_key;
+
+-- name: topic_save
+INSERT INTO hailq_topics (name, created_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING;
+
+-- name: topic_list
+SELECT name FROM hailq_topics ORDER BY name;
+
+-- name: subscription_save
+INSERT INTO hailq_subscriptions (topic, queue, filter, created_at)
+VALUES (:topic, :queue, :filter, :now)
+ON CONFLICT (topic, queue) DO UPDATE SET filter = excluded.filter;
+
+-- name: subscription_list
+SELECT topic, queue, filter FROM hailq_subscriptions WHERE topic = :topic ORDER BY queue;

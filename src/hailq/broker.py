@@ -1,0 +1,143 @@
+"""``hailq.connect(url)``: one broker on one storage backend."""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from hailq._time import Clock
+from hailq.errors import InvalidArgument
+from hailq.queue import Queue
+from hailq.settings import QueueSettings, check_name
+from hailq.topic import Topic
+from hailq.url import DEFAULT_URL, parse_url
+
+if TYPE_CHECKING:
+    from hailq.backends.base import Backend
+
+
+class Broker:
+    """hailq on one database. Thread-safe; use one per process (it is fork-safe too)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.url = backend.url_for_display
+
+    def migrate(self) -> int:
+        """Create or upgrade hailq's schema; return its version. ``connect`` does this too."""
+        return self.backend.schema_migrate()
+
+    def queue(self, name: str, **settings: Any) -> Queue:
+        """Declare a queue, or update the given settings of an existing one, and return it.
+
+        Unknown settings and bad values raise InvalidArgument before anything is
+        written. Settings are read when a process declares the queue; a process
+        that declared it earlier keeps the settings it saw until it declares again.
+        """
+        check_name(name)
+        stored = self.backend.queue_load(name)
+        current = QueueSettings.from_json(stored) if stored else None
+        wanted = QueueSettings.build(current, **settings)
+        if stored is None or wanted != current:
+            self.backend.queue_save(name, wanted.to_json())
+        return Queue(self.backend, name, wanted)
+
+    def get_queue(self, name: str) -> Queue:
+        """An existing queue with its stored settings; QueueNotFound if never declared."""
+        from hailq.errors import QueueNotFound
+
+        check_name(name)
+        stored = self.backend.queue_load(name)
+        if stored is None:
+            raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
+        return Queue(self.backend, name, QueueSettings.from_json(stored))
+
+    def queues(self) -> list[Queue]:
+        """Every declared queue with its stored settings."""
+        return [Queue(self.backend, n, QueueSettings.from_json(s))
+                for n, s in self.backend.queue_list()]
+
+    def topic(self, name: str) -> Topic:
+        """Declare a topic (idempotent) and return it."""
+        check_name(name, "topic name")
+        self.backend.topic_save(name)
+        return Topic(self, name)
+
+    def topics(self) -> list[str]:
+        return self.backend.topic_list()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Broker {self.url}>"
+
+
+def connect(url: str | None = None, *, clock: Clock | None = None,
+            migrate: bool = True) -> Broker:
+    """Open a broker: ``sqlite:///path.db`` or ``postgresql://user@host:port/db``.
+
+    Without ``url``, ``HAILQ_URL`` is used, else ``sqlite:///hailq.db``.
+    SQLite options: ``?synchronous=full|normal|off`` (durability of sends),
+    ``busy_timeout=SECONDS``. PostgreSQL options: ``?schema=NAME`` (default
+    ``hailq``), ``pool_size=N``. The schema is created or upgraded unless
+    ``migrate=False``.
+    """
+    parsed = parse_url(url if url is not None else os.environ.get("HAILQ_URL", DEFAULT_URL))
+    backend: Backend
+    if parsed.scheme == "sqlite":
+        from hailq.backends.sqlite.backend import SQLiteBackend
+
+        opts: dict[str, Any] = {}
+        if "synchronous" in parsed.options:
+            opts["synchronous"] = parsed.options["synchronous"].lower()
+        for key in ("busy_timeout", "poll_interval"):
+            if key in parsed.options:
+                opts[key] = _float_option(parsed.options, key)
+        backend = SQLiteBackend(parsed.target, clock=clock or _default_clock(), **opts)
+    else:
+        if clock is not None:
+            raise InvalidArgument("PostgreSQL uses the database clock; clock= is for SQLite")
+        from hailq.backends.postgres.backend import PostgresBackend
+
+        backend = PostgresBackend(
+            parsed.target, display=parsed.display,
+            schema=parsed.options.get("schema", "hailq"),
+            pool_size=int(_float_option(parsed.options, "pool_size", 10)),
+            poll_interval=_float_option(parsed.options, "poll_interval", 1.0))
+    broker = Broker(backend)
+    if migrate:
+        try:
+            broker.migrate()
+        except BaseException:
+            backend.close()
+            raise
+    return broker
+
+
+def _float_option(options: dict[str, str], key: str, default: float | None = None) -> float:
+    if key not in options:
+        if default is None:
+            raise InvalidArgument(f"URL option {key} is required")
+        return default
+    try:
+        value = float(options[key])
+    except ValueError:
+        raise InvalidArgument(f"URL option {key} must be a number, got {options[key]!r}") from None
+    if not 0 < value < 1e6:
+        raise InvalidArgument(f"URL option {key} must be positive, got {options[key]!r}")
+    return value
+
+
+def _default_clock() -> Clock:
+    from hailq._time import system_clock
+
+    return system_clock

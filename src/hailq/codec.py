@@ -1,0 +1,125 @@
+"""Message bodies and headers: JSON values or bytes, never pickle (SPEC rule 27)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from hailq.errors import InvalidArgument, MessageTooLarge
+
+JSON = 0
+BYTES = 1
+
+Body = Any  # a JSON value (None, bool, int, float, str, list, dict[str, ...]) or bytes
+
+MAX_HEADERS = 64
+MAX_HEADER_LENGTH = 4096
+MAX_KEY_LENGTH = 255
+_MAX_DEPTH = 64
+
+
+def encode_body(body: Body, max_size: int) -> tuple[bytes, int]:
+    """Return ``(data, kind)``; raise InvalidArgument for what cannot round-trip exactly."""
+    if isinstance(body, bytes | bytearray | memoryview):
+        data, kind = bytes(body), BYTES
+    else:
+        _check_json(body, 0)
+        try:
+            data = json.dumps(body, ensure_ascii=False, allow_nan=False,
+                              separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(f"body holds a string that is not valid Unicode: {exc}") from None
+        kind = JSON
+    if len(data) > max_size:
+        raise MessageTooLarge(
+            f"body is {len(data)} bytes encoded; this queue allows at most {max_size} "
+            "(setting max_message_size)")
+    return data, kind
+
+
+def decode_body(data: bytes, kind: int) -> Body:
+    if kind == BYTES:
+        return bytes(data)
+    return json.loads(bytes(data).decode("utf-8"))
+
+
+def _check_json(value: object, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise InvalidArgument(f"body is nested deeper than {_MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool | int | str):
+        if isinstance(value, str):
+            _check_text(value, "body string")
+        return
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise InvalidArgument("body holds NaN or infinity, which JSON cannot carry")
+        return
+    if isinstance(value, list):
+        for item in value:
+            _check_json(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidArgument(
+                    f"body object keys must be strings, got {type(key).__name__} key {key!r}")
+            _check_text(key, "body key")
+            _check_json(item, depth + 1)
+        return
+    raise InvalidArgument(
+        f"body must be a JSON value (None, bool, int, float, str, list, dict with str keys) "
+        f"or bytes, got {type(value).__name__}")
+
+
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} is not valid Unicode (lone surrogate)") from None
+
+
+def encode_headers(headers: object) -> str | None:
+    """Validate a ``str -> str`` mapping and return it as JSON text (or None when empty)."""
+    if headers is None:
+        return None
+    if not isinstance(headers, dict):
+        raise InvalidArgument(f"headers must be a dict of str to str, got {type(headers).__name__}")
+    if len(headers) > MAX_HEADERS:
+        raise InvalidArgument(f"at most {MAX_HEADERS} headers are allowed, got {len(headers)}")
+    for key, value in headers.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgument(f"headers must map str to str, got {key!r}: {value!r}")
+        if not key or len(key) > MAX_KEY_LENGTH:
+            raise InvalidArgument(
+                f"header names must be 1-{MAX_KEY_LENGTH} characters, got {key!r}")
+        if len(value) > MAX_HEADER_LENGTH:
+            raise InvalidArgument(
+                f"header {key!r} is {len(value)} characters; at most {MAX_HEADER_LENGTH}")
+        check_plain_text(key, "header name")
+        check_plain_text(value, f"header {key!r}")
+    if not headers:
+        return None
+    return json.dumps(headers, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def decode_headers(text: str | None) -> dict[str, str]:
+    return {} if not text else dict(json.loads(text))
+
+
+def check_plain_text(text: str, what: str) -> None:
+    """Text stored in columns: valid Unicode, no NUL (databases cannot store it)."""
+    if "\x00" in text:
+        raise InvalidArgument(f"{what} must not contain NUL characters")
+    _check_text(text, what)
+
+
+def check_key(value: object, what: str) -> str | None:
+    """Validate an ordering key or dedup id: None, or 1-255 characters of text."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LENGTH:
+        raise InvalidArgument(f"{what} must be a string of 1-{MAX_KEY_LENGTH} characters, "
+                              f"got {value!r}")
+    check_plain_text(value, what)
+    return value

@@ -1,0 +1,42 @@
+"""The exception tree. Every error hailq raises on purpose is a ``HailqError``."""
+
+from __future__ import annotations
+
+
+class HailqError(Exception):
+    """Root of every error hailq raises on purpose."""
+
+
+class InvalidArgument(HailqError, ValueError):
+    """An argument was rejected before anything was written.
+
+    The message says what was wrong and what is allowed.
+    """
+
+
+class MessageTooLarge(InvalidArgument):
+    """An encoded body is larger than the queue's ``max_message_size``."""
+
+
+class QueueNotFound(HailqError, LookupError):
+    """The named queue (or topic) has never been declared."""
+
+
+class LeaseLost(HailqError):
+    """The receipt no longer names the message's current lease.
+
+    The message was received again since (or no longer exists), so the
+    operation changed nothing. Under rule 22 the caller's transaction was
+    rolled back.
+    """
+
+
+class StorageError(HailqError):
+    """The storage backend failed: unreachable server, full disk, read-only file.
+
+    The message names the database (never its password) and the cause.
+    """
+
+
+class SchemaError(StorageError):
+    """The database schema is newer than this version of hailq, or damaged."""

@@ -1,0 +1,54 @@
+"""Time-ordered message ids and lease receipts."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+from hailq.errors import InvalidArgument
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: sorts like the number
+_lock = threading.Lock()
+_last = (0, 0)
+
+ID_PATTERN = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+RECEIPT_PATTERN = re.compile(r"([0-9A-HJKMNP-TV-Z]{26})\.([0-9a-f]{16})")
+
+
+def new_message_id() -> str:
+    """A 26-character id: 48 bits of milliseconds then 80 bits that only grow within a process.
+
+    Ids sort by creation time; two ids made in the same millisecond by one
+    process still sort in creation order.
+    """
+    global _last
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        last_ms, last_rand = _last
+        if ms <= last_ms:
+            ms, rand = last_ms, last_rand + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
+        _last = (ms, rand)
+    value = (ms << 80) | (rand & ((1 << 80) - 1))
+    return "".join(_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def check_message_id(value: object) -> str:
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise InvalidArgument(f"not a hailq message id: {value!r} (26 characters of base32)")
+    return value
+
+
+def make_receipt(message_id: str, token: str) -> str:
+    return f"{message_id}.{token}"
+
+
+def parse_receipt(receipt: object) -> tuple[str, str]:
+    """Split a receipt into ``(message_id, lease_token)``; reject forged shapes."""
+    match = RECEIPT_PATTERN.fullmatch(receipt) if isinstance(receipt, str) else None
+    if match is None:
+        raise InvalidArgument(f"not a hailq receipt: {receipt!r}")
+    return match.group(1), match.group(2)

@@ -1,0 +1,122 @@
+"""Plain data returned by the public API.
+
+The message state machine, written once (every backend stores these states):
+
+- ``scheduled``: waiting for ``available_at`` (a delay, or a retry backoff).
+- ``ready``: receivable now, in the order of SPEC rule 16.
+- ``leased``: received; one consumer holds the lease until ``lease_until``.
+  When the lease ends without ack the next claim makes it ``ready`` again, or
+  ``dead`` if it used its last attempt.
+- ``blocked``: has an ordering key whose earlier message is not yet acked or
+  dead (rule 17); the next in key order is released when its head finishes.
+- ``dead``: used up its attempts or was dead-lettered; kept until redriven or
+  purged. A dead keyed message of an ``on_dead="park"`` queue holds its key.
+
+An acknowledged message is deleted: there is no ``done`` state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+State = Literal["scheduled", "ready", "leased", "blocked", "dead"]
+STATES: tuple[State, ...] = ("scheduled", "ready", "leased", "blocked", "dead")
+
+
+@dataclass(frozen=True)
+class AttemptError:
+    """What went wrong on one attempt: a handler error, a nack reason or an ended lease."""
+
+    attempt: int
+    error: str
+    at: float
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A dead message with the error of every failed attempt."""
+
+    id: str
+    queue: str
+    body: Any
+    headers: dict[str, str]
+    priority: int
+    ordering_key: str | None
+    attempt: int
+    enqueued_at: float
+    dead_at: float
+    errors: list[AttemptError] = field(default_factory=list)
+    parked: bool = False
+
+    @property
+    def last_error(self) -> str | None:
+        return self.errors[-1].error if self.errors else None
+
+
+@dataclass(frozen=True)
+class PeekedMessage:
+    """A message looked at without leasing it."""
+
+    id: str
+    queue: str
+    state: State
+    body: Any
+    headers: dict[str, str]
+    priority: int
+    ordering_key: str | None
+    attempt: int
+    enqueued_at: float
+    available_at: float
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts of one queue, and the totals since it was declared."""
+
+    queue: str
+    ready: int
+    scheduled: int
+    in_flight: int
+    blocked: int
+    dead: int
+    oldest_ready_age: float | None
+    sent: int
+    acked: int
+    nacked: int
+    redelivered: int
+    dead_lettered: int
+    late_acks: int
+    parked_keys: list[str] = field(default_factory=list)
+
+    @property
+    def delayed(self) -> int:
+        """Messages not yet due (delay or retry backoff)."""
+        return self.scheduled
+
+    @property
+    def backlog(self) -> int:
+        """Work that is waiting: ready, due later, or behind its ordering key."""
+        return self.ready + self.scheduled + self.blocked
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A topic's subscription: an ordinary queue plus an optional header filter."""
+
+    topic: str
+    queue: str
+    filter: dict[str, str | list[str]] | None
+
+    def matches(self, headers: dict[str, str]) -> bool:
+        """True when every filtered header is present with an accepted value."""
+        if not self.filter:
+            return True
+        for name, wanted in self.filter.items():
+            value = headers.get(name)
+            if isinstance(wanted, list):
+                if value not in wanted:
+                    return False
+            elif value != wanted:
+                return False
+        return True

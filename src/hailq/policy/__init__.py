@@ -1,0 +1,1 @@
+"""Pure decisions, tested without a database."""

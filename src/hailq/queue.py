@@ -1,0 +1,310 @@
+"""Queues and received messages: the public API over the backend seam (SPEC rules 1-18)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hailq._time import Duration, seconds
+from hailq.backends.base import (
+    AckParams,
+    ClaimParams,
+    DeadListParams,
+    ExtendParams,
+    NackParams,
+    NewMessage,
+    RedriveParams,
+)
+from hailq.codec import Body, check_key, decode_body, decode_headers, encode_body, encode_headers
+from hailq.errors import InvalidArgument, LeaseLost
+from hailq.ids import check_message_id, make_receipt, new_message_id, parse_receipt
+from hailq.models import DeadLetter, PeekedMessage, QueueStats
+from hailq.policy.retry import backoff
+from hailq.settings import QueueSettings
+
+if TYPE_CHECKING:
+    from hailq.backends.base import Backend
+
+MAX_BATCH = 1000
+MAX_ERROR_LENGTH = 4000
+MAX_WAIT = 3600.0
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A body with its own send options, for ``send_many`` and ``publish``."""
+
+    body: Body
+    priority: int = 0
+    ordering_key: str | None = None
+    delay: Duration = 0
+    headers: dict[str, str] | None = None
+    dedup_id: str | None = None
+    not_before: datetime | float | None = field(default=None)
+
+
+class Message:
+    """A received message and its lease. ``receipt`` names this lease alone."""
+
+    __slots__ = ("_queue", "attempt", "body", "enqueued_at", "headers", "id", "lease_until",
+                 "ordering_key", "priority", "receipt")
+
+    def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
+                 priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
+                 lease_until: float, receipt: str) -> None:
+        self._queue = queue
+        self.id = id
+        self.body = body
+        self.headers = headers
+        self.priority = priority
+        self.ordering_key = ordering_key
+        self.attempt = attempt
+        self.enqueued_at = enqueued_at
+        self.lease_until = lease_until
+        self.receipt = receipt
+
+    @property
+    def queue(self) -> str:
+        return self._queue.name
+
+    def ack(self) -> None:
+        """Remove the message for good. Raises LeaseLost if it was received again since."""
+        self._queue.ack(self.receipt)
+
+    def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
+        """Give the message back now, after ``delay``, or after the queue's retry backoff."""
+        self._queue.nack(self.receipt, delay=delay, error=error, attempt=self.attempt)
+
+    def dead_letter(self, reason: str) -> None:
+        """Move the message to the dead-letter queue now, whatever attempts it has left."""
+        self._queue.dead_letter(self.receipt, reason)
+
+    def extend(self, seconds: Duration) -> None:
+        """Move the lease's end to ``seconds`` from now."""
+        self.lease_until = self._queue.extend(self.receipt, seconds)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """Commit an effect in the broker's database together with the ack (rule 22).
+
+        Yields a database connection (``sqlite3.Connection`` or psycopg
+        ``Connection``) inside a transaction in which the message is already
+        acked. Leaving the block commits both; an exception rolls both back. If
+        the lease was lost, ``LeaseLost`` is raised before the block runs and
+        nothing is committed. Do not commit inside the block.
+        """
+        with self._queue.ack_transaction(self.receipt) as conn:
+            yield conn
+
+    def __repr__(self) -> str:
+        return (f"<Message {self.id} queue={self.queue} attempt={self.attempt} "
+                f"priority={self.priority}>")
+
+
+class Queue:
+    """A named, durable queue. Get one with ``broker.queue(name, **settings)``."""
+
+    def __init__(self, backend: Backend, name: str, settings: QueueSettings) -> None:
+        self._backend = backend
+        self.name = name
+        self.settings = settings
+
+    # -- sending -----------------------------------------------------------------------
+
+    def send(self, body: Body, priority: int = 0, ordering_key: str | None = None,
+             delay: Duration = 0, headers: dict[str, str] | None = None,
+             dedup_id: str | None = None, *, not_before: datetime | float | None = None,
+             connection: Any = None) -> str:
+        """Enqueue one message; return its id once it is durable (rule 2).
+
+        With ``dedup_id`` seen on this queue within ``dedup_window``, return the
+        first message's id and enqueue nothing (rule 4). With ``connection``, the
+        message joins that open transaction on the broker's database (rule 3).
+        """
+        message = self._new(Envelope(body, priority, ordering_key, delay, headers, dedup_id,
+                                     not_before))
+        return self._backend.message_insert([message], connection)[0]
+
+    def send_many(self, items: Iterable[Body | Envelope], *, connection: Any = None,
+                  ) -> list[str]:
+        """Enqueue a batch atomically, all or none; items are bodies or ``Envelope``s."""
+        messages = [self._new(i if isinstance(i, Envelope) else Envelope(i)) for i in items]
+        if not messages:
+            return []
+        return self._backend.message_insert(messages, connection)
+
+    def _new(self, e: Envelope) -> NewMessage:
+        return build_message(self.name, self.settings, e, self._backend.clock_now)
+
+    # -- receiving ---------------------------------------------------------------------
+
+    def receive(self, max_messages: int = 1, lease: Duration | None = None,
+                wait: Duration = 0) -> list[Message]:
+        """Lease up to ``max_messages`` (rule 6). ``wait`` > 0 long-polls up to that long."""
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) \
+                or not 1 <= max_messages <= MAX_BATCH:
+            raise InvalidArgument(f"max_messages must be an integer from 1 to {MAX_BATCH}, "
+                                  f"got {max_messages!r}")
+        lease_s = self.settings.lease if lease is None else seconds(
+            lease, "lease", allow_zero=False, maximum=12 * 3600)
+        wait_s = seconds(wait, "wait", maximum=MAX_WAIT)
+        params = ClaimParams(self.name, max_messages, lease_s, self.settings.max_attempts,
+                             self.settings.max_in_flight, self.settings.on_dead)
+        deadline = time.monotonic() + wait_s
+        while True:
+            rows = self._backend.message_claim(params)
+            remaining = deadline - time.monotonic()
+            if rows or remaining <= 0:
+                break
+            self._backend.message_wait(self.name, remaining)
+        return [
+            Message(self, id=r.id, body=decode_body(r.body, r.body_kind),
+                    headers=decode_headers(r.headers), priority=r.priority,
+                    ordering_key=r.ordering_key, attempt=r.attempt, enqueued_at=r.enqueued_at,
+                    lease_until=r.lease_until, receipt=make_receipt(r.id, r.token))
+            for r in rows
+        ]
+
+    def ack(self, receipt: str) -> None:
+        """Ack by receipt (see ``Message.ack``)."""
+        if self.ack_many([receipt])[0] is None:
+            raise LeaseLost(f"receipt {receipt} no longer holds the lease of its message "
+                            "(received again since, or already gone); nothing changed")
+
+    def ack_many(self, receipts: Iterable[str | Message]) -> list[bool | None]:
+        """Ack several leases in one transaction.
+
+        Per receipt: ``False`` acked in time, ``True`` a late ack (the lease had
+        ended but nobody received the message since), ``None`` lease lost.
+        """
+        acks = [self._ack_params(r.receipt if isinstance(r, Message) else r) for r in receipts]
+        return self._backend.message_ack(acks) if acks else []
+
+    def _ack_params(self, receipt: str) -> AckParams:
+        message_id, token = parse_receipt(receipt)
+        return AckParams(self.name, message_id, token, self.settings.on_dead)
+
+    @contextmanager
+    def ack_transaction(self, receipt: str) -> Iterator[Any]:
+        """See ``Message.transaction``."""
+        with self._backend.message_ack_transaction(self._ack_params(receipt)) as conn:
+            yield conn
+
+    def nack(self, receipt: str, delay: Duration | None = None, error: str | None = None,
+             *, attempt: int | None = None) -> None:
+        """Give a leased message back (rule 10); after ``max_attempts`` it goes dead."""
+        message_id, token = parse_receipt(receipt)
+        if delay is None:
+            wait = backoff(self.settings.retry, attempt or 1)
+        else:
+            wait = seconds(delay, "delay")
+        self._nack(NackParams(self.name, message_id, token, wait, _error_text(error),
+                              self.settings.max_attempts, self.settings.aging,
+                              self.settings.on_dead))
+
+    def dead_letter(self, receipt: str, reason: str) -> None:
+        """Dead-letter a leased message now with ``reason``."""
+        message_id, token = parse_receipt(receipt)
+        self._nack(NackParams(self.name, message_id, token, 0.0, _error_text(reason),
+                              self.settings.max_attempts, self.settings.aging,
+                              self.settings.on_dead, dead=True))
+
+    def _nack(self, params: NackParams) -> None:
+        if not self._backend.message_nack(params):
+            raise LeaseLost(f"message {params.message_id}: the receipt no longer holds its "
+                            "lease; nothing changed")
+
+    def extend(self, receipt: str, seconds_: Duration) -> float:
+        """Move a lease's end to ``seconds_`` from now; return the new deadline."""
+        message_id, token = parse_receipt(receipt)
+        span = seconds(seconds_, "extend seconds", allow_zero=False, maximum=12 * 3600)
+        until = self._backend.message_extend(ExtendParams(self.name, message_id, token, span))
+        if until is None:
+            raise LeaseLost(f"message {message_id}: the receipt no longer holds its lease")
+        return until
+
+    # -- operators ---------------------------------------------------------------------
+
+    def peek(self, limit: int = 10) -> list[PeekedMessage]:
+        """Look at live messages in delivery order without leasing them."""
+        return self._backend.message_peek(self.name, _limit(limit))
+
+    def dead_letters(self, error_contains: str | None = None,
+                     older_than: Duration | None = None, ordering_key: str | None = None,
+                     limit: int = 1000) -> list[DeadLetter]:
+        """Dead messages, oldest death first, each with the error of every attempt."""
+        if error_contains is not None and not isinstance(error_contains, str):
+            raise InvalidArgument("error_contains must be a string")
+        return self._backend.dead_list(DeadListParams(
+            self.name, error_contains,
+            None if older_than is None else seconds(older_than, "older_than"),
+            check_key(ordering_key, "ordering_key"), _limit(limit)))
+
+    def redrive(self, ids: Iterable[str] | None = None) -> int:
+        """Return dead messages (all, or these ids) to ready with attempt 0, in key order."""
+        chosen = None if ids is None else [check_message_id(i) for i in ids]
+        return self._backend.dead_redrive(RedriveParams(self.name, chosen, self.settings.aging))
+
+    def purge(self, dead: bool = True) -> int:
+        """Delete dead messages (``dead=True``) or every live message (``dead=False``)."""
+        if not isinstance(dead, bool):
+            raise InvalidArgument("dead must be True or False")
+        return self._backend.message_purge(self.name, dead)
+
+    def stats(self) -> QueueStats:
+        return self._backend.queue_stats(self.name)
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name}>"
+
+
+def build_message(queue: str, settings: QueueSettings, e: Envelope,
+                  now: Any) -> NewMessage:
+    """Validate one outgoing message against a queue's settings and encode it."""
+    if isinstance(e.priority, bool) or not isinstance(e.priority, int) \
+            or not 0 <= e.priority <= 9:
+        raise InvalidArgument(f"priority must be an integer from 0 to 9, got {e.priority!r}")
+    delay = seconds(e.delay, "delay", maximum=366 * 86400)
+    if e.not_before is not None:
+        if delay:
+            raise InvalidArgument("give delay or not_before, not both")
+        delay = _until(e.not_before, now)
+    data, kind = encode_body(e.body, settings.max_message_size)
+    return NewMessage(
+        queue=queue, id=new_message_id(), body=data, body_kind=kind,
+        headers=encode_headers(e.headers), priority=e.priority,
+        ordering_key=check_key(e.ordering_key, "ordering_key"), delay=delay,
+        dedup_id=check_key(e.dedup_id, "dedup_id"), dedup_window=settings.dedup_window,
+        aging=settings.aging,
+    )
+
+
+def _until(when: datetime | float, now: Any) -> float:
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            raise InvalidArgument("not_before must be timezone-aware (e.g. datetime.now(UTC))")
+        target = when.timestamp()
+    elif isinstance(when, int | float) and not isinstance(when, bool):
+        target = float(when)
+    else:
+        raise InvalidArgument(f"not_before must be a datetime or epoch seconds, got {when!r}")
+    return seconds(max(target - float(now()), 0.0), "not_before", maximum=366 * 86400)
+
+
+def _error_text(error: object) -> str | None:
+    if error is None:
+        return None
+    if not isinstance(error, str):
+        raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
+    return error[:MAX_ERROR_LENGTH]
+
+
+def _limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
+        raise InvalidArgument(f"limit must be an integer from 1 to 100000, got {limit!r}")
+    return limit
+

@@ -1,0 +1,133 @@
+"""Queue settings: frozen, validated once when declared (SPEC rule 1)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from hailq._time import Duration, seconds
+from hailq.errors import InvalidArgument
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+MIB = 1024 * 1024
+MAX_MESSAGE_SIZE_LIMIT = 64 * MIB
+
+OnDead = Literal["continue", "park"]
+
+
+def check_name(name: object, what: str = "queue name") -> str:
+    """Return ``name`` if it is a valid queue/topic name, else raise InvalidArgument."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidArgument(
+            f"invalid {what} {name!r}: use 1-128 characters from A-Z a-z 0-9 _ . : -, "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff after a failed attempt: ``min(max, base * factor**(n-1))``.
+
+    ``jitter`` is the fraction of the delay that is randomised downwards
+    (0 = exact delays, 1 = anywhere between 0 and the full delay).
+    """
+
+    base: float = 1.0
+    factor: float = 2.0
+    max: float = 300.0
+    jitter: float = 0.1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base", seconds(self.base, "retry base"))
+        object.__setattr__(self, "max", seconds(self.max, "retry max"))
+        if isinstance(self.factor, bool) or not isinstance(self.factor, int | float) \
+                or not 1.0 <= float(self.factor) <= 100.0:
+            raise InvalidArgument(f"retry factor must be a number from 1 to 100, got {self.factor!r}")
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, int | float) \
+                or not 0.0 <= float(self.jitter) <= 1.0:
+            raise InvalidArgument(f"retry jitter must be a fraction from 0 to 1, got {self.jitter!r}")
+        object.__setattr__(self, "factor", float(self.factor))
+        object.__setattr__(self, "jitter", float(self.jitter))
+
+
+_SETTING_NAMES = (
+    "lease", "max_attempts", "aging", "retry", "dedup_window",
+    "max_message_size", "max_in_flight", "on_dead",
+)
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """A queue's settings. Durations are seconds (``timedelta`` is accepted)."""
+
+    lease: float = 30.0
+    max_attempts: int = 5
+    aging: float | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    dedup_window: float = 3600.0
+    max_message_size: int = MIB
+    max_in_flight: int | None = None
+    on_dead: OnDead = "continue"
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "lease", seconds(self.lease, "lease", allow_zero=False, maximum=12 * 3600))
+        _check_int(self.max_attempts, "max_attempts", 1, 1000)
+        if self.aging is not None:
+            set_(self, "aging", seconds(self.aging, "aging", allow_zero=False, maximum=30 * 86400))
+        if isinstance(self.retry, dict):
+            set_(self, "retry", RetryPolicy(**_only(self.retry, RetryPolicy.__dataclass_fields__,
+                                                    "retry")))
+        elif not isinstance(self.retry, RetryPolicy):
+            raise InvalidArgument(f"retry must be a RetryPolicy or a dict, got {self.retry!r}")
+        set_(self, "dedup_window", seconds(self.dedup_window, "dedup_window", maximum=30 * 86400))
+        _check_int(self.max_message_size, "max_message_size", 1, MAX_MESSAGE_SIZE_LIMIT)
+        if self.max_in_flight is not None:
+            _check_int(self.max_in_flight, "max_in_flight", 1, 1_000_000)
+        if self.on_dead not in ("continue", "park"):
+            raise InvalidArgument(f'on_dead must be "continue" or "park", got {self.on_dead!r}')
+
+    @classmethod
+    def build(cls, base: QueueSettings | None = None, **changes: Any) -> QueueSettings:
+        """Return ``base`` (or the defaults) with ``changes`` applied; unknown names fail."""
+        _only(changes, _SETTING_NAMES, "queue setting")
+        converted = {k: _coerce(k, v) for k, v in changes.items()}
+        return replace(base, **converted) if base is not None else cls(**converted)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> QueueSettings:
+        data = json.loads(text)
+        data["retry"] = RetryPolicy(**data.get("retry", {}))
+        return cls(**{k: v for k, v in data.items() if k in _SETTING_NAMES})
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if name == "retry" and isinstance(value, dict):
+        return RetryPolicy(**_only(value, RetryPolicy.__dataclass_fields__, "retry"))
+    if name in ("lease", "dedup_window") or (name == "aging" and value is not None):
+        return seconds(value, name, allow_zero=name == "dedup_window")
+    return value
+
+
+def _only(given: dict[str, Any], allowed: Any, what: str) -> dict[str, Any]:
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown {what} {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    return given
+
+
+def _check_int(value: object, what: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgument(f"{what} must be an integer from {low} to {high}, got {value!r}")
+
+
+def check_duration(value: Duration, what: str) -> float:
+    """Validate a non-negative duration argument (delay, wait, lease extension)."""
+    return seconds(value, what)

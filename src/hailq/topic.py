@@ -1,0 +1,106 @@
+"""Publish/subscribe: a topic copies each message into every subscription's queue (rules 19-20)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hailq._time import Duration
+from hailq.codec import Body, check_plain_text
+from hailq.errors import InvalidArgument
+from hailq.models import Subscription
+from hailq.queue import Envelope, Queue, build_message
+from hailq.settings import QueueSettings, check_name
+
+if TYPE_CHECKING:
+    from hailq.backends.base import NewMessage
+    from hailq.broker import Broker
+
+
+class Topic:
+    """A named fan-out point. Get one with ``broker.topic(name)``."""
+
+    def __init__(self, broker: Broker, name: str) -> None:
+        self._broker = broker
+        self.name = name
+        self._settings: dict[str, QueueSettings] = {}
+
+    def subscribe(self, subscription: str, filter: dict[str, Any] | None = None,
+                  **settings: Any) -> Queue:
+        """Create (or update) a subscription and return its queue.
+
+        The subscription is an ordinary queue named ``subscription`` with its
+        own settings, leases, attempts and dead letters. ``filter`` maps header
+        names to a value or a list of accepted values; only matching messages
+        are copied in.
+        """
+        check_name(subscription, "subscription name")
+        checked = _check_filter(filter)
+        queue = self._broker.queue(subscription, **settings)
+        self._broker.backend.subscription_save(Subscription(self.name, subscription, checked))
+        self._settings[subscription] = queue.settings
+        return queue
+
+    def subscriptions(self) -> list[Subscription]:
+        return self._broker.backend.subscription_list(self.name)
+
+    def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,
+                delay: Duration = 0, headers: dict[str, str] | None = None,
+                dedup_id: str | None = None, *,
+                not_before: datetime | float | None = None) -> dict[str, str]:
+        """Copy one message into every subscription that exists now, atomically.
+
+        Returns ``{subscription: message id}``; subscriptions whose filter does
+        not match get nothing. Every copy has the same body, priority, ordering
+        key and headers.
+        """
+        envelope = Envelope(body, priority, ordering_key, delay, headers, dedup_id, not_before)
+        # Validate once up front so bad input fails even with no subscriptions.
+        build_message(self.name, QueueSettings(), envelope, self._broker.backend.clock_now)
+        wanted = dict(headers or {})
+        backend = self._broker.backend
+        for sub in backend.subscription_list(self.name):  # warm the cache outside the write
+            self._queue_settings(sub.queue)
+        built: list[NewMessage] = []
+
+        def copies(subs: list[Subscription]) -> list[NewMessage]:
+            built[:] = [build_message(s.queue, self._queue_settings(s.queue), envelope,
+                                      backend.clock_now)
+                        for s in subs if s.matches(wanted)]
+            return built
+
+        ids = backend.topic_publish(self.name, copies)
+        return {m.queue: i for m, i in zip(built, ids, strict=True)}
+
+    def _queue_settings(self, queue: str) -> QueueSettings:
+        """Settings of a subscription queue; reads only, so it is safe inside a write."""
+        found = self._settings.get(queue)
+        if found is None:
+            stored = self._broker.backend.queue_load(queue)
+            found = QueueSettings.from_json(stored) if stored else QueueSettings()
+            self._settings[queue] = found
+        return found
+
+    def __repr__(self) -> str:
+        return f"<Topic {self.name}>"
+
+
+def _check_filter(filter: object) -> dict[str, str | list[str]] | None:
+    if filter is None:
+        return None
+    if not isinstance(filter, dict) or not filter:
+        raise InvalidArgument("filter must be a non-empty dict of header name to value(s)")
+    checked: dict[str, str | list[str]] = {}
+    for name, wanted in filter.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"filter header names must be non-empty strings, got {name!r}")
+        check_plain_text(name, "filter header name")
+        if isinstance(wanted, str):
+            checked[name] = wanted
+        elif isinstance(wanted, list | tuple) and wanted and all(isinstance(v, str)
+                                                                   for v in wanted):
+            checked[name] = list(wanted)
+        else:
+            raise InvalidArgument(
+                f"filter value for {name!r} must be a string or a non-empty list of strings")
+    return checked

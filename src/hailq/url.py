@@ -1,0 +1,73 @@
+"""Broker URLs: ``sqlite:///path.db`` and ``postgresql://user@host:port/db``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from hailq.errors import InvalidArgument
+
+DEFAULT_URL = "sqlite:///hailq.db"
+SQLITE_OPTIONS = {"synchronous", "busy_timeout", "poll_interval"}
+POSTGRES_OPTIONS = {"schema", "pool_size", "poll_interval"}
+
+
+@dataclass(frozen=True)
+class BrokerURL:
+    scheme: str  # "sqlite" or "postgresql"
+    target: str  # a file path, or a libpq connection URL without hailq's options
+    options: dict[str, str] = field(default_factory=dict)
+    display: str = ""  # safe to print: never holds a password
+
+
+def parse_url(url: object) -> BrokerURL:
+    """Split a broker URL; raise InvalidArgument naming what is allowed."""
+    if not isinstance(url, str) or not url:
+        raise InvalidArgument(f"broker URL must be a non-empty string, got {url!r}")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if scheme == "sqlite":
+        path = url[len("sqlite:///"):].split("?", 1)[0] if url.lower().startswith(
+            "sqlite:///") else ""
+        if not path:
+            raise InvalidArgument(
+                f"SQLite URL needs a file path: sqlite:///relative.db or sqlite:////abs/path.db, "
+                f"got {_safe(url)!r}")
+        _only(query, SQLITE_OPTIONS, "sqlite")
+        return BrokerURL("sqlite", path, query, f"sqlite:///{path}")
+    if scheme in ("postgresql", "postgres"):
+        mine = {k: v for k, v in query.items() if k in POSTGRES_OPTIONS}
+        rest = "&".join(f"{k}={v}" for k, v in query.items() if k not in POSTGRES_OPTIONS)
+        target = urlunsplit(("postgresql", parts.netloc, parts.path, rest, ""))
+        return BrokerURL("postgresql", target, mine, _safe(url))
+    raise InvalidArgument(
+        f"unsupported broker URL {_safe(url)!r}: use sqlite:///path.db or "
+        "postgresql://user@host:port/database")
+
+
+def _only(query: dict[str, str], allowed: set[str], kind: str) -> None:
+    unknown = sorted(set(query) - allowed)
+    if unknown:
+        raise InvalidArgument(f"unknown {kind} URL option(s) {', '.join(unknown)}; "
+                              f"allowed: {', '.join(sorted(allowed))}")
+
+
+def _safe(url: str) -> str:
+    """The URL with any password replaced by ***."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def redact(url: str) -> str:
+    """Public alias: make a URL safe to log or show."""
+    return _safe(url)
