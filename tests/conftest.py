@@ -1,0 +1,86 @@
+"""Shared fixtures: one ``broker`` fixture runs every conformance test on every backend.
+
+PostgreSQL tests use the server at ``HAILQ_TEST_PG`` (default
+postgresql://postgres@127.0.0.1:5432/test), each test in a schema of its own.
+Without a server they are skipped with a clear message, except in CI
+(``CI=true``), where they are required and fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import hailq
+
+PG_URL = os.environ.get("HAILQ_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+_pg_state: dict[str, str | None] = {}
+
+
+def postgres_problem() -> str | None:
+    """None if the test server answers, else why not (checked once per session)."""
+    if "problem" not in _pg_state:
+        try:
+            import psycopg
+
+            with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            _pg_state["problem"] = None
+        except Exception as exc:  # any failure to reach the server
+            _pg_state["problem"] = f"{type(exc).__name__}: {exc}".strip()
+    return _pg_state["problem"]
+
+
+def require_postgres() -> None:
+    problem = postgres_problem()
+    if problem is None:
+        return
+    message = f"PostgreSQL at {PG_URL} is not reachable ({problem})"
+    if IN_CI:
+        pytest.fail(message + "; CI=true requires the PostgreSQL tests", pytrace=False)
+    pytest.skip(message + "; set HAILQ_TEST_PG or start PostgreSQL to run these tests")
+
+
+def drop_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'hailq.db'}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    require_postgres()
+    schema = f"hailq_t_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}schema={schema}"
+    drop_schema(schema)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def url(backend_name: str, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty database URL for the backend under test."""
+    name = "sqlite_url" if backend_name == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+def broker(url: str) -> Iterator[hailq.Broker]:
+    b = hailq.connect(url)
+    yield b
+    b.close()
