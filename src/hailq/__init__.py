@@ -8,16 +8,25 @@
 
 from hailq.broker import Broker, connect
 from hailq.errors import (
+    DeadLetter,
     HailqError,
     InvalidArgument,
     LeaseLost,
     MessageTooLarge,
     QueueNotFound,
+    Retry,
     SchemaError,
     StorageError,
 )
 from hailq.inbox import Inbox, inbox
-from hailq.models import AttemptError, DeadLetter, PeekedMessage, QueueStats, Subscription
+from hailq.models import (
+    AttemptError,
+    DeadMessage,
+    PeekedMessage,
+    QueueStats,
+    Subscription,
+    WorkerInfo,
+)
 from hailq.queue import Envelope, Message, Queue
 from hailq.settings import QueueSettings, RetryPolicy
 from hailq.topic import Topic
@@ -26,6 +35,7 @@ __all__ = [
     "AttemptError",
     "Broker",
     "DeadLetter",
+    "DeadMessage",
     "Envelope",
     "HailqError",
     "Inbox",
@@ -38,11 +48,13 @@ __all__ = [
     "QueueNotFound",
     "QueueSettings",
     "QueueStats",
+    "Retry",
     "RetryPolicy",
     "SchemaError",
     "StorageError",
     "Subscription",
     "Topic",
+    "WorkerInfo",
     "connect",
     "inbox",
 ]

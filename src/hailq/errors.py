@@ -40,3 +40,23 @@ class StorageError(HailqError):
 
 class SchemaError(StorageError):
     """The database schema is newer than this version of hailq, or damaged."""
+
+
+class Retry(HailqError):
+    """Raised by a handler: give the message back, after ``delay`` seconds if given.
+
+    Without ``delay`` the queue's retry backoff applies. Counts as a failed attempt.
+    """
+
+    def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        self.delay = delay
+        self.reason = reason
+
+
+class DeadLetter(HailqError):
+    """Raised by a handler: move the message to the dead-letter queue now, with ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

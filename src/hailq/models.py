@@ -34,7 +34,7 @@ class AttemptError:
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadMessage:
     """A dead message with the error of every failed attempt."""
 
     id: str
@@ -120,3 +120,18 @@ class Subscription:
             elif value != wanted:
                 return False
         return True
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker process as it last reported itself (the worker registry)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    in_flight: int
+    started_at: float
+    last_seen: float
+    state: str  # "running", "draining" or "stopped"

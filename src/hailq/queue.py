@@ -22,7 +22,7 @@ from hailq.backends.base import (
 from hailq.codec import Body, check_key, decode_body, decode_headers, encode_body, encode_headers
 from hailq.errors import InvalidArgument, LeaseLost
 from hailq.ids import check_message_id, make_receipt, new_message_id, parse_receipt
-from hailq.models import DeadLetter, PeekedMessage, QueueStats
+from hailq.models import DeadMessage, PeekedMessage, QueueStats
 from hailq.policy.retry import backoff
 from hailq.settings import QueueSettings
 
@@ -235,7 +235,7 @@ class Queue:
 
     def dead_letters(self, error_contains: str | None = None,
                      older_than: Duration | None = None, ordering_key: str | None = None,
-                     limit: int = 1000) -> list[DeadLetter]:
+                     limit: int = 1000) -> list[DeadMessage]:
         """Dead messages, oldest death first, each with the error of every attempt."""
         if error_contains is not None and not isinstance(error_contains, str):
             raise InvalidArgument("error_contains must be a string")

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hailq.models import DeadLetter, PeekedMessage, QueueStats, Subscription
+from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +163,7 @@ class Backend(Protocol):
         """Block until a message may have become receivable in ``queue``, or ``timeout``."""
         ...
 
-    def dead_list(self, params: DeadListParams) -> list[DeadLetter]: ...
+    def dead_list(self, params: DeadListParams) -> list[DeadMessage]: ...
 
     def dead_redrive(self, params: RedriveParams) -> int: ...
 
@@ -183,6 +183,16 @@ class Backend(Protocol):
 
     def topic_publish(self, topic: str, build: BuildCopies) -> list[str]:
         """Read the subscriptions and insert ``build(subscriptions)`` in one transaction."""
+        ...
+
+    def worker_save(self, worker: WorkerInfo) -> None:
+        """Record a worker's heartbeat; ``last_seen`` is set to the backend's clock."""
+        ...
+
+    def worker_list(self) -> list[WorkerInfo]: ...
+
+    def worker_prune(self, before: float) -> int:
+        """Forget workers not seen since ``before``; return how many."""
         ...
 
     def close(self) -> None: ...

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from hailq.codec import decode_body, decode_headers
-from hailq.models import AttemptError, DeadLetter, PeekedMessage, State
+from hailq.models import AttemptError, DeadMessage, PeekedMessage, State
 
 
 def parse_errors(raw: Any) -> list[AttemptError]:
@@ -16,10 +16,10 @@ def parse_errors(raw: Any) -> list[AttemptError]:
     return [AttemptError(int(e["attempt"]), str(e["error"]), float(e["at"])) for e in items]
 
 
-def dead_letter(queue: str, row: Any) -> DeadLetter:
+def dead_letter(queue: str, row: Any) -> DeadMessage:
     (id_, body, kind, headers, priority, key, attempt, enqueued_at, dead_at, errors,
      parked) = row
-    return DeadLetter(
+    return DeadMessage(
         id=id_, queue=queue, body=decode_body(body, kind), headers=decode_headers(headers),
         priority=priority, ordering_key=key, attempt=attempt, enqueued_at=enqueued_at,
         dead_at=dead_at, errors=parse_errors(errors), parked=bool(parked),

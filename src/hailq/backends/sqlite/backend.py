@@ -34,7 +34,7 @@ from hailq.backends.base import (
 )
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
-from hailq.models import DeadLetter, PeekedMessage, QueueStats, Subscription
+from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 from hailq.policy.ordering import sort_key
 
 Q = load_queries("hailq.backends.sqlite")
@@ -360,7 +360,7 @@ class SQLiteBackend:
         found = self._read(Q["message_peek"], {"queue": queue, "limit": limit})
         return [rows.peeked(queue, r) for r in found]
 
-    def dead_list(self, params: DeadListParams) -> list[DeadLetter]:
+    def dead_list(self, params: DeadListParams) -> list[DeadMessage]:
         before = None if params.older_than is None else self._clock() - params.older_than
         found = self._read(Q["dead_list"], {
             "queue": params.queue, "ordering_key": params.ordering_key,
@@ -433,6 +433,24 @@ class SQLiteBackend:
     def _subscriptions(self, conn: sqlite3.Connection, topic: str) -> list[Subscription]:
         found = conn.execute(Q["subscription_list"], {"topic": topic}).fetchall()
         return [Subscription(t, q, None if f is None else json.loads(f)) for t, q, f in found]
+
+    # -- workers -----------------------------------------------------------------------
+
+    def worker_save(self, worker: WorkerInfo) -> None:
+        with self._transaction(durable=False) as conn:
+            conn.execute(Q["worker_save"], {
+                "id": worker.id, "host": worker.host, "pid": worker.pid,
+                "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
+                "in_flight": worker.in_flight, "started_at": worker.started_at,
+                "now": self._clock(), "state": worker.state})
+
+    def worker_list(self) -> list[WorkerInfo]:
+        return [WorkerInfo(i, h, p, json.loads(q), c, f, s, seen, st)
+                for i, h, p, q, c, f, s, seen, st in self._read(Q["worker_list"], {})]
+
+    def worker_prune(self, before: float) -> int:
+        with self._transaction(durable=False) as conn:
+            return int(conn.execute(Q["worker_prune"], {"before": before}).rowcount)
 
     def close(self) -> None:
         conn = self._local.conn

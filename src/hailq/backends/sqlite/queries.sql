@@ -215,3 +215,17 @@ ON CONFLICT (topic, queue) DO UPDATE SET filter = excluded.filter;
 
 -- name: subscription_list
 SELECT topic, queue, filter FROM hailq_subscriptions WHERE topic = :topic ORDER BY queue;
+
+-- name: worker_save
+INSERT INTO hailq_workers (id, host, pid, queues, concurrency, in_flight, started_at,
+                           last_seen, state)
+VALUES (:id, :host, :pid, :queues, :concurrency, :in_flight, :started_at, :now, :state)
+ON CONFLICT (id) DO UPDATE SET queues = excluded.queues, in_flight = excluded.in_flight,
+    concurrency = excluded.concurrency, last_seen = excluded.last_seen, state = excluded.state;
+
+-- name: worker_list
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, state
+FROM hailq_workers ORDER BY started_at, id;
+
+-- name: worker_prune
+DELETE FROM hailq_workers WHERE last_seen < :before;
