@@ -1,0 +1,129 @@
+"""Plain helpers for the conformance suite: raw database access and drain loops.
+
+The suite talks to hailq only through its public API. These helpers exist for
+the few places where a test needs the database itself: a consumer's own table
+for an effect (rules 3, 21, 22), the database clock (rule 11), or a check that
+the file is intact (rule 28).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import hailq
+
+HAILQ_PG_OPTIONS = {"schema", "pool_size", "poll_interval"}
+
+
+@dataclass(frozen=True)
+class RawDatabase:
+    """The database behind a broker URL, opened with the plain driver.
+
+    ``sql`` turns ``?`` placeholders into the driver's (``%s`` on psycopg), and
+    ``table`` qualifies a table name with the test's schema on PostgreSQL, so
+    one test text runs on both backends.
+    """
+
+    backend: str
+    url: str
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.backend == "sqlite"
+
+    @property
+    def path(self) -> str:
+        return self.url[len("sqlite:///"):].split("?", 1)[0]
+
+    @property
+    def schema(self) -> str:
+        return dict(parse_qsl(urlsplit(self.url).query)).get("schema", "hailq")
+
+    @property
+    def libpq_url(self) -> str:
+        """The PostgreSQL URL without hailq's own options (psycopg does not know them)."""
+        parts = urlsplit(self.url)
+        rest = [(k, v) for k, v in parse_qsl(parts.query) if k not in HAILQ_PG_OPTIONS]
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
+
+    def connect(self) -> Any:
+        """A new connection; on PostgreSQL its search path is the test's schema."""
+        if self.is_sqlite:
+            return sqlite3.connect(self.path, timeout=60)
+        import psycopg
+
+        conn = psycopg.connect(self.libpq_url)
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+        conn.execute(f'SET search_path TO "{self.schema}"')
+        conn.commit()
+        return conn
+
+    def sql(self, text: str) -> str:
+        return text if self.is_sqlite else text.replace("?", "%s")
+
+    def table(self, name: str) -> str:
+        return name if self.is_sqlite else f'"{self.schema}".{name}'
+
+    def execute(self, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement in its own committed transaction; return its rows."""
+        conn = self.connect()
+        try:
+            cur = conn.execute(self.sql(text), params)
+            found = cur.fetchall() if cur.description else []
+            conn.commit()
+            return [tuple(r) for r in found]
+        finally:
+            conn.close()
+
+    def create_table(self, name: str, columns: str) -> str:
+        """Create a table for a consumer's effect; return its qualified name."""
+        qualified = self.table(name)
+        self.execute(f"CREATE TABLE {qualified} ({columns})")
+        return qualified
+
+    def count(self, table: str) -> int:
+        return int(self.execute(f"SELECT count(*) FROM {table}")[0][0])
+
+    def now(self) -> float:
+        """The database's clock in epoch seconds (the host clock for SQLite)."""
+        if self.is_sqlite:
+            return time.time()
+        return float(self.execute("SELECT extract(epoch FROM clock_timestamp())")[0][0])
+
+
+def drain(queue: hailq.Queue, handle: Callable[[hailq.Message], None], *,
+          batch: int = 50, idle_wait: float = 0.2) -> None:
+    """Receive and handle until nothing is ready, scheduled, blocked or in flight."""
+    while True:
+        messages = queue.receive(max_messages=batch, wait=idle_wait)
+        for message in messages:
+            handle(message)
+        if not messages:
+            stats = queue.stats()
+            if stats.backlog == 0 and stats.in_flight == 0:
+                return
+
+
+def receive_all(queue: hailq.Queue, batch: int = 1000) -> list[hailq.Message]:
+    """Everything receivable right now, in delivery order."""
+    found: list[hailq.Message] = []
+    while True:
+        messages = queue.receive(max_messages=batch)
+        if not messages:
+            return found
+        found.extend(messages)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0,
+               step: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return condition()
