@@ -73,7 +73,7 @@ class Message:
 
     def ack(self) -> None:
         """Remove the message for good. Raises LeaseLost if it was received again since."""
-        self._queue.ack(self.receipt)
+        self._queue.ack(self)
 
     def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
         """Give the message back now, after ``delay``, or after the queue's retry backoff."""
@@ -97,7 +97,7 @@ class Message:
         the lease was lost, ``LeaseLost`` is raised before the block runs and
         nothing is committed. Do not commit inside the block.
         """
-        with self._queue.ack_transaction(self.receipt) as conn:
+        with self._queue.ack_transaction(self) as conn:
             yield conn
 
     def __repr__(self) -> str:
@@ -169,8 +169,8 @@ class Queue:
             for r in rows
         ]
 
-    def ack(self, receipt: str) -> None:
-        """Ack by receipt (see ``Message.ack``)."""
+    def ack(self, receipt: str | Message) -> None:
+        """Ack by receipt or message (see ``Message.ack``)."""
         if self.ack_many([receipt])[0] is None:
             raise LeaseLost(f"receipt {receipt} no longer holds the lease of its message "
                             "(received again since, or already gone); nothing changed")
@@ -181,15 +181,19 @@ class Queue:
         Per receipt: ``False`` acked in time, ``True`` a late ack (the lease had
         ended but nobody received the message since), ``None`` lease lost.
         """
-        acks = [self._ack_params(r.receipt if isinstance(r, Message) else r) for r in receipts]
+        acks = [self._ack_params(r) for r in receipts]
         return self._backend.message_ack(acks) if acks else []
 
-    def _ack_params(self, receipt: str) -> AckParams:
-        message_id, token = parse_receipt(receipt)
+    def _ack_params(self, item: str | Message) -> AckParams:
+        if isinstance(item, Message):
+            message_id, token = parse_receipt(item.receipt)
+            return AckParams(self.name, message_id, token, self.settings.on_dead,
+                             item.ordering_key, key_known=True)
+        message_id, token = parse_receipt(item)
         return AckParams(self.name, message_id, token, self.settings.on_dead)
 
     @contextmanager
-    def ack_transaction(self, receipt: str) -> Iterator[Any]:
+    def ack_transaction(self, receipt: str | Message) -> Iterator[Any]:
         """See ``Message.transaction``."""
         with self._backend.message_ack_transaction(self._ack_params(receipt)) as conn:
             yield conn

@@ -45,10 +45,12 @@ class RetryPolicy:
         object.__setattr__(self, "max", seconds(self.max, "retry max"))
         if isinstance(self.factor, bool) or not isinstance(self.factor, int | float) \
                 or not 1.0 <= float(self.factor) <= 100.0:
-            raise InvalidArgument(f"retry factor must be a number from 1 to 100, got {self.factor!r}")
+            raise InvalidArgument(
+                f"retry factor must be a number from 1 to 100, got {self.factor!r}")
         if isinstance(self.jitter, bool) or not isinstance(self.jitter, int | float) \
                 or not 0.0 <= float(self.jitter) <= 1.0:
-            raise InvalidArgument(f"retry jitter must be a fraction from 0 to 1, got {self.jitter!r}")
+            raise InvalidArgument(
+                f"retry jitter must be a fraction from 0 to 1, got {self.jitter!r}")
         object.__setattr__(self, "factor", float(self.factor))
         object.__setattr__(self, "jitter", float(self.jitter))
 

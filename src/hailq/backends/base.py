@@ -61,6 +61,9 @@ class AckParams:
     message_id: str
     token: str
     on_dead: str
+    # What the receiver saw: lets a backend take a fast path for messages without a key.
+    ordering_key: str | None = None
+    key_known: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,492 @@
+"""PostgreSQL: many machines share the work.
+
+Claims use ``FOR UPDATE SKIP LOCKED`` in one indexed statement; every deadline
+uses the database clock. Two connection pools: sends and operator changes
+commit synchronously (durable before ``send`` returns); leases and acks commit
+with ``synchronous_commit = off``, since losing one to a crash only causes a
+redelivery. Connection failures (a restarted server, killed sessions) are
+retried on fresh connections for a few seconds, then reported as StorageError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from hailq.backends import rows
+from hailq.backends.base import (
+    AckParams,
+    BuildCopies,
+    ClaimedRow,
+    ClaimParams,
+    DeadListParams,
+    ExtendParams,
+    NackParams,
+    NewMessage,
+    RedriveParams,
+)
+from hailq.backends.postgres.listener import Listener
+from hailq.backends.sqlfile import load_migrations, load_queries
+from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
+from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
+from hailq.settings import check_name
+
+T = TypeVar("T")
+_RAW = load_queries("hailq.backends.postgres")
+_MIGRATIONS = load_migrations("hailq.backends.postgres")
+_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+_MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
+
+
+class PostgresBackend:
+    """hailq in one schema of a PostgreSQL database."""
+
+    def __init__(self, conninfo: str, *, display: str, schema: str = "hailq",
+                 pool_size: int = 10, poll_interval: float = 1.0) -> None:
+        self._conninfo = conninfo
+        self.url_for_display = display
+        self.schema = check_name(schema, "schema name").replace(".", "_")
+        self._pool_size = max(int(pool_size), 1)
+        self._poll_interval = poll_interval
+        ident = {"schema": sql.Identifier(self.schema)}
+        self._q = {name: sql.SQL(text).format(**ident) for name, text in _RAW.items()}
+        self.channel = f"hailq_{self.schema}"[:63]
+        self._pid = -1
+        self._durable: ConnectionPool | None = None
+        self._fast: ConnectionPool | None = None
+        self._listener: Listener | None = None
+        self._maintained: dict[str, float] = {}
+        self._inserts = 0
+
+    # -- connections -------------------------------------------------------------------
+
+    def _pools(self) -> tuple[ConnectionPool, ConnectionPool]:
+        if self._pid != os.getpid() or self._durable is None or self._fast is None:
+            # After fork the parent's pools (and their threads) are unusable: start anew.
+            self._pid = os.getpid()
+            self._durable = self._make_pool("durable", None)
+            self._fast = self._make_pool("fast", "SET synchronous_commit = off")
+            self._listener = None
+            self._maintained = {}
+        return self._durable, self._fast
+
+    def _make_pool(self, name: str, setup: str | None) -> ConnectionPool:
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            if setup:
+                conn.execute(setup)
+
+        return ConnectionPool(
+            self._conninfo, min_size=1, max_size=self._pool_size, open=True,
+            kwargs={"autocommit": True, "connect_timeout": 5}, configure=configure,
+            name=f"hailq-{name}", timeout=10, reconnect_timeout=0)
+
+    def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``fn`` on a pooled connection; retry on fresh ones after connection failures."""
+        for delay in (*_RETRY_DELAYS, None):
+            pool = self._pools()[0 if durable else 1]
+            try:
+                with pool.connection() as conn:
+                    return fn(conn)
+            except psycopg.OperationalError as exc:
+                if delay is None:
+                    raise self._storage_error(exc) from None
+                pool.check()  # drop every broken idle connection, not just this one
+                time.sleep(delay)
+            except psycopg.Error as exc:
+                raise self._storage_error(exc) from None
+        raise AssertionError("unreachable")
+
+    def _storage_error(self, exc: BaseException) -> StorageError:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StorageError(f"PostgreSQL {self.url_for_display}: {text}")
+
+    def _listen(self) -> Listener:
+        self._pools()
+        if self._listener is None:
+            self._listener = Listener(self._conninfo, self.channel)
+        return self._listener
+
+    # -- schema ------------------------------------------------------------------------
+
+    def schema_migrate(self) -> int:
+        def run(conn: psycopg.Connection[Any]) -> int:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                             (f"hailq migrate {self.schema}",))
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    sql.Identifier(self.schema)))
+                conn.execute(sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {}.schema_version (version integer PRIMARY KEY,"
+                    " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+                ).format(sql.Identifier(self.schema)))
+                found = conn.execute(sql.SQL(
+                    "SELECT coalesce(max(version), 0) FROM {}.schema_version").format(
+                        sql.Identifier(self.schema))).fetchone()
+                version = int(found[0]) if found else 0
+                if version > len(_MIGRATIONS):
+                    raise SchemaError(
+                        f"PostgreSQL schema {self.schema} has hailq schema version {version}; "
+                        f"this hailq knows up to {len(_MIGRATIONS)}: upgrade hailq")
+                for number, name, text in _MIGRATIONS[version:]:
+                    conn.execute(sql.SQL(text).format(
+                        schema=sql.Identifier(self.schema), channel=sql.Literal(self.channel)))
+                    conn.execute(sql.SQL("INSERT INTO {}.schema_version (version, name) "
+                                         "VALUES (%s, %s)").format(sql.Identifier(self.schema)),
+                                 (number, name))
+                    version = number
+                return version
+
+        return self._call(True, run)
+
+    def clock_now(self) -> float:
+        return self._call(False, lambda c: float(self._one(c, "clock_now", {})[0]))
+
+    def _one(self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Any:
+        row = conn.execute(self._q[name], params).fetchone()
+        if row is None:
+            raise StorageError(f"query {name} returned no row")
+        return row
+
+    def _all(self, durable: bool, name: str, params: dict[str, Any]) -> list[Any]:
+        return self._call(durable, lambda c: c.execute(self._q[name], params).fetchall())
+
+    # -- queues ------------------------------------------------------------------------
+
+    def queue_save(self, name: str, settings_json: str) -> None:
+        self._all_exec("queue_save", {"name": name, "settings": settings_json})
+
+    def _all_exec(self, name: str, params: dict[str, Any]) -> int:
+        return self._call(True, lambda c: c.execute(self._q[name], params).rowcount)
+
+    def queue_load(self, name: str) -> str | None:
+        found = self._all(False, "queue_load", {"name": name})
+        return str(found[0][0]) if found else None
+
+    def queue_list(self) -> list[tuple[str, str]]:
+        return [(str(n), str(s)) for n, s in self._all(False, "queue_list", {})]
+
+    # -- sending -----------------------------------------------------------------------
+
+    def message_insert(self, messages: Sequence[NewMessage],
+                       connection: Any = None) -> list[str]:
+        if connection is not None:
+            conn = self._check_foreign(connection)
+            try:
+                return self._insert(conn, messages)
+            except psycopg.Error as exc:
+                raise self._storage_error(exc) from None
+
+        def run(conn: psycopg.Connection[Any]) -> list[str]:
+            with conn.transaction():
+                return self._insert(conn, messages)
+
+        return self._call(True, run)
+
+    def _check_foreign(self, connection: Any) -> psycopg.Connection[Any]:
+        if not isinstance(connection, psycopg.Connection):
+            raise InvalidArgument("connection= must be a psycopg Connection to the broker's "
+                                  f"database, got {type(connection).__name__}")
+        with self._pools()[0].connection() as mine:
+            ours = (mine.info.dbname, mine.info.port)
+        if (connection.info.dbname, connection.info.port) != ours:
+            raise InvalidArgument(
+                f"connection= is open on database {connection.info.dbname!r} port "
+                f"{connection.info.port}, not on the broker's {ours[0]!r} port {ours[1]}")
+        idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if connection.autocommit and idle:
+            raise InvalidArgument(
+                "connection= is in autocommit mode with no open transaction; use "
+                "`with connection.transaction():` so the message commits with your work")
+        return connection
+
+    def _insert(self, conn: psycopg.Connection[Any], messages: Sequence[NewMessage]) -> list[str]:
+        ids: list[str] = []
+        fresh: list[NewMessage] = []
+        for m in messages:
+            if m.dedup_id is not None:
+                owner = str(self._one(conn, "dedup_claim", {
+                    "queue": m.queue, "dedup_id": m.dedup_id, "id": m.id,
+                    "dedup_window": m.dedup_window})[0])
+                if owner != m.id:
+                    ids.append(owner)
+                    continue
+            fresh.append(m)
+            ids.append(m.id)
+        if not fresh:
+            return ids
+        keys = sorted({_lock_key(m.queue, m.ordering_key) for m in fresh
+                       if m.ordering_key is not None})
+        if keys:
+            conn.execute(self._q["keys_lock"], {"keys": keys})
+        conn.execute(self._q["message_insert"], {
+            "ids": [m.id for m in fresh], "queues": [m.queue for m in fresh],
+            "bodies": [m.body for m in fresh], "kinds": [m.body_kind for m in fresh],
+            "headers": [m.headers for m in fresh], "priorities": [m.priority for m in fresh],
+            "keys": [m.ordering_key for m in fresh], "delays": [m.delay for m in fresh],
+            "agings": [m.aging for m in fresh]})
+        conn.execute(self._q["count_sent"], {"queues": [m.queue for m in fresh]})
+        self._inserts += 1
+        if self._inserts % 1000 == 1:
+            conn.execute(self._q["dedup_prune"], {})
+        return ids
+
+    def topic_publish(self, topic: str, build: BuildCopies) -> list[str]:
+        def run(conn: psycopg.Connection[Any]) -> list[str]:
+            with conn.transaction():
+                subs = self._subscriptions(conn, topic)
+                copies = build(subs)
+                return self._insert(conn, copies) if copies else []
+
+        return self._call(True, run)
+
+    # -- receiving ---------------------------------------------------------------------
+
+    def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
+        def run(conn: psycopg.Connection[Any]) -> list[ClaimedRow]:
+            now = time.monotonic()
+            maintained = False
+            if now - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY:
+                self._maintain(conn, params)
+                maintained = True
+            found = self._claim(conn, params)
+            if not found and not maintained:
+                self._maintain(conn, params)
+                found = self._claim(conn, params)
+            return found
+
+        return self._call(False, run)
+
+    def _maintain(self, conn: psycopg.Connection[Any], params: ClaimParams) -> None:
+        self._maintained[params.queue] = time.monotonic()
+        park = params.on_dead == "park"
+        with conn.transaction():
+            ended = conn.execute(self._q["maintain"], {
+                "queue": params.queue, "max_attempts": params.max_attempts,
+                "park": park}).fetchall()
+            dead = [key for _, state, key in ended if state == "dead"]
+            if dead:
+                conn.execute(self._q["count_dead"], {"queue": params.queue, "dead": len(dead)})
+                if not park:
+                    self._release(conn, params.queue, [k for k in dead if k is not None])
+
+    def _claim(self, conn: psycopg.Connection[Any], params: ClaimParams) -> list[ClaimedRow]:
+        args: dict[str, Any] = {"queue": params.queue, "n": params.max_messages,
+                                "lease": params.lease}
+        if params.max_in_flight is None:
+            found = conn.execute(self._q["message_claim"], args).fetchall()
+        else:
+            # A cap across all consumers: claims of this queue take turns.
+            with conn.transaction():
+                conn.execute(self._q["in_flight_lock"], {"queue": params.queue})
+                leased = int(self._one(conn, "in_flight", {"queue": params.queue})[0])
+                room = min(params.max_messages, params.max_in_flight - leased)
+                if room <= 0:
+                    return []
+                args["n"] = room
+                found = conn.execute(self._q["message_claim"], args).fetchall()
+        found.sort(key=lambda r: (r[0], r[1]))
+        return [ClaimedRow(*r[2:]) for r in found]
+
+    def _release(self, conn: psycopg.Connection[Any], queue: str, keys: Sequence[str]) -> None:
+        """Free the next message of each key; the caller holds a transaction."""
+        if not keys:
+            return
+        unique = sorted(set(keys))
+        conn.execute(self._q["keys_lock"], {"keys": [_lock_key(queue, k) for k in unique]})
+        for key in unique:
+            conn.execute(self._q["key_release"], {"queue": queue, "key": key,
+                                                  "channel": self.channel})
+
+    def message_wait(self, queue: str, timeout: float) -> None:
+        self._listen().wait(queue, min(timeout, self._poll_interval))
+
+    # -- finishing ---------------------------------------------------------------------
+
+    def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
+        return self._call(False, lambda conn: self._ack(conn, acks, in_transaction=False))
+
+    def _ack(self, conn: psycopg.Connection[Any], acks: Sequence[AckParams],
+             in_transaction: bool) -> list[bool | None]:
+        outcome: dict[str, bool] = {}
+        groups: defaultdict[tuple[str, bool], list[AckParams]] = defaultdict(list)
+        for a in acks:
+            plain = a.key_known and a.ordering_key is None
+            groups[(a.queue, plain)].append(a)
+        for (queue, plain), group in groups.items():
+            args = {"queue": queue, "ids": [a.message_id for a in group],
+                    "tokens": [a.token for a in group]}
+            if plain and not in_transaction:
+                # No key: one statement, no transaction round trips.
+                found = conn.execute(self._q["message_ack"], args).fetchall()
+            else:
+                with conn.transaction():
+                    found = conn.execute(self._q["message_ack"], args).fetchall()
+                    self._release(conn, queue, [k for _, k, _ in found if k is not None])
+            outcome.update({i: bool(late) for i, _, late in found})
+        return [outcome.get(a.message_id) for a in acks]
+
+    @contextmanager
+    def message_ack_transaction(self, ack: AckParams) -> Iterator[psycopg.Connection[Any]]:
+        # The ack goes first: its DELETE locks the row, so nobody else can lease the
+        # message until this transaction ends, and a lost lease fails before the effect.
+        pool = self._pools()[0]
+        try:
+            with pool.connection() as conn, conn.transaction():
+                if self._ack(conn, [ack], in_transaction=True)[0] is None:
+                    raise LeaseLost(f"message {ack.message_id} was received again or is "
+                                    "gone; the transaction was rolled back")
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise self._storage_error(exc) from None
+
+    def message_nack(self, params: NackParams) -> bool:
+        park = params.on_dead == "park"
+
+        def run(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction():
+                row = conn.execute(self._q["message_nack"], {
+                    "id": params.message_id, "queue": params.queue, "token": params.token,
+                    "delay": params.delay, "error": params.error or "nacked",
+                    "max_attempts": params.max_attempts, "aging": params.aging,
+                    "park": park, "dead": params.dead, "channel": self.channel,
+                }).fetchone()
+                if row is None:
+                    return False
+                state, key, _ = row
+                if state == "dead" and key is not None and not park:
+                    self._release(conn, params.queue, [key])
+                return True
+
+        return self._call(False, run)
+
+    def message_extend(self, params: ExtendParams) -> float | None:
+        found = self._all(False, "message_extend", {
+            "id": params.message_id, "queue": params.queue, "token": params.token,
+            "seconds": params.seconds})
+        return float(found[0][0]) if found else None
+
+    # -- operators ---------------------------------------------------------------------
+
+    def message_peek(self, queue: str, limit: int) -> list[PeekedMessage]:
+        found = self._all(False, "message_peek", {"queue": queue, "limit": limit})
+        return [rows.peeked(queue, r) for r in found]
+
+    def dead_list(self, params: DeadListParams) -> list[DeadMessage]:
+        def run(conn: psycopg.Connection[Any]) -> list[Any]:
+            before = None
+            if params.older_than is not None:
+                before = float(self._one(conn, "clock_now", {})[0]) - params.older_than
+            return conn.execute(self._q["dead_list"], {
+                "queue": params.queue, "ordering_key": params.ordering_key,
+                "dead_before": before, "error": params.error_contains,
+                "limit": params.limit}).fetchall()
+
+        letters = [rows.dead_letter(params.queue, r) for r in self._call(False, run)]
+        if params.error_contains is not None:
+            text = params.error_contains
+            letters = [d for d in letters if any(text in e.error for e in d.errors)]
+        return letters
+
+    def dead_redrive(self, params: RedriveParams) -> int:
+        args = {"queue": params.queue, "ids": list(params.ids or []),
+                "all": params.ids is None, "aging": params.aging}
+
+        def run(conn: psycopg.Connection[Any]) -> int:
+            with conn.transaction():
+                keys = [r[0] for r in conn.execute(self._q["dead_keys"], args)]
+                count = conn.execute(self._q["dead_redrive"], args).rowcount
+                self._release(conn, params.queue, keys)
+                conn.execute("SELECT pg_notify(%s, %s)", (self.channel, params.queue))
+                return int(count)
+
+        return self._call(True, run)
+
+    def message_purge(self, queue: str, dead: bool) -> int:
+        def run(conn: psycopg.Connection[Any]) -> int:
+            with conn.transaction():
+                if not dead:
+                    return int(conn.execute(self._q["purge_live"], {"queue": queue}).rowcount)
+                gone = conn.execute(self._q["purge_dead"], {"queue": queue}).fetchall()
+                self._release(conn, queue, [k for k, parked in gone
+                                            if k is not None and parked])
+                return len(gone)
+
+        return self._call(True, run)
+
+    def queue_stats(self, queue: str) -> QueueStats:
+        def run(conn: psycopg.Connection[Any]) -> QueueStats:
+            ready, scheduled, leased, blocked, dead, oldest, now = self._one(
+                conn, "stats_states", {"queue": queue})
+            sent, acked, nacked, redelivered, dead_lettered, late = self._one(
+                conn, "stats_counters", {"queue": queue})
+            parked = [r[0] for r in conn.execute(self._q["stats_parked"], {"queue": queue})]
+            return QueueStats(
+                queue=queue, ready=ready, scheduled=scheduled, in_flight=leased,
+                blocked=blocked, dead=dead,
+                oldest_ready_age=None if oldest is None else max(now - oldest, 0.0),
+                sent=int(sent), acked=int(acked), nacked=int(nacked),
+                redelivered=int(redelivered), dead_lettered=int(dead_lettered),
+                late_acks=int(late), parked_keys=parked)
+
+        return self._call(False, run)
+
+    # -- topics ------------------------------------------------------------------------
+
+    def topic_save(self, topic: str) -> None:
+        self._all_exec("topic_save", {"name": topic})
+
+    def topic_list(self) -> list[str]:
+        return [str(r[0]) for r in self._all(False, "topic_list", {})]
+
+    def subscription_save(self, subscription: Subscription) -> None:
+        self._all_exec("subscription_save", {
+            "topic": subscription.topic, "queue": subscription.queue,
+            "filter": None if subscription.filter is None else json.dumps(
+                subscription.filter, sort_keys=True)})
+
+    def subscription_list(self, topic: str) -> list[Subscription]:
+        return self._call(False, lambda conn: self._subscriptions(conn, topic))
+
+    def _subscriptions(self, conn: psycopg.Connection[Any], topic: str) -> list[Subscription]:
+        found = conn.execute(self._q["subscription_list"], {"topic": topic}).fetchall()
+        return [Subscription(t, q, None if f is None else json.loads(f)) for t, q, f in found]
+
+    # -- workers -----------------------------------------------------------------------
+
+    def worker_save(self, worker: WorkerInfo) -> None:
+        self._call(False, lambda c: c.execute(self._q["worker_save"], {
+            "id": worker.id, "host": worker.host, "pid": worker.pid,
+            "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
+            "in_flight": worker.in_flight, "started_at": worker.started_at,
+            "state": worker.state}))
+
+    def worker_list(self) -> list[WorkerInfo]:
+        return [WorkerInfo(i, h, p, json.loads(q), c, f, s, seen, st)
+                for i, h, p, q, c, f, s, seen, st in self._all(False, "worker_list", {})]
+
+    def worker_prune(self, before: float) -> int:
+        return self._all_exec("worker_prune", {"before": before})
+
+    def close(self) -> None:
+        if self._pid != os.getpid():
+            return
+        if self._listener is not None:
+            self._listener.close()
+        for pool in (self._durable, self._fast):
+            if pool is not None:
+                pool.close()
+        self._durable = self._fast = None
+        self._listener = None
+
+
+def _lock_key(queue: str, key: str) -> str:
+    return f"{queue}\x1f{key}"

@@ -1,0 +1,78 @@
+"""LISTEN/NOTIFY wake-ups for long-polling receivers, re-established after any failure."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import psycopg
+from psycopg import sql
+
+
+class Listener:
+    """One LISTEN connection per broker; receivers wait on its generations.
+
+    A receiver remembers (per thread) the generation it last saw, so a
+    notification that arrives between its empty claim and its next wait is not
+    lost. After every (re)connect all receivers are woken once, because
+    notifications sent while the connection was down are gone.
+    """
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        self._conninfo = conninfo
+        self._channel = channel
+        self._cond = threading.Condition()
+        self._gen: defaultdict[str, int] = defaultdict(int)
+        self._epoch = 0  # bumped on every (re)connect: wakes everyone
+        self._seen = threading.local()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+
+    def _state(self, queue: str) -> tuple[int, int]:
+        return (self._gen[queue], self._epoch)
+
+    def wait(self, queue: str, timeout: float) -> None:
+        """Return when ``queue`` was notified since this thread last looked, or ``timeout``."""
+        self._start()
+        seen: dict[str, tuple[int, int]] = self._seen.__dict__.setdefault("by_queue", {})
+        with self._cond:
+            before = seen.get(queue)
+            if before is None or before == self._state(queue):
+                before = self._state(queue)
+                self._cond.wait_for(lambda: self._state(queue) != before, timeout)
+            seen[queue] = self._state(queue)
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            with self._cond:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="hailq-listen",
+                                                    daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        delay = 0.05
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                    self.connected.set()
+                    delay = 0.05
+                    with self._cond:
+                        self._epoch += 1
+                        self._cond.notify_all()
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            with self._cond:
+                                self._gen[note.payload] += 1
+                                self._cond.notify_all()
+            except psycopg.Error:
+                self.connected.clear()
+                self._stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)

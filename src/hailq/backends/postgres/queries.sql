@@ -1,0 +1,300 @@
+-- hailq queries for PostgreSQL. {schema} is hailq's schema; parameters are %(name)s.
+-- Times are epoch seconds from {schema}.epoch(), the database clock (rule 11).
+
+-- name: queue_save
+INSERT INTO {schema}.queues (name, settings, created_at)
+VALUES (%(name)s, %(settings)s, {schema}.epoch())
+ON CONFLICT (name) DO UPDATE SET settings = excluded.settings;
+
+-- name: queue_load
+SELECT settings FROM {schema}.queues WHERE name = %(name)s;
+
+-- name: queue_list
+SELECT name, settings FROM {schema}.queues ORDER BY name;
+
+-- name: dedup_claim
+-- Returns the id that owns the dedup id: ours when it is new or the old one expired.
+INSERT INTO {schema}.dedup AS d (queue, dedup_id, message_id, expires_at)
+VALUES (%(queue)s, %(dedup_id)s, %(id)s, {schema}.epoch() + %(dedup_window)s)
+ON CONFLICT (queue, dedup_id) DO UPDATE
+SET message_id = CASE WHEN d.expires_at <= {schema}.epoch() THEN excluded.message_id
+                      ELSE d.message_id END,
+    expires_at = CASE WHEN d.expires_at <= {schema}.epoch() THEN excluded.expires_at
+                      ELSE d.expires_at END
+RETURNING message_id;
+
+-- name: dedup_prune
+DELETE FROM {schema}.dedup WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM {schema}.dedup WHERE expires_at <= {schema}.epoch() LIMIT 500
+    FOR UPDATE SKIP LOCKED));
+
+-- name: keys_lock
+-- Per-key order (rule 17): sends and releases of one key take its lock, in one order.
+SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0)))
+FROM (SELECT k FROM unnest(%(keys)s::text[]) AS k ORDER BY k) AS sorted;
+
+-- name: message_insert
+-- A keyed message waits (blocked) while its key has an earlier live or parked message,
+-- including an earlier one of the same batch.
+INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
+                               ordering_key, sort_key, enqueued_at, available_at)
+SELECT b.id, b.queue,
+       CASE
+           WHEN b.ordering_key IS NOT NULL AND (b.key_rank > 1 OR EXISTS (
+               SELECT 1 FROM {schema}.messages k
+               WHERE k.queue = b.queue AND k.ordering_key = b.ordering_key
+                 AND (k.state <> 'dead' OR k.parked))) THEN 'blocked'
+           WHEN b.delay > 0 THEN 'scheduled'
+           ELSE 'ready'
+       END,
+       b.body, b.body_kind, b.headers, b.priority, b.ordering_key,
+       CASE WHEN b.aging IS NULL THEN -b.priority
+            ELSE {schema}.epoch() + b.delay - b.priority * b.aging END,
+       {schema}.epoch(), {schema}.epoch() + b.delay
+FROM (
+    SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.ordering_key ORDER BY u.ord)
+               AS key_rank
+    FROM unnest(%(ids)s::text[], %(queues)s::text[], %(bodies)s::bytea[],
+                %(kinds)s::smallint[], %(headers)s::text[], %(priorities)s::smallint[],
+                %(keys)s::text[], %(delays)s::float8[], %(agings)s::float8[])
+         WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
+                              delay, aging, ord)
+) AS b
+ORDER BY b.ord;
+
+-- name: count_sent
+INSERT INTO {schema}.counters AS c (queue, shard, sent)
+SELECT q, pg_backend_pid() %% 16, count(*) FROM unnest(%(queues)s::text[]) AS q GROUP BY q
+ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + excluded.sent;
+
+-- name: maintain
+-- Claim-time upkeep, no sweeper needed: due scheduled messages become ready, ended
+-- leases give their message back or kill it after its last attempt (rule 13).
+WITH promoted AS (
+    UPDATE {schema}.messages SET state = 'ready'
+    WHERE id = ANY(ARRAY(
+        SELECT id FROM {schema}.messages
+        WHERE queue = %(queue)s AND state = 'scheduled' AND available_at <= {schema}.epoch()
+        LIMIT 1000 FOR UPDATE SKIP LOCKED))
+    RETURNING 1
+), expired AS (
+    UPDATE {schema}.messages
+    SET state = CASE WHEN attempt >= %(max_attempts)s THEN 'dead' ELSE 'ready' END,
+        dead_at = CASE WHEN attempt >= %(max_attempts)s THEN {schema}.epoch() END,
+        parked = attempt >= %(max_attempts)s AND ordering_key IS NOT NULL AND %(park)s,
+        errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+            'attempt', attempt, 'error', 'lease expired', 'at', {schema}.epoch()))
+    WHERE id = ANY(ARRAY(
+        SELECT id FROM {schema}.messages
+        WHERE queue = %(queue)s AND state = 'leased' AND lease_until <= {schema}.epoch()
+        LIMIT 1000 FOR UPDATE SKIP LOCKED))
+    RETURNING state, ordering_key
+)
+SELECT (SELECT count(*) FROM promoted), state, ordering_key FROM expired
+UNION ALL
+SELECT (SELECT count(*) FROM promoted), NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM expired);
+
+-- name: count_dead
+INSERT INTO {schema}.counters AS c (queue, shard, dead_lettered)
+VALUES (%(queue)s, pg_backend_pid() %% 16, %(dead)s)
+ON CONFLICT (queue, shard) DO UPDATE SET dead_lettered = c.dead_lettered + excluded.dead_lettered;
+
+-- name: in_flight_lock
+SELECT pg_advisory_xact_lock(hashtextextended('hailq in flight ' || %(queue)s, 0));
+
+-- name: in_flight
+SELECT count(*) FROM {schema}.messages WHERE queue = %(queue)s AND state = 'leased';
+
+-- name: message_claim
+WITH picked AS (
+    SELECT id FROM {schema}.messages
+    WHERE queue = %(queue)s AND state = 'ready'
+    ORDER BY sort_key, seq
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE {schema}.messages m
+    SET state = 'leased', attempt = m.attempt + 1,
+        token = substr(md5(gen_random_uuid()::text), 1, 16),
+        lease_until = {schema}.epoch() + %(lease)s
+    FROM picked WHERE m.id = picked.id
+    RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
+              m.ordering_key, m.attempt, m.enqueued_at, m.lease_until
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
+    SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
+    HAVING count(*) > 0
+    ON CONFLICT (queue, shard) DO UPDATE SET redelivered = c.redelivered + excluded.redelivered
+)
+SELECT * FROM claimed;
+
+-- name: key_release
+-- Release the next message of a key once nothing earlier holds it (rule 17).
+WITH released AS (
+    UPDATE {schema}.messages
+    SET state = CASE WHEN available_at > {schema}.epoch() THEN 'scheduled' ELSE 'ready' END
+    WHERE id = (
+        SELECT id FROM {schema}.messages
+        WHERE queue = %(queue)s AND ordering_key = %(key)s AND state = 'blocked'
+        ORDER BY seq LIMIT 1
+    )
+    AND NOT EXISTS (
+        SELECT 1 FROM {schema}.messages
+        WHERE queue = %(queue)s AND ordering_key = %(key)s
+          AND (state IN ('ready', 'scheduled', 'leased') OR (state = 'dead' AND parked))
+    )
+    RETURNING state
+)
+SELECT pg_notify(%(channel)s, %(queue)s) FROM released WHERE state = 'ready';
+
+-- name: message_ack
+WITH gone AS (
+    DELETE FROM {schema}.messages m
+    USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS a(id, token)
+    WHERE m.id = a.id AND m.token = a.token AND m.queue = %(queue)s AND m.state <> 'blocked'
+    RETURNING m.id, m.ordering_key,
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, acked, late_acks)
+    SELECT %(queue)s, pg_backend_pid() %% 16, count(*), count(*) FILTER (WHERE late)
+    FROM gone HAVING count(*) > 0
+    ON CONFLICT (queue, shard) DO UPDATE
+    SET acked = c.acked + excluded.acked, late_acks = c.late_acks + excluded.late_acks
+)
+SELECT id, ordering_key, late FROM gone;
+
+-- name: message_nack
+WITH nacked AS (
+    UPDATE {schema}.messages
+    SET state = CASE WHEN %(dead)s OR attempt >= %(max_attempts)s THEN 'dead'
+                     WHEN %(delay)s > 0 THEN 'scheduled' ELSE 'ready' END,
+        dead_at = CASE WHEN %(dead)s OR attempt >= %(max_attempts)s
+                       THEN {schema}.epoch() END,
+        parked = (%(dead)s OR attempt >= %(max_attempts)s) AND ordering_key IS NOT NULL
+                 AND %(park)s,
+        available_at = {schema}.epoch() + %(delay)s,
+        sort_key = CASE WHEN %(aging)s::float8 IS NULL THEN sort_key
+                        ELSE {schema}.epoch() + %(delay)s - priority * %(aging)s::float8 END,
+        token = NULL,
+        lease_until = NULL,
+        errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+            'attempt', attempt, 'error', %(error)s::text, 'at', {schema}.epoch()))
+    WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
+      AND state IN ('leased', 'ready')
+    RETURNING state, ordering_key
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, nacked, dead_lettered)
+    SELECT %(queue)s, pg_backend_pid() %% 16, 1, count(*) FILTER (WHERE state = 'dead')
+    FROM nacked HAVING count(*) > 0
+    ON CONFLICT (queue, shard) DO UPDATE
+    SET nacked = c.nacked + 1, dead_lettered = c.dead_lettered + excluded.dead_lettered
+), woken AS (
+    SELECT pg_notify(%(channel)s, %(queue)s) FROM nacked WHERE state = 'ready'
+)
+SELECT state, ordering_key, (SELECT count(*) FROM woken) FROM nacked;
+
+-- name: message_extend
+UPDATE {schema}.messages SET state = 'leased', lease_until = {schema}.epoch() + %(seconds)s
+WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
+  AND state IN ('leased', 'ready')
+RETURNING lease_until;
+
+-- name: message_peek
+SELECT id, state, body, body_kind, headers, priority, ordering_key, attempt,
+       enqueued_at, available_at
+FROM {schema}.messages
+WHERE queue = %(queue)s AND state <> 'dead'
+ORDER BY CASE state WHEN 'ready' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'blocked' THEN 2
+         ELSE 3 END, sort_key, seq
+LIMIT %(limit)s;
+
+-- name: dead_list
+SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
+       dead_at, errors, parked
+FROM {schema}.messages
+WHERE queue = %(queue)s AND state = 'dead'
+  AND (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
+  AND (%(dead_before)s::float8 IS NULL OR dead_at <= %(dead_before)s::float8)
+  AND (%(error)s::text IS NULL OR strpos(errors::text, %(error)s::text) > 0
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
+                  WHERE strpos(e ->> 'error', %(error)s::text) > 0))
+ORDER BY dead_at, seq
+LIMIT %(limit)s;
+
+-- name: dead_keys
+SELECT DISTINCT ordering_key FROM {schema}.messages
+WHERE queue = %(queue)s AND state = 'dead' AND ordering_key IS NOT NULL
+  AND (%(all)s OR id = ANY(%(ids)s::text[]));
+
+-- name: dead_redrive
+-- Redriven keyed messages wait behind their key; key_release then frees the oldest.
+UPDATE {schema}.messages
+SET state = CASE WHEN ordering_key IS NULL THEN 'ready' ELSE 'blocked' END,
+    attempt = 0, parked = false, dead_at = NULL, token = NULL, lease_until = NULL,
+    available_at = {schema}.epoch(),
+    sort_key = CASE WHEN %(aging)s::float8 IS NULL THEN -priority
+                    ELSE {schema}.epoch() - priority * %(aging)s::float8 END
+WHERE queue = %(queue)s AND state = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]));
+
+-- name: purge_dead
+DELETE FROM {schema}.messages WHERE queue = %(queue)s AND state = 'dead'
+RETURNING ordering_key, parked;
+
+-- name: purge_live
+DELETE FROM {schema}.messages WHERE queue = %(queue)s AND state <> 'dead';
+
+-- name: stats_states
+SELECT
+    count(*) FILTER (WHERE state = 'ready' OR (state = 'scheduled'
+                                                AND available_at <= {schema}.epoch())),
+    count(*) FILTER (WHERE state = 'scheduled' AND available_at > {schema}.epoch()),
+    count(*) FILTER (WHERE state = 'leased'),
+    count(*) FILTER (WHERE state = 'blocked'),
+    count(*) FILTER (WHERE state = 'dead'),
+    min(enqueued_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled'
+                                                        AND available_at <= {schema}.epoch())),
+    {schema}.epoch()
+FROM {schema}.messages WHERE queue = %(queue)s;
+
+-- name: stats_counters
+SELECT coalesce(sum(sent), 0), coalesce(sum(acked), 0), coalesce(sum(nacked), 0),
+       coalesce(sum(redelivered), 0), coalesce(sum(dead_lettered), 0),
+       coalesce(sum(late_acks), 0)
+FROM {schema}.counters WHERE queue = %(queue)s;
+
+-- name: stats_parked
+SELECT DISTINCT ordering_key FROM {schema}.messages
+WHERE queue = %(queue)s AND state = 'dead' AND parked ORDER BY ordering_key;
+
+-- name: topic_save
+INSERT INTO {schema}.topics (name, created_at) VALUES (%(name)s, {schema}.epoch())
+ON CONFLICT (name) DO NOTHING;
+
+-- name: topic_list
+SELECT name FROM {schema}.topics ORDER BY name;
+
+-- name: subscription_save
+INSERT INTO {schema}.subscriptions (topic, queue, filter, created_at)
+VALUES (%(topic)s, %(queue)s, %(filter)s, {schema}.epoch())
+ON CONFLICT (topic, queue) DO UPDATE SET filter = excluded.filter;
+
+-- name: subscription_list
+SELECT topic, queue, filter FROM {schema}.subscriptions WHERE topic = %(topic)s ORDER BY queue;
+
+-- name: worker_save
+INSERT INTO {schema}.workers (id, host, pid, queues, concurrency, in_flight, started_at,
+                              last_seen, state)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(in_flight)s,
+        %(started_at)s, {schema}.epoch(), %(state)s)
+ON CONFLICT (id) DO UPDATE SET queues = excluded.queues, in_flight = excluded.in_flight,
+    concurrency = excluded.concurrency, last_seen = excluded.last_seen, state = excluded.state;
+
+-- name: worker_list
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, state
+FROM {schema}.workers ORDER BY started_at, id;
+
+-- name: worker_prune
+DELETE FROM {schema}.workers WHERE last_seen < %(before)s;
+
+-- name: clock_now
+SELECT {schema}.epoch();
