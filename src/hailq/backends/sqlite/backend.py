@@ -50,6 +50,7 @@ class _Local(threading.local):
     pid: int = -1
     conn: sqlite3.Connection | None = None
     synchronous: str = ""
+    version: int | None = None
 
 
 class SQLiteBackend:
@@ -79,6 +80,7 @@ class SQLiteBackend:
             local.conn = self._open()
             local.pid = pid
             local.synchronous = ""
+            local.version = None
         return local.conn
 
     def _open(self) -> sqlite3.Connection:
@@ -275,21 +277,24 @@ class SQLiteBackend:
     def message_wait(self, queue: str, timeout: float) -> None:
         # PRAGMA data_version changes when another connection commits: a cheap way to
         # sleep until something may have changed, without a write transaction per poll.
+        # The version last seen is kept per thread, so a commit that lands between an
+        # empty claim and this wait still wakes us.
         conn = self._connection()
+        local = self._local
         deadline = time.monotonic() + timeout
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
         recheck = time.monotonic() + 0.1
         while True:
+            current = conn.execute("PRAGMA data_version").fetchone()[0]
+            changed = local.version is not None and current != local.version
+            local.version = current
+            if changed or time.monotonic() >= recheck:
+                recheck = time.monotonic() + 0.1
+                if conn.execute(Q["claimable"], {"queue": queue, "now": self._clock()}).fetchone():
+                    return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
             time.sleep(min(self._poll_interval, remaining))
-            current = conn.execute("PRAGMA data_version").fetchone()[0]
-            if current != version or time.monotonic() >= recheck:
-                version = current
-                recheck = time.monotonic() + 0.1
-                if conn.execute(Q["claimable"], {"queue": queue, "now": self._clock()}).fetchone():
-                    return
 
     # -- finishing ---------------------------------------------------------------------
 
