@@ -1,0 +1,2 @@
+"""The ``hailq`` command line (``hailq.cli.main``). The only part of hailq that reads
+environment variables."""

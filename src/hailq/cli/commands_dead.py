@@ -1,0 +1,155 @@
+"""The dead-letter queue and clean-up: ``hailq dead``, ``hailq redrive``, ``hailq purge``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from hailq.cli.context import check_queue_name, common_options, current_app
+from hailq.cli.output import age, clean, preview, record
+
+F = TypeVar("F", bound=Callable[..., Any])
+MAX_LIMIT = 100_000
+
+
+def filter_options(default_limit: int) -> Callable[[F], F]:
+    """The dead-letter filters shared by ``dead`` and ``redrive``."""
+    def decorate(f: F) -> F:
+        for option in reversed([
+            click.option("--grep", metavar="TEXT",
+                         help="Only messages with TEXT in the error of any attempt."),
+            click.option("--older-than", type=click.FloatRange(min=0), metavar="SECONDS",
+                         help="Only messages dead for more than SECONDS."),
+            click.option("--ordering-key", "-k", metavar="KEY",
+                         help="Only messages with this ordering key."),
+            click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT),
+                         default=default_limit, show_default=True,
+                         help="Consider at most this many, oldest death first."),
+        ]):
+            f = option(f)
+        return f
+    return decorate
+
+
+@click.command("dead")
+@click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
+@filter_options(default_limit=100)
+@common_options
+def dead(queue_name: str, grep: str | None, older_than: float | None,
+         ordering_key: str | None, limit: int) -> None:
+    """List the dead messages of QUEUE, oldest death first, with attempts and last error.
+
+    With --json every message carries the error of each attempt.
+    PARKED marks a message that holds its ordering key (on_dead="park").
+    """
+    app = current_app()
+    with app.broker() as broker:
+        letters = app.queue(broker, queue_name).dead_letters(
+            error_contains=grep, older_than=older_than, ordering_key=ordering_key, limit=limit)
+        now = broker.backend.clock_now()
+    if app.out.json:
+        app.out.emit_json([{**record(d), "last_error": d.last_error} for d in letters])
+        return
+    app.out.table(
+        ["ID", "KEY", "ATTEMPTS", "DIED", "LAST ERROR", "BODY"],
+        [[d.id, (d.ordering_key or "-") + (" (parked)" if d.parked else ""), d.attempt,
+          age(now - d.dead_at) + " ago", _error(d.last_error), preview(d.body, 40)]
+         for d in letters],
+        title=f"dead letters of {queue_name}", empty="no dead messages")
+
+
+def _error(text: str | None, length: int = 80) -> str:
+    if not text:
+        return "-"
+    last = clean(text.strip().splitlines()[-1] if text.strip() else text)
+    return last if len(last) <= length else last[:length - 1] + "…"
+
+
+@click.command("redrive")
+@click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
+@click.option("--id", "ids", multiple=True, metavar="ID", help="Redrive this message; repeat "
+              "for more. Without --id and filters: every dead message.")
+@filter_options(default_limit=MAX_LIMIT)
+@click.option("--dry-run", is_flag=True, help="List what would be redriven and change nothing.")
+@common_options
+def redrive(queue_name: str, ids: tuple[str, ...], grep: str | None, older_than: float | None,
+            ordering_key: str | None, limit: int, dry_run: bool) -> None:
+    """Return dead messages of QUEUE to ready with attempt 0, keeping ordering-key order.
+
+    Choose them with --id and/or the same filters as 'hailq dead'.
+    """
+    app = current_app()
+    filtered = grep is not None or older_than is not None or ordering_key is not None
+    with app.broker() as broker:
+        queue = app.queue(broker, queue_name)
+        letters = queue.dead_letters(error_contains=grep, older_than=older_than,
+                                     ordering_key=ordering_key, limit=limit)
+        if ids:
+            wanted = set(ids)
+            letters = [d for d in letters if d.id in wanted]
+        chosen = [d.id for d in letters]
+        missing = [i for i in dict.fromkeys(ids) if i not in set(chosen)]
+        if dry_run:
+            count = len(chosen)
+        elif ids or filtered:
+            count = queue.redrive(chosen) if chosen else 0
+        else:
+            count = queue.redrive()
+    if missing:
+        app.out.warn(f"{len(missing)} id(s) are not dead messages of {queue_name} "
+                     f"(or not matched by the filters): {', '.join(missing)}")
+    if app.out.json:
+        result: dict[str, Any] = {"queue": queue_name, "dry_run": dry_run,
+                                  "redriven": 0 if dry_run else count, "missing": missing}
+        if dry_run:
+            result["would_redrive"] = [record(d) for d in letters]
+        app.out.emit_json(result)
+    elif dry_run:
+        app.out.table(["ID", "KEY", "ATTEMPTS", "LAST ERROR", "BODY"],
+                      [[d.id, d.ordering_key, d.attempt, _error(d.last_error),
+                        preview(d.body, 40)] for d in letters],
+                      title=f"would redrive {count} message(s) of {queue_name}",
+                      empty="nothing to redrive")
+    else:
+        app.out.line(f"redrove {count} message(s) of {queue_name} to ready")
+
+
+@click.command("purge")
+@click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
+@click.option("--dead", "dead_only", is_flag=True,
+              help="Delete the dead messages instead of the live ones.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@common_options
+def purge(queue_name: str, dead_only: bool, yes: bool) -> None:
+    """Delete every waiting message of QUEUE (ready, scheduled, blocked), or with
+    --dead every dead one. Messages in flight are left to their consumers.
+
+    Asks first unless --yes; without a terminal to ask on, --yes is required.
+    """
+    app = current_app()
+    with app.broker() as broker:
+        queue = app.queue(broker, queue_name)
+        figures = queue.stats()
+        what = "dead" if dead_only else "waiting"
+        count = figures.dead if dead_only else figures.backlog
+        if count and not yes:
+            _confirm(f"delete {count} {what} message(s) of {queue_name} at {broker.url}?")
+        deleted = queue.purge(dead=dead_only) if count else 0
+    if app.out.json:
+        app.out.emit_json({"queue": queue_name, "dead": dead_only, "deleted": deleted})
+    else:
+        app.out.line(f"deleted {deleted} {what} message(s) of {queue_name}")
+
+
+def _confirm(question: str) -> None:
+    if not sys.stdin.isatty():
+        raise click.ClickException(
+            "refusing to purge without confirmation: no terminal to ask on; pass --yes")
+    if not click.confirm(question, default=False, err=True):
+        raise click.ClickException("purge cancelled; nothing was deleted")
+
+
+COMMANDS = [dead, redrive, purge]

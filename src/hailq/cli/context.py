@@ -1,0 +1,110 @@
+"""What every command shares: the broker URL, the output mode, and opening the broker.
+
+This is the only place in hailq that reads an environment variable
+(``HAILQ_URL``). ``--url`` and ``--json`` are accepted both before the
+command (``hailq --json queues``) and after it (``hailq queues --json``);
+the one nearer the command wins.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+import hailq
+from hailq.cli.output import Output
+from hailq.settings import check_name
+from hailq.url import DEFAULT_URL, parse_url
+
+ENV_URL = "HAILQ_URL"
+_URL_KEY = "hailq.url"
+_JSON_KEY = "hailq.json"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value:  # only a value actually given overrides one given earlier
+            ctx.meta[key] = value
+        return value
+    return callback
+
+
+def common_options(f: F) -> F:
+    """Add ``--url`` and ``--json`` to a group or command."""
+    f = click.option(
+        "--json", "json_mode", is_flag=True, expose_value=False, callback=_remember(_JSON_KEY),
+        help="Print JSON for scripts instead of tables.")(f)
+    f = click.option(
+        "--url", metavar="URL", expose_value=False, callback=_remember(_URL_KEY),
+        help=f"Broker URL, sqlite:///path.db or postgresql://user@host:port/db "
+             f"[env {ENV_URL}; default {DEFAULT_URL}].")(f)
+    return f
+
+
+def check_queue_name(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback: reject a bad queue/topic name before anything is opened."""
+    for name in value if isinstance(value, tuple) else [value]:
+        if name is not None:
+            try:
+                check_name(name, f"{param.human_readable_name.lower()} name")
+            except hailq.InvalidArgument as exc:
+                raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
+@dataclass(frozen=True)
+class App:
+    """The resolved options of one invocation."""
+
+    url: str
+    out: Output
+
+    @contextmanager
+    def broker(self, *, create: bool = False) -> Iterator[hailq.Broker]:
+        """Open the broker, closing it afterwards.
+
+        Without ``create``, a SQLite file that does not exist is an error rather
+        than an empty database silently created by a typo in the path.
+        """
+        parsed = parse_url(self.url)
+        if not create and parsed.scheme == "sqlite" and not Path(parsed.target).exists():
+            raise click.ClickException(
+                f"no hailq database at {parsed.target} ({parsed.display}); check --url or "
+                f"{ENV_URL}, or create it with 'hailq migrate'")
+        broker = hailq.connect(self.url)
+        try:
+            yield broker
+        finally:
+            broker.close()
+
+    def queue(self, broker: hailq.Broker, name: str) -> hailq.Queue:
+        """An existing queue; a clear error (not a new queue) when it was never declared."""
+        try:
+            return broker.get_queue(name)
+        except hailq.QueueNotFound:
+            raise click.ClickException(
+                f"no queue named {name!r} at {broker.url}; 'hailq queues' lists them, "
+                "'hailq send' creates one") from None
+
+    def topic(self, broker: hailq.Broker, name: str) -> hailq.Topic:
+        """An existing topic; a clear error when it was never declared."""
+        if name not in broker.topics():
+            raise click.ClickException(
+                f"no topic named {name!r} at {broker.url}; 'hailq topics' lists them, "
+                "'hailq subscribe' creates one")
+        return hailq.Topic(broker, name)  # not broker.topic(): that would write
+
+
+def current_app() -> App:
+    """The ``App`` of the running command, from the options given on the command line."""
+    ctx = click.get_current_context()
+    url = ctx.meta.get(_URL_KEY) or os.environ.get(ENV_URL) or DEFAULT_URL
+    return App(url=str(url), out=Output(bool(ctx.meta.get(_JSON_KEY))))
