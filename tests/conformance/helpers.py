@@ -127,3 +127,74 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0,
             return True
         time.sleep(step)
     return condition()
+
+
+# -- work done in child processes (top-level so the "spawn" start method can find it) ------
+
+
+def compete(url: str, queue: str, start: Any, out: str) -> None:
+    """Receive 10 at a time and ack each until nothing is left; log every lease to ``out``."""
+    import json
+
+    log: list[dict[str, Any]] = []
+    with hailq.connect(url) as broker:
+        q = broker.get_queue(queue)
+        start.wait(60)
+        while True:
+            messages = q.receive(max_messages=10, lease=300)
+            if not messages:
+                break
+            for m in messages:
+                received = time.time()
+                m.ack()
+                log.append({"id": m.id, "attempt": m.attempt, "receipt": m.receipt,
+                            "received": received, "acked": time.time(), "body": m.body})
+    with open(out, "w") as f:
+        json.dump(log, f)
+
+
+def hammer(url: str, queue: str, worker: int, count: int, start: Any, out: str) -> None:
+    """Send, receive and ack in small steps; write any error text to ``out``."""
+    import json
+
+    errors: list[str] = []
+    acked: list[int] = []
+    try:
+        with hailq.connect(url) as broker:
+            q = broker.queue(queue, lease=300)
+            start.wait(60)
+            for i in range(count):
+                q.send({"worker": worker, "n": i})
+                for m in q.receive(max_messages=2):
+                    m.ack()
+                    acked.append(m.body["worker"] * 1_000_000 + m.body["n"])
+    except Exception as exc:  # the test reports whatever reached the user
+        errors.append(f"{type(exc).__name__}: {exc}")
+    with open(out, "w") as f:
+        json.dump({"errors": errors, "acked": acked}, f)
+
+
+def connect_fresh_and_send(url: str, worker: int, start: Any, out: str) -> None:
+    """Open a brand-new database at the same moment as others; declare and send."""
+    import json
+
+    errors: list[str] = []
+    try:
+        start.wait(60)
+        with hailq.connect(url) as broker:
+            q = broker.queue("claims")
+            for i in range(20):
+                q.send({"worker": worker, "n": i})
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+    with open(out, "w") as f:
+        json.dump(errors, f)
+
+
+def receive_and_die(url: str, queue: str) -> None:
+    """A consumer that takes one message and dies without acking (os._exit skips cleanup)."""
+    import os
+
+    broker = hailq.connect(url)
+    got = broker.get_queue(queue).receive()
+    os._exit(0 if got else 3)

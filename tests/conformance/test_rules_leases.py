@@ -1,0 +1,409 @@
+"""SPEC rules 6-12: receiving, leases, acks, nacks, one clock, at-least-once."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import hailq
+from hailq import LeaseLost
+
+from .helpers import RawDatabase, compete, receive_and_die
+
+# -- rule 6: receive ------------------------------------------------------------------------
+
+
+def test_rule_06_receive_leases_up_to_max_messages_each_with_attempt_one(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+    q.send_many(range(5))
+
+    first = q.receive(max_messages=3)
+    second = q.receive(max_messages=3)
+
+    assert [m.body for m in first] == [0, 1, 2]
+    assert [m.body for m in second] == [3, 4]
+    assert q.receive(max_messages=3) == []
+    assert {m.attempt for m in first + second} == {1}
+    assert len({m.receipt for m in first + second}) == 5
+    assert q.stats().in_flight == 5
+
+
+def test_rule_06_long_poll_returns_as_soon_as_a_message_arrives(broker: hailq.Broker,
+                                                                url: str) -> None:
+    q = broker.queue("claims")
+
+    def send_later() -> None:
+        time.sleep(0.3)
+        with hailq.connect(url) as producer:
+            producer.queue("claims").send("arrived")
+
+    producer = threading.Thread(target=send_later)
+    started = time.monotonic()
+    producer.start()
+    received = q.receive(wait=20)
+    waited = time.monotonic() - started
+    producer.join()
+
+    assert [m.body for m in received] == ["arrived"]
+    assert 0.25 <= waited < 20
+
+
+def test_rule_06_long_poll_on_an_empty_queue_returns_empty_after_wait(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+
+    started = time.monotonic()
+    received = q.receive(wait=0.3)
+
+    assert received == []
+    assert time.monotonic() - started >= 0.29
+
+
+def test_rule_06_each_receive_adds_one_to_attempt(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", max_attempts=10)
+    q.send("again and again")
+
+    attempts = []
+    for _ in range(4):
+        (m,) = q.receive()
+        attempts.append(m.attempt)
+        m.nack(delay=0)
+
+    assert attempts == [1, 2, 3, 4]
+
+
+# -- rule 7: no message has two valid leases -----------------------------------------------
+
+
+def test_rule_07_four_processes_compete_for_2000_messages_without_sharing_a_lease(
+        broker: hailq.Broker, url: str, tmp_path: Path) -> None:
+    q = broker.queue("claims", lease=300)
+    sent = set(q.send_many(range(1000)) + q.send_many(range(1000, 2000)))
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    logs = [tmp_path / f"consumer-{i}.json" for i in range(4)]
+    consumers = [ctx.Process(target=compete, args=(url, "claims", start, str(log)))
+                 for log in logs]
+
+    for p in consumers:
+        p.start()
+    start.set()
+    for p in consumers:
+        p.join(120)
+    assert [p.exitcode for p in consumers] == [0, 0, 0, 0]
+
+    leases = [entry for log in logs for entry in json.loads(log.read_text())]
+    times_received = Counter(entry["id"] for entry in leases)
+    assert set(times_received) == sent
+    assert max(times_received.values()) == 1, "a message was leased twice"
+    assert {entry["attempt"] for entry in leases} == {1}
+    assert sorted(entry["body"] for entry in leases) == list(range(2000))
+    per_process = [len(json.loads(log.read_text())) for log in logs]
+    assert sum(per_process) == 2000
+    stats = q.stats()
+    assert (stats.acked, stats.ready, stats.in_flight, stats.redelivered) == (2000, 0, 0, 0)
+
+
+def test_rule_07_threads_of_one_process_never_share_a_lease(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=300)
+    q.send_many(range(400))
+    seen: list[list[str]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+
+    def consume(slot: int) -> None:
+        try:
+            while messages := q.receive(max_messages=5):
+                for m in messages:
+                    seen[slot].append(m.id)
+                    m.ack()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+
+    assert errors == []
+    every = [i for ids in seen for i in ids]
+    assert len(every) == len(set(every)) == 400
+    assert q.stats().acked == 400
+
+
+# -- rule 8: redelivery --------------------------------------------------------------------
+
+
+def test_rule_08_message_whose_lease_ends_is_delivered_again(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.3)
+    sent = q.send("crash victim")
+    (first,) = q.receive()
+    assert q.receive() == []  # still leased
+
+    time.sleep(0.4)
+    (second,) = q.receive()
+
+    assert second.id == first.id == sent
+    assert second.attempt == first.attempt + 1 == 2
+    assert second.receipt != first.receipt
+    assert q.stats().redelivered == 1
+
+
+def test_rule_08_receive_with_its_own_lease_overrides_the_queue_lease(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=300)
+    q.send("short")
+    q.receive(lease=0.2)
+
+    time.sleep(0.3)
+
+    assert [m.attempt for m in q.receive()] == [2]
+
+
+# -- rule 9: ack -----------------------------------------------------------------------------
+
+
+def test_rule_09_ack_removes_the_message_for_good(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.2)
+    q.send("done")
+    (m,) = q.receive()
+
+    m.ack()
+    time.sleep(0.3)
+
+    assert q.receive() == []
+    assert q.peek() == []
+    stats = q.stats()
+    assert (stats.acked, stats.late_acks, stats.in_flight, stats.ready) == (1, 0, 0, 0)
+    with pytest.raises(LeaseLost):
+        m.ack()
+
+
+def test_rule_09_late_ack_succeeds_and_is_counted(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.2)
+    q.send("slow handler")
+    (m,) = q.receive()
+
+    time.sleep(0.3)
+    m.ack()
+
+    stats = q.stats()
+    assert (stats.acked, stats.late_acks) == (1, 1)
+    assert q.receive() == []
+
+
+def test_rule_09_late_ack_succeeds_when_others_received_other_messages(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.2)
+    q.send("slow handler", priority=0)
+    (m,) = q.receive()
+    time.sleep(0.3)
+    q.send("urgent", priority=9)
+
+    (other,) = q.receive()  # a receive after the lease ended, of another message
+    assert other.body == "urgent"
+    m.ack()
+
+    assert q.stats().late_acks == 1
+    other.ack()
+    assert q.receive() == []
+    assert q.stats().acked == 2
+
+
+def test_rule_09_stale_receipt_raises_lease_lost_and_changes_nothing(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.2)
+    q.send("contested")
+    (stale,) = q.receive()
+    time.sleep(0.3)
+    (current,) = q.receive(lease=30)
+
+    with pytest.raises(LeaseLost):
+        stale.ack()
+    assert q.ack_many([stale.receipt]) == [None]
+
+    stats = q.stats()
+    assert (stats.acked, stats.late_acks, stats.in_flight) == (0, 0, 1)
+    assert q.receive() == []  # the current lease is untouched
+    current.ack()
+    assert q.stats().acked == 1
+
+
+def test_rule_09_ack_many_reports_each_receipt(broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+    q.send_many(["lost", "late", "in time"])
+    (lost,) = q.receive(lease=0.2)
+    (late,) = q.receive(lease=0.2)
+    (in_time,) = q.receive(lease=30)
+    time.sleep(0.3)
+    (lost_again,) = q.receive(lease=30)
+    assert lost_again.id == lost.id
+
+    results = q.ack_many([in_time, late, lost])
+
+    assert results == [False, True, None]
+    stats = q.stats()
+    assert (stats.acked, stats.late_acks, stats.in_flight) == (2, 1, 1)
+
+
+# -- rule 10: nack and extend --------------------------------------------------------------
+
+
+def test_rule_10_nack_without_delay_uses_the_retry_backoff(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", retry={"base": 0.4, "factor": 2, "jitter": 0})
+    q.send("flaky")
+    (m,) = q.receive()
+
+    m.nack(error="OCR service timed out")
+
+    assert q.receive() == []
+    assert q.stats().delayed == 1
+    (again,) = q.receive(wait=5)
+    assert again.attempt == 2
+    assert again.id == m.id
+
+
+def test_rule_10_nack_with_delay_zero_gives_back_now(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", retry={"base": 300})
+    q.send("flaky")
+    (m,) = q.receive()
+
+    m.nack(delay=0)
+
+    assert [(x.id, x.attempt) for x in q.receive()] == [(m.id, 2)]
+    assert q.stats().nacked == 1
+
+
+def test_rule_10_nack_with_delay_holds_the_message_back(broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+    q.send("flaky")
+    (m,) = q.receive()
+
+    m.nack(delay=0.4)
+
+    assert q.receive() == []
+    time.sleep(0.5)
+    assert [x.id for x in q.receive()] == [m.id]
+
+
+def test_rule_10_nack_error_is_kept_with_the_message(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", max_attempts=2)
+    q.send("bad scan")
+    q.receive()[0].nack(delay=0, error="page 2 unreadable")
+    q.receive()[0].nack(delay=0, error="page 3 unreadable")
+
+    (dead,) = q.dead_letters()
+
+    assert [e.error for e in dead.errors] == ["page 2 unreadable", "page 3 unreadable"]
+    assert dead.last_error == "page 3 unreadable"
+
+
+def test_rule_10_extend_moves_the_end_of_the_lease(broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.3)
+    q.send("long job")
+    (m,) = q.receive()
+    old_end = m.lease_until
+
+    m.extend(10)
+    time.sleep(0.4)
+
+    assert m.lease_until > old_end + 5
+    assert q.receive() == []
+    m.ack()
+    assert q.stats().late_acks == 0
+
+
+def test_rule_10_nack_extend_and_dead_letter_raise_lease_lost_for_a_stale_receipt(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.2)
+    q.send("contested")
+    (stale,) = q.receive()
+    time.sleep(0.3)
+    (current,) = q.receive(lease=30)
+
+    with pytest.raises(LeaseLost):
+        stale.nack(delay=0)
+    with pytest.raises(LeaseLost):
+        stale.extend(60)
+    with pytest.raises(LeaseLost):
+        stale.dead_letter("too late")
+
+    stats = q.stats()
+    assert (stats.nacked, stats.dead, stats.in_flight) == (0, 0, 1)
+    assert q.receive() == []
+    current.ack()
+    assert q.stats().acked == 1
+
+
+def test_rule_10_nack_after_ack_raises_lease_lost(broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+    q.send("done")
+    (m,) = q.receive()
+    m.ack()
+
+    with pytest.raises(LeaseLost):
+        m.nack(delay=0)
+    with pytest.raises(LeaseLost):
+        m.extend(5)
+    assert q.receive() == []
+
+
+# -- rule 11: one clock --------------------------------------------------------------------
+
+
+def test_rule_11_lease_deadline_is_on_the_database_clock(broker: hailq.Broker,
+                                                         raw: RawDatabase) -> None:
+    q = broker.queue("claims", lease=30)
+    q.send("x")
+
+    before = raw.now()
+    (m,) = q.receive()
+    after = raw.now()
+
+    assert before + 30 - 1 <= m.lease_until <= after + 30 + 1
+
+
+def test_rule_11_consumers_with_skewed_clocks_agree_on_leases(
+        broker: hailq.Broker, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = broker.queue("claims", lease=30)
+    q.send("x")
+    (held,) = q.receive()
+    real_time = time.time
+
+    with hailq.connect(url) as skewed_host:
+        other = skewed_host.get_queue("claims")
+        monkeypatch.setattr(time, "time", lambda: real_time() + 3600)
+        assert other.receive() == [], "a host an hour ahead stole a valid lease"
+        other.send("from the future")
+        monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
+        assert [m.body for m in other.receive()] == ["from the future"]
+        monkeypatch.undo()
+
+    held.ack()
+    assert q.stats().late_acks == 0
+
+
+# -- rule 12: at-least-once ----------------------------------------------------------------
+
+
+def test_rule_12_a_consumer_that_dies_loses_nothing(broker: hailq.Broker, url: str) -> None:
+    q = broker.queue("claims", lease=0.3)
+    sent = q.send("survives a crash")
+    crash = multiprocessing.get_context("spawn").Process(target=receive_and_die,
+                                                         args=(url, "claims"))
+
+    crash.start()
+    crash.join(60)
+    assert crash.exitcode == 0  # it did take the message before dying
+    assert q.receive() == []
+    time.sleep(0.35)
+
+    (m,) = q.receive(wait=5)
+    assert (m.id, m.attempt) == (sent, 2)
