@@ -1,0 +1,89 @@
+"""``hailq worker TARGET``: run handlers over queues until SIGTERM (SPEC rules 18 and 23).
+
+Registered by ``hailq.cli.main``; also runnable alone as ``python -m hailq.cli.worker``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+import hailq
+from hailq.cli.context import common_options, current_app
+from hailq.runtime.order import parse_weights
+from hailq.runtime.supervisor import ProcessPool, WorkerSpec
+from hailq.url import parse_url
+
+
+@click.command("worker")
+@click.argument("target")
+@click.option("--queue", "-q", "queues", multiple=True, metavar="Q",
+              help="A queue to consume; repeat for several, taken in strict order (drain "
+                   "the first, then the next). Default: every queue of the app.")
+@click.option("--weights", metavar="Q=N,...",
+              help="Share slots among queues by weight instead, e.g. high=3,low=1.")
+@click.option("--concurrency", "-c", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Handlers running at once (threads, or processes with --pool process).")
+@click.option("--pool", type=click.Choice(["thread", "process"]), default="thread",
+              show_default=True, help="Run handlers in threads of one process, or in child "
+                                      "processes (one thread each) under a supervisor.")
+@click.option("--grace", type=click.FloatRange(0, 86400), default=30.0, show_default=True,
+              help="Seconds in-flight handlers may finish after SIGTERM/SIGINT before their "
+                   "messages are given back.")
+@click.option("--poll", type=click.FloatRange(0.01, 60), default=1.0, show_default=True,
+              help="Longest single long-poll wait in seconds (wake-ups come sooner).")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+                                               case_sensitive=False),
+              default="INFO", show_default=True)
+@common_options
+def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
+                   concurrency: int, pool: str, grace: float, poll: float,
+                   log_level: str) -> int:
+    """Run the handlers of TARGET (module:function or module:app) until stopped.
+
+    A handler takes the received message. It acks by returning, nacks with the
+    queue's backoff by raising (hailq.Retry(delay=...) picks the delay,
+    hailq.DeadLetter(reason) dead-letters it now). Leases are renewed while a
+    handler runs. A slot asks for work only when it is free. SIGTERM or SIGINT
+    stops receiving, lets in-flight handlers finish within --grace, gives the
+    rest back and exits 0; a second signal gives back at once.
+    """
+    if queues and weights:
+        raise click.UsageError("give --queue (strict order) or --weights, not both")
+    try:
+        weight_map = parse_weights(weights) if weights else {}
+    except hailq.InvalidArgument as exc:
+        raise click.BadParameter(str(exc), param_hint="--weights") from None
+    url = current_app().url
+    parse_url(url)  # a bad URL fails here, before any process starts
+    level = log_level.upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map,
+                      concurrency=1 if pool == "process" else concurrency, grace=grace,
+                      poll=poll, log_level=level)
+    if pool == "process":
+        return ProcessPool(spec, concurrency).run()
+    spec.handlers()  # import and check before connecting
+    spec.run()
+    return 0
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the worker command alone (``python -m hailq.cli.worker``); return the exit code."""
+    from hailq.cli.failure import run_safely
+
+    argv = list(sys.argv[1:] if args is None else args)
+
+    def invoke() -> int:
+        result = worker_command.main(args=argv, prog_name="hailq worker",
+                                     standalone_mode=False)
+        return result if isinstance(result, int) else 0
+
+    return run_safely(invoke, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The ack batcher: acks of concurrent handlers committed together, a few at a time.
+
+Handlers hand finished messages to one flusher thread, which acks everything
+pending in one transaction per queue every ``interval`` seconds, or sooner
+when ``batch`` are waiting. An ack lost in a crash only causes a redelivery,
+which at-least-once delivery allows; ``close()`` flushes what is pending.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+
+from hailq.errors import HailqError
+from hailq.queue import Message, Queue
+
+log = logging.getLogger("hailq.worker")
+
+
+class AckBatcher:
+    """Coalesces acks; thread-safe. ``start()`` the flusher, ``close()`` to flush and stop."""
+
+    def __init__(self, queues: Mapping[str, Queue], *, interval: float = 0.005,
+                 batch: int = 100) -> None:
+        self._queues = queues
+        self._interval = interval
+        self._batch = batch
+        self._pending: list[Message] = []
+        self._wake = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="hailq-acks", daemon=True)
+        self.acked = 0
+        self.late = 0
+        self.lost = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, message: Message) -> None:
+        """Ack ``message`` soon. After ``close()`` it is acked at once, in the caller's thread."""
+        with self._wake:
+            if not self._closing:
+                self._pending.append(message)
+                self._wake.notify()
+                return
+        self._ack([message])
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush every pending ack, then stop the flusher."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._pending and not self._closing:
+                    self._wake.wait()
+                if self._closing and not self._pending:
+                    return
+                if not self._closing and len(self._pending) < self._batch:
+                    # Give concurrent handlers a moment to join this transaction.
+                    self._wake.wait(self._interval)
+                taken, self._pending = self._pending, []
+            self._ack(taken)
+
+    def _ack(self, messages: list[Message]) -> None:
+        by_queue: dict[str, list[Message]] = {}
+        for message in messages:
+            by_queue.setdefault(message.queue, []).append(message)
+        for name, group in by_queue.items():
+            self._ack_group(self._queues[name], group)
+
+    def _ack_group(self, queue: Queue, group: list[Message]) -> None:
+        for attempt in range(3):
+            try:
+                results = queue.ack_many(group)
+                break
+            except HailqError as exc:
+                if attempt == 2:
+                    log.error("could not ack %d message(s) of queue %s (%s); they will be "
+                              "redelivered when their leases end", len(group), queue.name, exc)
+                    return
+                time.sleep(0.1 * 2 ** attempt)
+        for message, result in zip(group, results, strict=True):
+            if result is None:
+                self.lost += 1
+                log.warning("message %s of queue %s: ack found its lease gone (received "
+                            "again, or settled by the handler itself)", message.id, queue.name)
+            elif result:
+                self.late += 1
+                log.warning("message %s of queue %s: late ack (the lease had ended)",
+                            message.id, queue.name)
+            else:
+                self.acked += 1

@@ -1,0 +1,137 @@
+"""Handlers and where they come from: ``App``, its routes, and ``module:attr`` targets."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hailq.errors import InvalidArgument
+from hailq.queue import Message
+from hailq.settings import QueueSettings, check_name
+
+Handler = Callable[[Message], Any]
+"""A handler takes the received ``hailq.Message``; it may be a plain function or ``async def``.
+
+Returning acks the message; raising nacks it (``hailq.Retry`` and
+``hailq.DeadLetter`` choose the delay or dead-letter it now; SPEC rule 23).
+"""
+
+
+@dataclass(frozen=True)
+class Route:
+    """One queue, its handler, and the queue settings to declare before consuming it."""
+
+    queue: str
+    handler: Handler
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+class App:
+    """A set of handlers, one per queue, registered with ``@app.handler(queue, **settings)``.
+
+    >>> app = App()
+    >>> @app.handler("claims", lease=300, max_attempts=5)
+    ... def check_claim(message): ...
+
+    Settings are queue settings (``lease``, ``max_attempts``, ``retry`` ...);
+    the worker declares each queue with them (``broker.queue(name, **settings)``)
+    before it consumes. Unknown names and bad values raise ``InvalidArgument``
+    when the handler is declared, not when the worker starts.
+    """
+
+    def __init__(self, name: str = "hailq") -> None:
+        self.name = name
+        self._routes: dict[str, Route] = {}
+
+    def handler(self, queue: str, **settings: Any) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the handler of ``queue``; returns it unchanged."""
+        check_name(queue)
+        QueueSettings.build(None, **settings)  # validates names and values now
+        if queue in self._routes:
+            raise InvalidArgument(f"queue {queue!r} already has a handler in app {self.name!r}; "
+                                  "one handler per queue")
+
+        def register(function: Handler) -> Handler:
+            if not callable(function):
+                raise InvalidArgument(f"a handler must be callable, got {function!r}")
+            self._routes[queue] = Route(queue, function, dict(settings))
+            return function
+
+        return register
+
+    def add(self, queue: str, function: Handler, **settings: Any) -> None:
+        """Register ``function`` for ``queue`` without the decorator."""
+        self.handler(queue, **settings)(function)
+
+    @property
+    def queues(self) -> list[str]:
+        """The queues with a handler, in the order they were registered."""
+        return list(self._routes)
+
+    def route(self, queue: str) -> Route:
+        """The route of ``queue``; InvalidArgument if it has no handler."""
+        try:
+            return self._routes[queue]
+        except KeyError:
+            raise InvalidArgument(
+                f"app {self.name!r} has no handler for queue {queue!r}; "
+                f"it handles: {', '.join(self._routes) or 'nothing'}") from None
+
+    def __iter__(self) -> Iterator[Route]:
+        return iter(self._routes.values())
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def __repr__(self) -> str:
+        return f"<App {self.name} queues={self.queues}>"
+
+
+def app_for(handlers: App | Mapping[str, Handler] | Handler,
+            queues: list[str] | None = None) -> App:
+    """Normalise what a worker was given into an App.
+
+    A single function needs ``queues``: it handles each of them.
+    """
+    if isinstance(handlers, App):
+        return handlers
+    app = App()
+    if isinstance(handlers, Mapping):
+        for queue, function in handlers.items():
+            app.add(queue, function)
+        return app
+    if not callable(handlers):
+        raise InvalidArgument("handlers must be an App, a mapping queue -> function, or a "
+                              f"function, got {type(handlers).__name__}")
+    if not queues:
+        raise InvalidArgument("a single handler function needs the queues it consumes "
+                              "(--queue Q)")
+    for queue in queues:
+        app.add(queue, handlers)
+    return app
+
+
+def load_target(target: str) -> App | Handler:
+    """Import ``module:attribute`` and return the App or handler function it names."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise InvalidArgument(f"target must look like module:function or module:app, "
+                              f"got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidArgument(f"cannot import module {module_name!r} of target {target!r}: "
+                              f"{exc}") from None
+    obj: Any = module
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise InvalidArgument(f"module {module_name!r} has no attribute {attribute!r}") \
+                from None
+    if isinstance(obj, App) or callable(obj):
+        return obj  # type: ignore[no-any-return]
+    raise InvalidArgument(f"target {target!r} is neither an App nor a function "
+                          f"({type(obj).__name__})")

@@ -1,0 +1,115 @@
+"""The fetch loop: one thread asks for work only for free slots (no prefetch).
+
+Each round asks the queues, in the order's plan, for as many messages as
+there are free slots (``receive(max_messages=free)``), and hands each one to
+``dispatch``. When every queue is empty it long-polls the backend
+(``message_wait``), so an idle worker makes one cheap wait, not one per slot.
+With several queues it waits on them in turn, ``slice`` seconds each, and
+asks all of them after every wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from hailq.backends.base import Backend
+from hailq.errors import HailqError
+from hailq.queue import Message, Queue
+from hailq.runtime.inflight import InFlight
+from hailq.runtime.order import Order
+from hailq.runtime.signals import StopFlag
+
+log = logging.getLogger("hailq.worker")
+
+
+class Fetcher:
+    """Runs the fetch loop in a thread of its own until ``flag`` says stop."""
+
+    def __init__(self, backend: Backend, queues: Mapping[str, Queue], order: Order,
+                 inflight: InFlight, dispatch: Callable[[Message], None], flag: StopFlag,
+                 *, poll: float = 1.0, slice: float = 0.25) -> None:
+        self._backend = backend
+        self._queues = queues
+        self._order = order
+        self._inflight = inflight
+        self._dispatch = dispatch
+        self._flag = flag
+        self._poll = poll
+        self._slice = slice
+        self._turn = 0
+        self._thread = threading.Thread(target=self._run, name="hailq-fetch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the loop to end (it ends within one wait after a stop); True if it did."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._flag.stopping:
+            free = self._inflight.wait_free(0.1)
+            if not free or self._flag.stopping:
+                continue
+            try:
+                got = self._fetch(free)
+                if not got:
+                    self._wait()
+                failures = 0
+            except Exception as exc:  # the loop must outlive any storage trouble
+                failures += 1
+                delay = min(0.1 * 2 ** failures, 5.0)
+                log.error("receiving failed (%s); retrying in %.1f s", exc, delay,
+                          exc_info=not isinstance(exc, HailqError))
+                self._sleep(delay)
+
+    def _fetch(self, free: int) -> int:
+        """Ask the queues for up to ``free`` messages in plan order; return how many came."""
+        got = 0
+        short: set[str] = set()
+        plan = self._order.plan(free)
+        carry = 0
+        for name, share in plan:
+            want = share + carry
+            received = self._receive(name, want)
+            got += received
+            carry = want - received
+            if received < want:
+                short.add(name)
+        for name, _ in plan:
+            if carry <= 0:
+                break
+            if name not in short:
+                received = self._receive(name, carry)
+                got += received
+                carry -= received
+        return got
+
+    def _receive(self, name: str, want: int) -> int:
+        if want <= 0 or self._flag.stopping:
+            return 0
+        messages = self._queues[name].receive(max_messages=want)
+        for message in messages:
+            self._dispatch(message)
+        return len(messages)
+
+    def _wait(self) -> None:
+        names = self._order.queues
+        if len(names) == 1:
+            self._backend.message_wait(names[0], self._poll)
+            return
+        name = names[self._turn % len(names)]
+        self._turn += 1
+        self._backend.message_wait(name, min(self._poll, self._slice))
+
+    def _sleep(self, seconds: float) -> None:
+        waited = 0.0
+        while waited < seconds and not self._flag.stopping:
+            step = min(0.1, seconds - waited)
+            time.sleep(step)
+            waited += step

@@ -1,0 +1,93 @@
+"""The lease keeper: extends the lease of every message whose handler is still running.
+
+Each lease is renewed to its full length once a third of it has passed
+(``fraction``), so a handler may run far longer than the lease without the
+message being redelivered, while a crashed worker's leases still end within
+one lease length (SPEC rules 8 and 23).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hailq.errors import HailqError, LeaseLost
+from hailq.queue import Message
+
+log = logging.getLogger("hailq.worker")
+
+
+@dataclass
+class _Held:
+    message: Message
+    lease: float
+    due: float
+
+
+class LeaseKeeper:
+    """Keeps leases alive until ``release``; thread-safe. ``start()`` then ``close()``."""
+
+    def __init__(self, *, fraction: float = 1 / 3,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._fraction = fraction
+        self._now = monotonic
+        self._held: dict[str, _Held] = {}
+        self._wake = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="hailq-leases", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def hold(self, message: Message, lease: float) -> None:
+        """Start renewing ``message``'s lease of ``lease`` seconds."""
+        with self._wake:
+            self._held[message.receipt] = _Held(message, lease,
+                                                self._now() + lease * self._fraction)
+            self._wake.notify()
+
+    def release(self, message: Message) -> None:
+        """Stop renewing ``message``'s lease (it is settled or given back)."""
+        with self._wake:
+            self._held.pop(message.receipt, None)
+
+    def close(self) -> None:
+        with self._wake:
+            self._closing = True
+            self._held.clear()
+            self._wake.notify()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if self._closing:
+                    return
+                now = self._now()
+                due = [h for h in self._held.values() if h.due <= now]
+                if not due:
+                    soonest = min((h.due for h in self._held.values()), default=now + 60.0)
+                    self._wake.wait(max(soonest - now, 0.001))
+                    continue
+            for held in due:
+                self._renew(held)
+
+    def _renew(self, held: _Held) -> None:
+        message = held.message
+        try:
+            message.extend(held.lease)
+        except LeaseLost:
+            log.warning("message %s of queue %s: lease lost while its handler runs; it may be "
+                        "processed twice", message.id, message.queue)
+            self.release(message)
+            return
+        except HailqError as exc:
+            log.warning("message %s of queue %s: could not extend its lease (%s); retrying",
+                        message.id, message.queue, exc)
+            held.due = self._now() + min(1.0, held.lease * self._fraction / 3)
+            return
+        held.due = self._now() + held.lease * self._fraction

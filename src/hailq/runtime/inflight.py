@@ -1,0 +1,79 @@
+"""Slots and the messages in them: how many are free, and what to give back at the end.
+
+A message is *held* from dispatch until its handler ends, then *settling*
+while its ack/nack is handed on; ``give_back_all`` (shutdown stage 2) takes
+only held ones, so a settled message is never also given back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from hailq.queue import Message
+
+
+class InFlight:
+    """At most ``capacity`` messages at a time; thread-safe."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._held: dict[str, Message] = {}
+        self._settling: set[str] = set()
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def __len__(self) -> int:
+        with self._changed:
+            return len(self._held) + len(self._settling)
+
+    def wait_free(self, timeout: float) -> int:
+        """The number of free slots, after waiting up to ``timeout`` for at least one."""
+        with self._changed:
+            if self._full():
+                self._changed.wait(timeout)
+            return max(self.capacity - len(self._held) - len(self._settling), 0)
+
+    def _full(self) -> bool:
+        return len(self._held) + len(self._settling) >= self.capacity
+
+    def add(self, message: Message) -> bool:
+        """Hold ``message``; False once closed (the caller must give it back itself)."""
+        with self._changed:
+            if self._closed:
+                return False
+            self._held[message.receipt] = message
+            return True
+
+    def settle(self, message: Message) -> bool:
+        """Mark its handler done; False if the message was already given back."""
+        with self._changed:
+            if self._held.pop(message.receipt, None) is None:
+                return False
+            self._settling.add(message.receipt)
+            return True
+
+    def done(self, message: Message) -> None:
+        """Free the slot after the message was settled."""
+        with self._changed:
+            self._settling.discard(message.receipt)
+            self._changed.notify_all()
+
+    def wait_empty(self, deadline: float, give_up: threading.Event | None = None) -> bool:
+        """Wait until nothing is in flight or ``deadline`` (monotonic) passes."""
+        with self._changed:
+            while self._held or self._settling:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (give_up is not None and give_up.is_set()):
+                    return False
+                self._changed.wait(min(remaining, 0.1))
+            return True
+
+    def close(self) -> list[Message]:
+        """Stop taking messages; return the held ones (their handlers are still running)."""
+        with self._changed:
+            self._closed = True
+            held = list(self._held.values())
+            self._held.clear()
+            self._changed.notify_all()
+            return held

@@ -1,0 +1,112 @@
+"""Which queue a free slot takes its next message from (SPEC rule 18). Pure, no I/O.
+
+A plan is an ordered list of ``(queue, share)``: the fetcher asks each queue
+for its share plus whatever the queues before it could not give, so a slot
+never stays idle while any queue has work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from hailq.errors import InvalidArgument
+from hailq.settings import check_name
+
+Plan = list[tuple[str, int]]
+
+
+class Order(Protocol):
+    """Decides how free slots are shared among the queues of one worker."""
+
+    @property
+    def queues(self) -> list[str]: ...
+
+    def plan(self, free: int) -> Plan:
+        """Shares of ``free`` slots, in the order the queues should be asked."""
+        ...
+
+
+class StrictOrder:
+    """Drain the first queue, then the next: a later queue gets only what earlier ones lack."""
+
+    def __init__(self, queues: Sequence[str]) -> None:
+        self._queues = _unique(queues)
+
+    @property
+    def queues(self) -> list[str]:
+        return list(self._queues)
+
+    def plan(self, free: int) -> Plan:
+        return [(q, free if i == 0 else 0) for i, q in enumerate(self._queues)]
+
+
+class WeightedOrder:
+    """Share slots by weight with smooth weighted round-robin (as nginx balances upstreams).
+
+    With weights ``high=3, low=1`` every run of four picks holds three of
+    ``high`` and one of ``low``, interleaved, so a non-empty queue waits at most
+    ``ceil(total / weight)`` picks for its turn. A pick that finds its queue
+    empty passes on to the next queue in the plan.
+    """
+
+    def __init__(self, weights: Mapping[str, int]) -> None:
+        self._queues = _unique(list(weights))
+        for queue, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000:
+                raise InvalidArgument(f"weight of queue {queue!r} must be an integer from 1 "
+                                      f"to 1000, got {weight!r}")
+        self.weights = dict(weights)
+        self._total = sum(self.weights.values())
+        self._current = dict.fromkeys(self._queues, 0)
+
+    @property
+    def queues(self) -> list[str]:
+        return list(self._queues)
+
+    def pick(self) -> str:
+        """The next queue in the smooth weighted round-robin."""
+        for queue in self._queues:
+            self._current[queue] += self.weights[queue]
+        best = max(self._queues, key=lambda q: self._current[q])
+        self._current[best] -= self._total
+        return best
+
+    def plan(self, free: int) -> Plan:
+        shares: dict[str, int] = {}
+        for _ in range(free):
+            queue = self.pick()
+            shares[queue] = shares.get(queue, 0) + 1
+        rest = [q for q in self._queues if q not in shares]
+        return [*shares.items(), *((q, 0) for q in rest)]
+
+
+def parse_weights(text: str) -> dict[str, int]:
+    """Parse ``high=3,low=1`` into ``{"high": 3, "low": 1}``."""
+    weights: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep:
+            raise InvalidArgument(f"weights look like high=3,low=1; got {part!r} in {text!r}")
+        try:
+            weight = int(value)
+        except ValueError:
+            raise InvalidArgument(f"weight of queue {name!r} must be an integer, "
+                                  f"got {value!r}") from None
+        if name in weights:
+            raise InvalidArgument(f"queue {name!r} is weighted twice in {text!r}")
+        weights[check_name(name)] = weight
+    return weights
+
+
+def _unique(queues: Sequence[str]) -> list[str]:
+    if not queues:
+        raise InvalidArgument("a worker needs at least one queue")
+    seen: list[str] = []
+    for queue in queues:
+        check_name(queue)
+        if queue in seen:
+            raise InvalidArgument(f"queue {queue!r} is listed twice")
+        seen.append(queue)
+    return seen

@@ -1,0 +1,85 @@
+"""The worker registry reporter: this process's heartbeat in the backend's worker table.
+
+Every ``interval`` seconds, and at once when the state changes, the worker
+records who it is (id, host, pid, queues, concurrency), how much it holds
+(in flight) and its state: ``running``, ``draining`` or ``stopped``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+
+from hailq.backends.base import Backend
+from hailq.errors import HailqError
+from hailq.models import WorkerInfo
+
+log = logging.getLogger("hailq.worker")
+
+
+def new_worker_id() -> str:
+    """A worker id unique across hosts and restarts: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class RegistryReporter:
+    """Saves a WorkerInfo now and then; thread-safe. ``start()``, ``set_state()``, ``close()``."""
+
+    def __init__(self, backend: Backend, *, worker_id: str, queues: Sequence[str],
+                 concurrency: int, in_flight: Callable[[], int], interval: float = 3.0) -> None:
+        self.worker_id = worker_id
+        self._backend = backend
+        self._queues = list(queues)
+        self._concurrency = concurrency
+        self._in_flight = in_flight
+        self._interval = interval
+        self._state = "running"
+        self._started_at = 0.0
+        self._wake = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="hailq-registry", daemon=True)
+
+    def start(self) -> None:
+        try:
+            self._started_at = self._backend.clock_now()
+        except HailqError:
+            self._started_at = 0.0
+        self._save()
+        self._thread.start()
+
+    def set_state(self, state: str) -> None:
+        """Record a new state now (``running``, ``draining`` or ``stopped``)."""
+        with self._wake:
+            self._state = state
+        self._save()
+
+    def close(self) -> None:
+        """Stop reporting and record ``stopped``."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+        self.set_state("stopped")
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait(self._interval)
+                if self._closing:
+                    return
+            self._save()
+
+    def _save(self) -> None:
+        info = WorkerInfo(
+            id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
+            queues=self._queues, concurrency=self._concurrency, in_flight=self._in_flight(),
+            started_at=self._started_at, last_seen=0.0, state=self._state)
+        try:
+            self._backend.worker_save(info)
+        except HailqError as exc:
+            log.warning("could not record worker %s in the registry: %s", self.worker_id, exc)

@@ -1,0 +1,146 @@
+"""``--pool process``: N child processes, each a thread worker of its own, under one parent.
+
+Children are started with the ``spawn`` method, so nothing (no database
+connection, no lock, no thread) is inherited: each child imports the target
+and calls ``hailq.connect`` itself. The parent only supervises: it restarts a
+child that died, and on SIGTERM/SIGINT forwards SIGTERM so every child drains
+(a second signal is forwarded too: the children give back at once). Children
+ignore SIGINT, so a Ctrl-C that reaches the whole process group counts once.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+
+from hailq.errors import InvalidArgument
+from hailq.runtime.app import App, Handler, app_for, load_target
+from hailq.runtime.order import StrictOrder, WeightedOrder
+from hailq.runtime.signals import StopFlag, stop_on_signals
+
+log = logging.getLogger("hailq.worker")
+
+QUICK_DEATH = 5.0  # a child that dies sooner than this after its start counts as failing
+MAX_QUICK_DEATHS = 5
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a process needs to build and run its worker; picklable."""
+
+    url: str
+    target: str
+    queues: tuple[str, ...] = ()
+    weights: Mapping[str, int] = field(default_factory=dict)
+    concurrency: int = 1
+    grace: float = 30.0
+    poll: float = 1.0
+    registry_interval: float = 3.0
+    log_level: str = "INFO"
+
+    def handlers(self) -> App:
+        """Import the target and check it against the queues; InvalidArgument if they clash."""
+        loaded: App | Handler = load_target(self.target)
+        names = list(self.queues or self.weights)
+        app = app_for(loaded, names)
+        order = WeightedOrder(self.weights) if self.weights else \
+            StrictOrder(names or app.queues)
+        for name in order.queues:
+            app.route(name)
+        return app
+
+    def run(self) -> None:
+        """Connect, build the worker and run it until stopped (in this process)."""
+        import hailq
+        from hailq.runtime.worker import Worker
+
+        app = self.handlers()
+        with hailq.connect(self.url) as broker:
+            Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
+                   concurrency=self.concurrency, grace=self.grace, poll=self.poll,
+                   registry_interval=self.registry_interval).run()
+
+
+def _child_main(spec: WorkerSpec) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
+    logging.basicConfig(level=spec.log_level,
+                        format=f"%(asctime)s [{os.getpid()}] %(levelname)s %(message)s")
+    spec.run()
+
+
+class ProcessPool:
+    """Runs ``processes`` children of ``spec`` and supervises them until a stop signal."""
+
+    def __init__(self, spec: WorkerSpec, processes: int) -> None:
+        if isinstance(processes, bool) or not isinstance(processes, int) \
+                or not 1 <= processes <= 256:
+            raise InvalidArgument(f"processes must be an integer from 1 to 256, "
+                                  f"got {processes!r}")
+        self.spec = spec
+        self.processes = processes
+        self._context = multiprocessing.get_context("spawn")
+        self._flag = StopFlag()
+
+    def stop(self) -> None:
+        """Ask every child to drain (a second call: to give back now)."""
+        self._flag.request()
+
+    def run(self, *, handle_signals: bool = True) -> int:
+        """Supervise until stopped; return 0 after a clean stop, 1 if children keep failing."""
+        self.spec.handlers()  # fail here, once, rather than in every child
+        if handle_signals:
+            with stop_on_signals(self._flag):
+                return self._supervise()
+        return self._supervise()
+
+    def _start(self) -> tuple[BaseProcess, float]:
+        child = self._context.Process(target=_child_main, args=(self.spec,),
+                                      name="hailq-worker", daemon=False)
+        child.start()
+        return child, time.monotonic()
+
+    def _supervise(self) -> int:
+        children = [self._start() for _ in range(self.processes)]
+        quick_deaths = 0
+        code = 0
+        while not self._flag.stopping:
+            time.sleep(0.1)
+            for i, (child, started) in enumerate(children):
+                if child.is_alive() or self._flag.stopping:
+                    continue
+                quick = time.monotonic() - started < QUICK_DEATH
+                quick_deaths = quick_deaths + 1 if quick else 0
+                log.warning("worker process %s exited with %s; %s", child.pid, child.exitcode,
+                            "giving up" if quick_deaths >= MAX_QUICK_DEATHS else "restarting")
+                if quick_deaths >= MAX_QUICK_DEATHS:
+                    code = 1
+                    self._flag.request()
+                    break
+                if quick:
+                    time.sleep(min(0.5 * quick_deaths, 2.0))
+                children[i] = self._start()
+        return self._stop_children([c for c, _ in children], code)
+
+    def _stop_children(self, children: list[BaseProcess], code: int) -> int:
+        forwarded = 0
+        deadline = time.monotonic() + self.spec.grace + self.spec.poll + 10.0
+        while any(c.is_alive() for c in children) and time.monotonic() < deadline:
+            while forwarded < min(self._flag.requests, 2):
+                forwarded += 1
+                for child in children:
+                    if child.is_alive() and child.pid is not None:
+                        os.kill(child.pid, signal.SIGTERM)
+            time.sleep(0.05)
+        for child in children:
+            if child.is_alive():
+                log.error("worker process %s did not stop in time; killing it (its messages "
+                          "return when their leases end)", child.pid)
+                child.kill()
+            child.join(5.0)
+        return code

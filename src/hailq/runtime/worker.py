@@ -1,0 +1,231 @@
+"""The worker: receive, run handlers, settle, and shut down in two stages (SPEC rules 18, 23).
+
+Lifecycle:
+
+- *running*: the fetch loop asks for work for free slots only; each message
+  runs in a slot while the lease keeper renews its lease; the outcome acks
+  (through the ack batcher), nacks or dead-letters it.
+- *draining* (first SIGTERM/SIGINT or ``stop()``): receiving stops at once;
+  handlers in flight may finish within ``grace`` seconds, leases still renewed.
+- *give back* (grace over, or a second stop): messages still in flight are
+  nacked with delay 0 (attempts were counted at receive), pending acks are
+  flushed, and the worker records itself as *stopped*.
+
+A SIGKILL skips all of this and loses nothing: the leases end and the
+messages become receivable again (rule 8).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from hailq.broker import Broker
+from hailq.errors import HailqError, InvalidArgument, LeaseLost
+from hailq.queue import Message, Queue
+from hailq.runtime.acks import AckBatcher
+from hailq.runtime.app import App, Handler, app_for
+from hailq.runtime.executor import LoopThread, SlotPool, call_handler
+from hailq.runtime.fetcher import Fetcher
+from hailq.runtime.heartbeat import LeaseKeeper
+from hailq.runtime.inflight import InFlight
+from hailq.runtime.order import Order, StrictOrder, WeightedOrder
+from hailq.runtime.outcome import Outcome, outcome_of
+from hailq.runtime.registry import RegistryReporter, new_worker_id
+from hailq.runtime.signals import StopFlag, stop_on_signals
+
+log = logging.getLogger("hailq.worker")
+
+MAX_CONCURRENCY = 1000
+
+
+class Worker:
+    """Consumes queues with a pool of ``concurrency`` handler slots.
+
+    ``handlers`` is an ``App``, a mapping queue -> handler, or one handler
+    function (then ``queues`` is required). ``queues`` picks and orders the
+    app's queues for strict order (drain the first, then the next);
+    ``weights`` (``{"high": 3, "low": 1}``) shares slots by weight instead.
+    Queues are declared with the app's settings when ``run()`` starts.
+
+    ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT, when run in the main
+    thread) and the two-stage shutdown are done. ``poll`` is the longest a
+    long-poll waits before the worker looks again; ``registry_interval`` how
+    often it records itself in the worker registry.
+    """
+
+    def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
+                 queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
+                 concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
+                 registry_interval: float = 3.0, worker_id: str | None = None) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
+                or not 1 <= concurrency <= MAX_CONCURRENCY:
+            raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
+                                  f"got {concurrency!r}")
+        for value, what in ((grace, "grace"), (poll, "poll"),
+                            (registry_interval, "registry_interval")):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise InvalidArgument(f"{what} must be a number of seconds >= 0, got {value!r}")
+        if queues and weights:
+            raise InvalidArgument("give queues (strict order) or weights, not both")
+        self.broker = broker
+        self.app = app_for(handlers, list(queues or weights or []))
+        self.order: Order = (WeightedOrder(weights) if weights
+                             else StrictOrder(list(queues) if queues else self.app.queues))
+        for name in self.order.queues:
+            self.app.route(name)  # every consumed queue needs a handler
+        self.concurrency = concurrency
+        self.grace = float(grace)
+        self.poll = max(float(poll), 0.01)
+        self.registry_interval = max(float(registry_interval), 0.1)
+        self.worker_id = worker_id or new_worker_id()
+        self._flag = StopFlag()
+        self._inflight = InFlight(concurrency)
+        self._queues: dict[str, Queue] = {}
+
+    # -- control -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Begin the shutdown: the first call drains, a second gives back at once.
+
+        Safe from any thread (``run()`` notices within a fraction of a second).
+        """
+        self._flag.request()
+
+    @property
+    def state(self) -> str:
+        return "draining" if self._flag.stopping else "running"
+
+    @property
+    def in_flight(self) -> int:
+        """Messages whose handler runs or whose outcome is being recorded."""
+        return len(self._inflight)
+
+    def run(self, *, handle_signals: bool = True) -> None:
+        """Consume until stopped, then drain and give back (see the class doc)."""
+        self._queues = {name: self.broker.queue(name, **self.app.route(name).settings)
+                        for name in self.order.queues}
+        services = _Services(self)
+        services.start()
+        try:
+            if handle_signals:
+                with stop_on_signals(self._flag):
+                    self._serve(services)
+            else:
+                self._serve(services)
+        finally:
+            services.close()
+
+    def _serve(self, services: _Services) -> None:
+        log.info("worker %s consuming %s with %d slot(s)", self.worker_id,
+                 ", ".join(self.order.queues), self.concurrency)
+        services.fetcher.start()
+        while not self._flag.stopping:
+            time.sleep(0.1)
+        # Stage 1: drain. Receiving has stopped; leases are still renewed.
+        deadline = time.monotonic() + self.grace
+        log.info("worker %s draining: %d in flight, grace %.1f s", self.worker_id,
+                 self.in_flight, self.grace)
+        services.registry.set_state("draining")
+        while not self._inflight.wait_empty(min(deadline, time.monotonic() + 0.1)):
+            if self._flag.hurry or time.monotonic() >= deadline:
+                break
+        services.fetcher.join(max(deadline - time.monotonic(), 0.0) + self.poll + 1.0)
+        # Stage 2: give back whatever is still running.
+        left = self._inflight.close()
+        for message in left:
+            services.keeper.release(message)
+            self._give_back(message, "the worker stopped before the handler finished "
+                                     f"(grace {self.grace:g} s)")
+        if left:
+            log.warning("worker %s gave back %d unfinished message(s)", self.worker_id,
+                        len(left))
+
+    # -- one message -------------------------------------------------------------------
+
+    def _dispatch(self, message: Message, services: _Services) -> None:
+        if not self._inflight.add(message):
+            self._give_back(message, "the worker was stopping when the message arrived")
+            return
+        lease = self._queues[message.queue].settings.lease
+        services.keeper.hold(message, lease)
+        handler = self.app.route(message.queue).handler
+        services.slots.submit(lambda: self._handle(message, handler, services))
+
+    def _handle(self, message: Message, handler: Handler, services: _Services) -> None:
+        error: BaseException | None = None
+        try:
+            call_handler(handler, message, services.loop)
+        except BaseException as exc:  # a handler's failure, whatever it is, fails the message
+            error = exc
+        services.keeper.release(message)
+        if not self._inflight.settle(message):
+            return  # given back after the grace period; the outcome no longer counts
+        try:
+            self._settle(message, outcome_of(error), services)
+        finally:
+            self._inflight.done(message)
+
+    def _settle(self, message: Message, outcome: Outcome, services: _Services) -> None:
+        if outcome.action == "ack":
+            services.acks.submit(message)
+            return
+        try:
+            if outcome.action == "dead":
+                log.warning("message %s of queue %s dead-lettered: %s", message.id,
+                            message.queue, outcome.error)
+                message.dead_letter(outcome.error or "dead-lettered by its handler")
+            else:
+                log.warning("message %s of queue %s failed on attempt %d: %s", message.id,
+                            message.queue, message.attempt, _last_line(outcome.error))
+                message.nack(delay=outcome.delay, error=outcome.error)
+        except LeaseLost:
+            log.warning("message %s of queue %s: lease lost before its outcome was recorded",
+                        message.id, message.queue)
+        except HailqError as exc:
+            log.error("message %s of queue %s: could not record its outcome (%s); it will "
+                      "return when its lease ends", message.id, message.queue, exc)
+
+    def _give_back(self, message: Message, why: str) -> None:
+        try:
+            message.nack(delay=0, error=why)
+        except HailqError as exc:
+            log.warning("message %s of queue %s: could not give it back (%s); it returns "
+                        "when its lease ends", message.id, message.queue, exc)
+
+
+class _Services:
+    """The worker's background duties, each its own small service, started and closed together."""
+
+    def __init__(self, worker: Worker) -> None:
+        backend = worker.broker.backend
+        self.loop = LoopThread()
+        self.keeper = LeaseKeeper()
+        self.acks = AckBatcher(worker._queues)
+        self.slots = SlotPool(worker.concurrency)
+        self.registry = RegistryReporter(
+            backend, worker_id=worker.worker_id, queues=worker.order.queues,
+            concurrency=worker.concurrency, in_flight=lambda: worker.in_flight,
+            interval=worker.registry_interval)
+        self.fetcher = Fetcher(backend, worker._queues, worker.order, worker._inflight,
+                               lambda m: worker._dispatch(m, self), worker._flag,
+                               poll=worker.poll)
+
+    def start(self) -> None:
+        self.keeper.start()
+        self.acks.start()
+        self.slots.start()
+        self.registry.start()
+
+    def close(self) -> None:
+        self.acks.close()
+        self.keeper.close()
+        self.slots.close()
+        self.loop.close()
+        self.registry.close()
+
+
+def _last_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[-1] if text else ""
+
