@@ -198,3 +198,10 @@ def receive_and_die(url: str, queue: str) -> None:
     broker = hailq.connect(url)
     got = broker.get_queue(queue).receive()
     os._exit(0 if got else 3)
+
+
+def transaction(conn: Any) -> Any:
+    """The driver's own "commit on success, roll back on error" block."""
+    if isinstance(conn, sqlite3.Connection):
+        return conn
+    return conn.transaction()
