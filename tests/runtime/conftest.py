@@ -1,0 +1,54 @@
+"""Fixtures for the worker tests: real worker processes and an effects database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent.parent / "src"
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))  # the handler module, as the worker processes import it
+
+StartWorker = Callable[..., subprocess.Popen[str]]
+
+
+@pytest.fixture
+def effects(tmp_path: Path) -> Iterator[str]:
+    """Path of the effects database the test handlers write to."""
+    path = str(tmp_path / "effects.db")
+    import handlers
+
+    handlers.effects_db(path).close()
+    yield path
+
+
+@pytest.fixture
+def start_worker(url: str, effects: str, tmp_path: Path) -> Iterator[StartWorker]:
+    """Start ``python -m hailq.cli.worker TARGET ARGS...`` on the test's database."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(target: str, *args: str, log_name: str | None = None) -> subprocess.Popen[str]:
+        env = dict(os.environ, HAILQ_TEST_EFFECTS=effects, HAILQ_URL=url,
+                   PYTHONPATH=os.pathsep.join([str(HERE), str(SRC),
+                                               os.environ.get("PYTHONPATH", "")]))
+        log = tmp_path / (log_name or f"worker{len(started)}.log")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hailq.cli.worker", target, *args],
+            env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True,
+            cwd=tmp_path)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+
