@@ -10,6 +10,7 @@ retried on fresh connections for a few seconds, then reported as StorageError.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -34,6 +35,7 @@ from hailq.backends.base import (
     NewMessage,
     RedriveParams,
 )
+from hailq.backends.counts import PendingCounts, flush_at_exit
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
@@ -58,7 +60,9 @@ class PostgresBackend:
         self._pool_size = max(int(pool_size), 1)
         self._poll_interval = poll_interval
         ident = {"schema": sql.Identifier(self.schema)}
-        self._q = {name: sql.SQL(text).format(**ident) for name, text in _RAW.items()}
+        # Rendered once: psycopg then caches and prepares each query by its text.
+        self._q = {name: sql.SQL(text).format(**ident).as_string(None)
+                   for name, text in _RAW.items()}
         self.channel = f"hailq_{self.schema}"[:63]
         self._pid = -1
         self._durable: ConnectionPool | None = None
@@ -66,6 +70,8 @@ class PostgresBackend:
         self._listener: Listener | None = None
         self._maintained: dict[str, float] = {}
         self._inserts = 0
+        self._counts = PendingCounts()
+        flush_at_exit(self, self.flush_counts)
 
     # -- connections -------------------------------------------------------------------
 
@@ -261,6 +267,10 @@ class PostgresBackend:
             if not found and not maintained:
                 self._maintain(conn, params)
                 found = self._claim(conn, params)
+            redelivered = sum(1 for r in found if r.attempt > 1)
+            if redelivered:
+                self._counts.add(params.queue, redelivered=redelivered)
+            self._flush_if_due(conn)
             return found
 
         return self._call(False, run)
@@ -296,6 +306,27 @@ class PostgresBackend:
         found.sort(key=lambda r: (r[0], r[1]))
         return [ClaimedRow(*r[2:]) for r in found]
 
+    def _flush_if_due(self, conn: psycopg.Connection[Any]) -> None:
+        if self._counts.due():
+            self._write_counts(conn)
+
+    def _write_counts(self, conn: psycopg.Connection[Any]) -> None:
+        rows = self._counts.take()
+        if not rows:
+            return
+        try:
+            conn.execute(self._q["counts_flush"], {
+                "queues": [r[0] for r in rows], "acked": [r[1] for r in rows],
+                "late": [r[2] for r in rows], "redelivered": [r[3] for r in rows]})
+        except BaseException:
+            self._counts.restore(rows)
+            raise
+
+    def flush_counts(self) -> None:
+        """Write this process's pending ack and redelivery counts now."""
+        if self._durable is not None and self._pid == os.getpid():
+            self._call(False, self._write_counts)
+
     def _release(self, conn: psycopg.Connection[Any], queue: str, keys: Sequence[str]) -> None:
         """Free the next message of each key; the caller holds a transaction."""
         if not keys:
@@ -322,17 +353,29 @@ class PostgresBackend:
             plain = a.key_known and a.ordering_key is None
             groups[(a.queue, plain)].append(a)
         for (queue, plain), group in groups.items():
-            args = {"queue": queue, "ids": [a.message_id for a in group],
-                    "tokens": [a.token for a in group]}
             if plain and not in_transaction:
                 # No key: one statement, no transaction round trips.
-                found = conn.execute(self._q["message_ack"], args).fetchall()
+                found = self._ack_rows(conn, queue, group)
             else:
                 with conn.transaction():
-                    found = conn.execute(self._q["message_ack"], args).fetchall()
+                    found = self._ack_rows(conn, queue, group)
                     self._release(conn, queue, [k for _, k, _ in found if k is not None])
             outcome.update({i: bool(late) for i, _, late in found})
+            self._counts.add(queue, acked=len(found),
+                             late=sum(1 for _, _, late in found if late))
+        if not in_transaction:
+            self._flush_if_due(conn)
         return [outcome.get(a.message_id) for a in acks]
+
+    def _ack_rows(self, conn: psycopg.Connection[Any], queue: str,
+                  group: list[AckParams]) -> list[Any]:
+        if len(group) == 1:
+            a = group[0]
+            return conn.execute(self._q["message_ack_one"], {
+                "queue": queue, "id": a.message_id, "token": a.token}).fetchall()
+        return conn.execute(self._q["message_ack"], {
+            "queue": queue, "ids": [a.message_id for a in group],
+            "tokens": [a.token for a in group]}).fetchall()
 
     @contextmanager
     def message_ack_transaction(self, ack: AckParams) -> Iterator[psycopg.Connection[Any]]:
@@ -423,6 +466,8 @@ class PostgresBackend:
         return self._call(True, run)
 
     def queue_stats(self, queue: str) -> QueueStats:
+        self.flush_counts()
+
         def run(conn: psycopg.Connection[Any]) -> QueueStats:
             ready, scheduled, leased, blocked, dead, oldest, now = self._one(
                 conn, "stats_states", {"queue": queue})
@@ -479,6 +524,8 @@ class PostgresBackend:
     def close(self) -> None:
         if self._pid != os.getpid():
             return
+        with contextlib.suppress(StorageError):  # closing must not fail; only counts are lost
+            self.flush_counts()
         if self._listener is not None:
             self._listener.close()
         for pool in (self._durable, self._fast):

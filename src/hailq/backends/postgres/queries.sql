@@ -112,21 +112,23 @@ WITH picked AS (
     ORDER BY sort_key, seq
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE {schema}.messages m
-    SET state = 'leased', attempt = m.attempt + 1,
-        token = substr(md5(gen_random_uuid()::text), 1, 16),
-        lease_until = {schema}.epoch() + %(lease)s
-    FROM picked WHERE m.id = picked.id
-    RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
-              m.ordering_key, m.attempt, m.enqueued_at, m.lease_until
-), counted AS (
-    INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
-    SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
-    HAVING count(*) > 0
-    ON CONFLICT (queue, shard) DO UPDATE SET redelivered = c.redelivered + excluded.redelivered
 )
-SELECT * FROM claimed;
+UPDATE {schema}.messages m
+SET state = 'leased', attempt = m.attempt + 1,
+    token = substr(md5(gen_random_uuid()::text), 1, 16),
+    lease_until = {schema}.epoch() + %(lease)s
+FROM picked WHERE m.id = picked.id
+RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
+          m.ordering_key, m.attempt, m.enqueued_at, m.lease_until;
+
+-- name: counts_flush
+INSERT INTO {schema}.counters AS c (queue, shard, acked, late_acks, redelivered)
+SELECT q, pg_backend_pid() %% 16, a, l, r
+FROM unnest(%(queues)s::text[], %(acked)s::bigint[], %(late)s::bigint[],
+            %(redelivered)s::bigint[]) AS u(q, a, l, r)
+ON CONFLICT (queue, shard) DO UPDATE
+SET acked = c.acked + excluded.acked, late_acks = c.late_acks + excluded.late_acks,
+    redelivered = c.redelivered + excluded.redelivered;
 
 -- name: key_release
 -- Release the next message of a key once nothing earlier holds it (rule 17).
@@ -148,20 +150,15 @@ WITH released AS (
 SELECT pg_notify(%(channel)s, %(queue)s) FROM released WHERE state = 'ready';
 
 -- name: message_ack
-WITH gone AS (
-    DELETE FROM {schema}.messages m
-    USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS a(id, token)
-    WHERE m.id = a.id AND m.token = a.token AND m.queue = %(queue)s AND m.state <> 'blocked'
-    RETURNING m.id, m.ordering_key,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
-), counted AS (
-    INSERT INTO {schema}.counters AS c (queue, shard, acked, late_acks)
-    SELECT %(queue)s, pg_backend_pid() %% 16, count(*), count(*) FILTER (WHERE late)
-    FROM gone HAVING count(*) > 0
-    ON CONFLICT (queue, shard) DO UPDATE
-    SET acked = c.acked + excluded.acked, late_acks = c.late_acks + excluded.late_acks
-)
-SELECT id, ordering_key, late FROM gone;
+DELETE FROM {schema}.messages m
+USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS a(id, token)
+WHERE m.id = a.id AND m.token = a.token AND m.queue = %(queue)s AND m.state <> 'blocked'
+RETURNING m.id, m.ordering_key, (m.state <> 'leased' OR m.lease_until < {schema}.epoch());
+
+-- name: message_ack_one
+DELETE FROM {schema}.messages
+WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
+RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch());
 
 -- name: message_nack
 WITH nacked AS (

@@ -9,6 +9,7 @@ failure only causes a redelivery, which at-least-once allows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -32,6 +33,7 @@ from hailq.backends.base import (
     NewMessage,
     RedriveParams,
 )
+from hailq.backends.counts import PendingCounts, flush_at_exit
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
@@ -44,6 +46,7 @@ SCHEMA_TABLE = (
     "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
 )
 _LOCKED_RETRIES = 50
+_MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 
 
 class _Local(threading.local):
@@ -69,6 +72,9 @@ class SQLiteBackend:
         self._poll_interval = poll_interval
         self._local = _Local()
         self._inserts = 0
+        self._maintained: dict[str, float] = {}
+        self._counts = PendingCounts()
+        flush_at_exit(self, self.flush_counts)
 
     # -- connections -------------------------------------------------------------------
 
@@ -242,22 +248,59 @@ class SQLiteBackend:
     def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
         with self._transaction(durable=False) as conn:
             now = self._clock()
-            q = params.queue
-            conn.execute(Q["scheduled_promote"], {"queue": q, "now": now})
-            self._expire(conn, params, now)
-            n = params.max_messages
-            if params.max_in_flight is not None:
-                leased = conn.execute(Q["in_flight"], {"queue": q}).fetchone()[0]
-                n = min(n, params.max_in_flight - int(leased))
-            if n <= 0:
-                return []
-            found = conn.execute(Q["message_claim"], {"queue": q, "n": n, "now": now,
-                                                      "lease": params.lease}).fetchall()
-            found.sort(key=lambda r: (r[0], r[1]))
+            maintained = now - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY
+            if maintained:
+                self._maintain(conn, params, now)
+            found = self._claim(conn, params, now)
+            if not found and not maintained:
+                self._maintain(conn, params, now)
+                found = self._claim(conn, params, now)
             redelivered = sum(1 for r in found if r[9] > 1)
             if redelivered:
-                conn.execute(Q["count_claimed"], {"queue": q, "redelivered": redelivered})
+                self._counts.add(params.queue, redelivered=redelivered)
+            self._flush_if_due(conn)
         return [ClaimedRow(*r[2:]) for r in found]
+
+    def _maintain(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
+        """Claim-time upkeep, no sweeper needed: due messages become ready, ended leases end."""
+        self._maintained[params.queue] = now
+        conn.execute(Q["scheduled_promote"], {"queue": params.queue, "now": now})
+        self._expire(conn, params, now)
+
+    def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Any]:
+        n = params.max_messages
+        if params.max_in_flight is not None:
+            leased = conn.execute(Q["in_flight"], {"queue": params.queue}).fetchone()[0]
+            n = min(n, params.max_in_flight - int(leased))
+        if n <= 0:
+            return []
+        found = conn.execute(Q["message_claim"], {"queue": params.queue, "n": n, "now": now,
+                                                  "lease": params.lease}).fetchall()
+        found.sort(key=lambda r: (r[0], r[1]))
+        return found
+
+    def _flush_if_due(self, conn: sqlite3.Connection) -> None:
+        if self._counts.due():
+            self._write_counts(conn)
+
+    def _write_counts(self, conn: sqlite3.Connection) -> None:
+        for queue, acked, late, redelivered in self._counts.take():
+            conn.execute(Q["counts_flush"], {"queue": queue, "acked": acked, "late": late,
+                                             "redelivered": redelivered})
+
+    def flush_counts(self) -> None:
+        """Write this process's pending ack and redelivery counts now."""
+        rows = self._counts.take()
+        if not rows:
+            return
+        try:
+            with self._transaction(durable=False) as conn:
+                for queue, acked, late, redelivered in rows:
+                    conn.execute(Q["counts_flush"], {"queue": queue, "acked": acked,
+                                                     "late": late, "redelivered": redelivered})
+        except BaseException:
+            self._counts.restore(rows)
+            raise
 
     def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
         park = 1 if params.on_dead == "park" else 0
@@ -320,7 +363,8 @@ class SQLiteBackend:
             late[a.queue] += int(bool(was_late))
             results.append(bool(was_late))
         for queue, n in acked.items():
-            conn.execute(Q["count_acked"], {"queue": queue, "acked": n, "late": late[queue]})
+            self._counts.add(queue, acked=n, late=late[queue])
+        self._flush_if_due(conn)
         return results
 
     @contextmanager
@@ -401,6 +445,7 @@ class SQLiteBackend:
             return len(gone)
 
     def queue_stats(self, queue: str) -> QueueStats:
+        self.flush_counts()
         now = self._clock()
         states = self._read(Q["stats_states"], {"queue": queue, "now": now})[0]
         counters = self._read(Q["stats_counters"], {"queue": queue})
@@ -458,6 +503,8 @@ class SQLiteBackend:
             return int(conn.execute(Q["worker_prune"], {"before": before}).rowcount)
 
     def close(self) -> None:
+        with contextlib.suppress(StorageError):  # closing must not fail; only counts are lost
+            self.flush_counts()
         conn = self._local.conn
         if conn is not None and self._local.pid == os.getpid():
             conn.close()

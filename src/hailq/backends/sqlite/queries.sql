@@ -87,8 +87,12 @@ WHERE seq IN (
 RETURNING sort_key, seq, id, token, body, body_kind, headers, priority, ordering_key,
           attempt, enqueued_at, lease_until;
 
--- name: count_claimed
-UPDATE hailq_counters SET redelivered = redelivered + :redelivered WHERE queue = :queue;
+-- name: counts_flush
+INSERT INTO hailq_counters (queue, acked, late_acks, redelivered)
+VALUES (:queue, :acked, :late, :redelivered)
+ON CONFLICT (queue) DO UPDATE SET acked = acked + excluded.acked,
+    late_acks = late_acks + excluded.late_acks,
+    redelivered = redelivered + excluded.redelivered;
 
 -- name: key_release
 -- Release the next message of a key once nothing earlier holds it (rule 17).
@@ -109,10 +113,6 @@ AND NOT EXISTS (
 DELETE FROM hailq_messages
 WHERE id = :id AND queue = :queue AND token = :token AND state <> 'blocked'
 RETURNING ordering_key, state <> 'leased' OR lease_until < :now AS late;
-
--- name: count_acked
-UPDATE hailq_counters SET acked = acked + :acked, late_acks = late_acks + :late
-WHERE queue = :queue;
 
 -- name: message_nack
 UPDATE hailq_messages

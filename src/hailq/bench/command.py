@@ -1,0 +1,107 @@
+"""The ``hailq bench`` command."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hailq.bench.runner import (
+    Figure,
+    bench_cycle,
+    bench_latency,
+    bench_send,
+    machine,
+)
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test?schema=hailq_bench"
+
+
+def _pg_reachable(url: str) -> str | None:
+    import psycopg
+
+    from hailq.url import parse_url
+
+    try:
+        with psycopg.connect(parse_url(url).target, connect_timeout=3):
+            return None
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0]
+
+
+def run_backend(url: str, *, runs: int, quick: bool) -> list[Figure]:
+    """Every figure of one backend, in the order they are printed."""
+    def say(text: str) -> None:
+        click.echo(f"  … {text}", err=True)
+
+    n = 5_000 if quick else 20_000
+    say("send")
+    figures = bench_send(url, runs, n_one=500 if quick else 2_000, n_batch=n)
+    for procs, batch in ((1, 1), (1, 10), (4, 10)):
+        say(f"receive+ack with {procs} consumer(s), batch {batch}")
+        figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
+    backlogs = [1_000, 10_000, 100_000] if quick else [1_000, 100_000, 1_000_000]
+    figures.extend(bench_latency(url, backlogs, 100 if quick else 300, say))
+    return figures
+
+
+def render(backend: str, figures: list[Figure]) -> str:
+    lines = [f"\n{backend}", f"{'figure':<44}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
+    for f in figures:
+        fmt = "{:>12,.0f}" if f.unit == "msgs/s" else "{:>9.3f} ms"
+        lines.append(f"{f.name:<44}" + fmt.format(f.hailq) + fmt.format(f.raw)
+                     + f"{f.ratio:>8.2f}")
+    lat = [f for f in figures if f.unit == "ms"]
+    if len(lat) >= 2:
+        lines.append(f"{'latency, largest vs smallest backlog':<44}"
+                     f"{lat[-1].hailq / lat[0].hailq:>11.2f}x"
+                     f"{lat[-1].raw / lat[0].raw:>11.2f}x")
+    return "\n".join(lines)
+
+
+@click.command("bench")
+@click.option("--sqlite/--no-sqlite", "use_sqlite", default=True,
+              help="Measure embedded SQLite (a fresh file in a temporary directory).")
+@click.option("--postgres", "pg_url", default=DEFAULT_PG, show_default=True,
+              help="PostgreSQL URL to measure; its schema is emptied. 'none' skips it.")
+@click.option("--runs", default=3, show_default=True, help="Runs per figure; medians are shown.")
+@click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Also write the figures as JSON to this file.")
+def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
+                  json_path: str | None) -> None:
+    """Measure send, receive+ack and receive latency beside the raw driver.
+
+    Ratios: for rates, hailq / raw (1.0 = as fast as the bare driver); for
+    latencies, hailq / raw (1.0 = no overhead). Each figure is the median of
+    --runs runs on this machine, measured in the same run as its baseline.
+    """
+    report: dict[str, Any] = {"machine": machine(), "runs": runs, "quick": quick,
+                              "backends": {}}
+    if use_sqlite:
+        with tempfile.TemporaryDirectory(prefix="hailq-bench-") as tmp:
+            click.echo("SQLite …", err=True)
+            figures = run_backend(f"sqlite:///{Path(tmp) / 'bench.db'}", runs=runs,
+                                  quick=quick)
+            click.echo(render("SQLite (synchronous=full sends, WAL)", figures))
+            report["backends"]["sqlite"] = [asdict(f) | {"ratio": f.ratio} for f in figures]
+    if pg_url.lower() != "none":
+        problem = _pg_reachable(pg_url)
+        if problem:
+            click.echo(f"PostgreSQL skipped: {problem}", err=True)
+        else:
+            click.echo("PostgreSQL …", err=True)
+            figures = run_backend(pg_url, runs=runs, quick=quick)
+            click.echo(render("PostgreSQL (synchronous commit for sends)", figures))
+            report["backends"]["postgresql"] = [asdict(f) | {"ratio": f.ratio}
+                                                for f in figures]
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    bench_command()

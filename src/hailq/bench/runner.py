@@ -1,0 +1,203 @@
+"""Run the benchmark cycles for one backend: hailq and the raw baseline side by side."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import hailq
+from hailq.bench.raw import RawCycle, RawPostgres, RawSQLite
+from hailq.url import parse_url
+
+QUEUE = "bench"
+
+
+@dataclass
+class Figure:
+    """One measured figure: medians over runs, hailq beside the raw baseline."""
+
+    name: str
+    unit: str
+    hailq: float
+    raw: float
+    runs: list[float] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        """hailq as a share of raw for rates, raw as a share of hailq for latencies."""
+        if self.unit == "msgs/s":
+            return self.hailq / self.raw if self.raw else 0.0
+        return self.hailq / self.raw if self.raw else 0.0
+
+
+def open_raw(url: str) -> RawCycle:
+    parsed = parse_url(url)
+    if parsed.scheme == "sqlite":
+        return RawSQLite(parsed.target + ".raw")
+    return RawPostgres(parsed.target, parsed.options.get("schema", "hailq") + "_raw")
+
+
+def reset_hailq(url: str) -> hailq.Queue:
+    broker = hailq.connect(url)
+    queue = broker.queue(QUEUE, lease=60)
+    queue.purge(dead=False)
+    queue.purge(dead=True)
+    return queue
+
+
+def _median_rate(n: int, runs: int, setup: Callable[[], None],
+                 work: Callable[[], None]) -> tuple[float, list[float]]:
+    rates = []
+    for _ in range(runs):
+        setup()
+        start = time.perf_counter()
+        work()
+        rates.append(n / (time.perf_counter() - start))
+    return statistics.median(rates), rates
+
+
+def bench_send(url: str, runs: int, n_one: int, n_batch: int) -> list[Figure]:
+    queue = reset_hailq(url)
+    raw = open_raw(url)
+    body = {"claim": 8311, "photos": 4}
+    raw_body = b'{"claim":8311,"photos":4}'
+    figures = []
+
+    def clear() -> None:
+        queue.purge(dead=False)
+        raw.reset()
+
+    def hailq_one() -> None:
+        for _ in range(n_one):
+            queue.send(body)
+
+    def raw_one() -> None:
+        for _ in range(n_one):
+            raw.send_one(raw_body)
+
+    h, hr = _median_rate(n_one, runs, clear, hailq_one)
+    r, _ = _median_rate(n_one, runs, clear, raw_one)
+    figures.append(Figure("send, one by one", "msgs/s", h, r, hr))
+
+    def hailq_batches() -> None:
+        for _ in range(n_batch // 100):
+            queue.send_many([body] * 100)
+
+    def raw_batches() -> None:
+        for _ in range(n_batch // 100):
+            raw.send_batch([raw_body] * 100)
+
+    h, hr = _median_rate(n_batch, runs, clear, hailq_batches)
+    r, _ = _median_rate(n_batch, runs, clear, raw_batches)
+    figures.append(Figure("send, batches of 100", "msgs/s", h, r, hr))
+    clear()
+    raw.close()
+    return figures
+
+
+def _drain_hailq(url: str, batch: int, barrier: Any, out: Any) -> None:
+    queue = hailq.connect(url).queue(QUEUE, lease=60)
+    barrier.wait()
+    start = time.perf_counter()
+    done = 0
+    while True:
+        got = queue.receive(batch)
+        if not got:
+            break
+        queue.ack_many(got)
+        done += len(got)
+    out.put((start, time.perf_counter(), done))
+
+
+def _drain_raw(url: str, batch: int, barrier: Any, out: Any) -> None:
+    raw = open_raw(url)
+    barrier.wait()
+    start = time.perf_counter()
+    done = 0
+    while True:
+        ids = raw.claim(batch)
+        if not ids:
+            break
+        raw.ack(ids)
+        done += len(ids)
+    out.put((start, time.perf_counter(), done))
+
+
+def _drain(target: Callable[..., None], url: str, procs: int, batch: int) -> float:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(procs)
+    out = ctx.Queue()
+    workers = [ctx.Process(target=target, args=(url, batch, barrier, out)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    results = [out.get() for _ in workers]
+    for w in workers:
+        w.join()
+    start = min(r[0] for r in results)
+    end = max(r[1] for r in results)
+    return float(sum(r[2] for r in results) / (end - start))
+
+
+def bench_cycle(url: str, runs: int, n: int, procs: int, batch: int) -> Figure:
+    queue = reset_hailq(url)
+    raw = open_raw(url)
+    body = {"claim": 8311}
+    hailq_rates, raw_rates = [], []
+    for _ in range(runs):
+        queue.purge(dead=False)
+        for _ in range(n // 1000):
+            queue.send_many([body] * 1000)
+        hailq_rates.append(_drain(_drain_hailq, url, procs, batch))
+        raw.reset()
+        raw.fill(n)
+        raw_rates.append(_drain(_drain_raw, url, procs, batch))
+    raw.close()
+    label = f"receive+ack, {procs} consumer{'s' if procs > 1 else ''}" + (
+        " (processes)" if procs > 1 else "") + f", batch {batch}"
+    return Figure(label, "msgs/s", statistics.median(hailq_rates),
+                  statistics.median(raw_rates), hailq_rates)
+
+
+def bench_latency(url: str, backlogs: list[int], samples: int,
+                  progress: Callable[[str], None]) -> list[Figure]:
+    queue = reset_hailq(url)
+    raw = open_raw(url)
+    raw.reset()
+    figures = []
+    filled = 0
+    body = {"claim": 8311}
+    for backlog in backlogs:
+        progress(f"filling {backlog:,} messages")
+        while filled < backlog:
+            step = min(1000, backlog - filled)
+            queue.send_many([body] * step)
+            filled += step
+        raw.reset()
+        raw.fill(backlog)
+        h_times, r_times = [], []
+        for _ in range(samples):
+            start = time.perf_counter()
+            got = queue.receive(1)
+            h_times.append(time.perf_counter() - start)
+            queue.ack_many(got)
+            queue.send(body)  # keep the backlog constant
+            start = time.perf_counter()
+            ids = raw.claim(1)
+            r_times.append(time.perf_counter() - start)
+            raw.ack(ids)
+        figures.append(Figure(f"receive latency, {backlog:,} waiting", "ms",
+                              statistics.median(h_times) * 1000,
+                              statistics.median(r_times) * 1000))
+    queue.purge(dead=False)
+    raw.reset()
+    raw.close()
+    return figures
+
+
+def machine() -> dict[str, Any]:
+    return {"cores": os.cpu_count(), "load": os.getloadavg()}
