@@ -8,6 +8,7 @@ the one nearer the command wins.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -79,6 +80,7 @@ class App:
             raise click.ClickException(
                 f"no hailq database at {parsed.target} ({parsed.display}); check --url or "
                 f"{ENV_URL}, or create it with 'hailq migrate'")
+        _quiet_driver_logs()
         broker = hailq.connect(self.url)
         try:
             yield broker
@@ -101,6 +103,19 @@ class App:
                 f"no topic named {name!r} at {broker.url}; 'hailq topics' lists them, "
                 "'hailq subscribe' creates one")
         return hailq.Topic(broker, name)  # not broker.topic(): that would write
+
+
+def _quiet_driver_logs() -> None:
+    """Keep the database driver's retry warnings off the operator's screen.
+
+    A failed connection already ends in one ``hailq: error:`` line; psycopg's pool
+    would add a warning per retry. Only the operator commands do this: the worker
+    configures logging for itself.
+    """
+    driver = logging.getLogger("psycopg")
+    driver.propagate = False
+    if not driver.handlers:
+        driver.addHandler(logging.NullHandler())
 
 
 def current_app() -> App:
