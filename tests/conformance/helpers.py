@@ -205,3 +205,12 @@ def transaction(conn: Any) -> Any:
     if isinstance(conn, sqlite3.Connection):
         return conn
     return conn.transaction()
+
+
+def ack_late(url: str, queue: str) -> None:
+    """A consumer process that acks after its lease ended, then simply returns."""
+    broker = hailq.connect(url)
+    q = broker.get_queue(queue)
+    (m,) = q.receive(lease=0.2)
+    time.sleep(0.3)
+    m.ack()

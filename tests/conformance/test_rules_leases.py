@@ -14,7 +14,7 @@ import pytest
 import hailq
 from hailq import LeaseLost
 
-from .helpers import RawDatabase, compete, receive_and_die
+from .helpers import RawDatabase, ack_late, compete, receive_and_die
 
 # -- rule 6: receive ------------------------------------------------------------------------
 
@@ -215,6 +215,22 @@ def test_rule_09_late_ack_succeeds_when_others_received_other_messages(
     other.ack()
     assert q.receive() == []
     assert q.stats().acked == 2
+
+
+def test_rule_09_late_ack_in_a_consumer_process_is_counted(broker: hailq.Broker,
+                                                          url: str) -> None:
+    q = broker.queue("claims")
+    q.send("slow handler")
+    consumer = multiprocessing.get_context("spawn").Process(target=ack_late,
+                                                            args=(url, "claims"))
+
+    consumer.start()
+    consumer.join(60)
+
+    assert consumer.exitcode == 0
+    assert q.receive() == []
+    stats = q.stats()
+    assert (stats.acked, stats.late_acks) == (1, 1)
 
 
 def test_rule_09_stale_receipt_raises_lease_lost_and_changes_nothing(
