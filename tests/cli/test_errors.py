@@ -1,0 +1,137 @@
+"""Bad input: one clean error line, a non-zero exit, no traceback, nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import hailq
+
+from .conftest import Hailq, run_hailq
+
+PASSWORD = "s3cret-Pa55"
+
+
+def test_bad_queue_name_writes_nothing(hq: Hailq, tmp_path: Path) -> None:
+    line = hq("send", "no spaces", "1").assert_clean_error()
+    assert "queue name" in line and "'no spaces'" in line
+    assert not (tmp_path / "hailq.db").exists()
+
+
+def test_bad_priority_writes_nothing(hq: Hailq, tmp_path: Path) -> None:
+    line = hq("send", "claims", "1", "--priority", "10").assert_clean_error()
+    assert "--priority" in line and "0<=x<=9" in line
+    hq("send", "claims", "1", "--priority", "high").assert_clean_error()
+    assert not (tmp_path / "hailq.db").exists()
+
+
+def test_bad_delay_and_header_are_refused(hq: Hailq) -> None:
+    hq("send", "claims", "1", "--delay", "-5").assert_clean_error()
+    line = hq("send", "claims", "1", "-H", "no-equals-sign").assert_clean_error()
+    assert "NAME=VALUE" in line
+
+
+def test_invalid_message_declares_no_queue(hq: Hailq) -> None:
+    hq("send", "other", "1")
+    line = hq("send", "claims", "1", "--ordering-key", "k" * 300).assert_clean_error()
+    assert "ordering_key" in line
+    assert [q["queue"] for q in hq("queues", "--json").json()] == ["other"]
+
+
+def test_body_that_is_not_json_is_explained(hq: Hailq) -> None:
+    line = hq("send", "claims", "hello").assert_clean_error()
+    assert "not valid JSON" in line and "--text" in line and "--raw" in line
+
+
+@pytest.mark.parametrize("bad", ["mysql://db/x", "sqlite://", "sqlite:///x.db?colour=red",
+                                 "not a url"])
+def test_bad_url(bad: str, tmp_path: Path) -> None:
+    run_hailq("send", "claims", "1", url=bad, cwd=tmp_path).assert_clean_error()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["peek", "ghost"], ["dead", "ghost"], ["stats", "ghost"],
+                                     ["redrive", "ghost"], ["purge", "ghost", "--yes"],
+                                     ["redrive", "ghost", "--dry-run"]])
+def test_unknown_queue_is_named_not_created(hq_any: Hailq, api_any: hailq.Broker,
+                                            command: list[str]) -> None:
+    api_any.queue("real")
+    line = hq_any(*command).assert_clean_error()
+    assert "no queue named 'ghost'" in line
+    assert [q.name for q in api_any.queues()] == ["real"]
+
+
+def test_unknown_topic_is_named_not_created(hq: Hailq, api: hailq.Broker) -> None:
+    line = hq("publish", "ghost", "1").assert_clean_error()
+    assert "no topic named 'ghost'" in line
+    assert api.topics() == []
+
+
+def test_read_commands_do_not_create_a_missing_database(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'typo.db'}"
+    for command in (["queues"], ["peek", "claims"], ["workers"], ["topics"]):
+        line = run_hailq(*command, url=url).assert_clean_error()
+        assert "no hailq database" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_password_never_shows_in_errors() -> None:
+    urls = [f"postgresql://hailq:{PASSWORD}@127.0.0.1:5432/db?pool_size=lots",
+            f"postgresql://hailq:{PASSWORD}@127.0.0.1:5432/db?pool_size=0",
+            f"mysql://hailq:{PASSWORD}@127.0.0.1/db"]
+    for url in urls:
+        for command in (["queues"], ["send", "claims", "1"], ["peek", "bad name"]):
+            result = run_hailq(*command, url=url)
+            result.assert_clean_error()
+            assert PASSWORD not in result.err + result.out
+        result = run_hailq("queues", env={"HAILQ_URL": url})
+        result.assert_clean_error()
+        assert PASSWORD not in result.err
+
+
+@pytest.mark.slow
+def test_password_never_shows_when_the_server_is_unreachable() -> None:
+    url = f"postgresql://hailq:{PASSWORD}@127.0.0.1:1/db"
+    result = run_hailq("queues", url=url, timeout=240)
+    line = result.assert_clean_error()
+    assert PASSWORD not in result.err
+    assert "hailq:***@127.0.0.1:1" in line
+
+
+def test_every_command_has_help(hq: Hailq) -> None:
+    listing = hq("--help")
+    assert listing.code == 0
+    for command in ("send", "queues", "stats", "peek", "dead", "redrive", "purge", "topics",
+                    "subscribe", "publish", "workers", "migrate"):
+        assert command in listing.out
+        result = hq(command, "--help")
+        assert result.code == 0, result.err
+        assert "--url" in result.out and "--json" in result.out
+        assert len(result.out.splitlines()) > 5
+
+
+def test_unknown_command_and_option(hq: Hailq) -> None:
+    assert "No such command" in hq("sned", "q", "1").assert_clean_error()
+    assert "--frobnicate" in hq("queues", "--frobnicate").assert_clean_error()
+
+
+def test_url_from_environment_and_default(tmp_path: Path) -> None:
+    env_db = tmp_path / "env.db"
+    assert run_hailq("send", "claims", "1", env={"HAILQ_URL": f"sqlite:///{env_db}"}).code == 0
+    assert env_db.exists()
+    # --url wins over HAILQ_URL, before or after the command name.
+    flag_db = tmp_path / "flag.db"
+    run_hailq("--url", f"sqlite:///{flag_db}", "send", "a", "1",
+              env={"HAILQ_URL": f"sqlite:///{env_db}"})
+    assert flag_db.exists()
+    # Without either: sqlite:///hailq.db in the working directory.
+    assert run_hailq("send", "claims", "1", cwd=tmp_path).code == 0
+    assert (tmp_path / "hailq.db").exists()
+
+
+def test_json_before_or_after_the_command(hq: Hailq) -> None:
+    hq("send", "claims", "1")
+    before = hq("--json", "queues").json()
+    after = hq("queues", "--json").json()
+    assert [q["queue"] for q in before] == [q["queue"] for q in after] == ["claims"]
