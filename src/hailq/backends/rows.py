@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from hailq.codec import decode_body, decode_headers
-from hailq.models import AttemptError, DeadMessage, PeekedMessage, State
+from hailq.models import AttemptError, DeadMessage, PeekedMessage, QueueStats, State
 
 
 def parse_errors(raw: Any) -> list[AttemptError]:
@@ -33,4 +33,19 @@ def peeked(queue: str, row: Any) -> PeekedMessage:
         id=id_, queue=queue, state=state_, body=decode_body(body, kind),
         headers=decode_headers(headers), priority=priority, ordering_key=key,
         attempt=attempt, enqueued_at=enqueued_at, available_at=available_at,
+    )
+
+
+def stats(queue: str, row: Any, now: float, parked: list[str]) -> QueueStats:
+    """Build QueueStats from the one-snapshot stats row of either backend."""
+    (ready, scheduled, leased, blocked, dead, oldest, present,
+     sent, purged, nacked, redelivered, dead_lettered, late) = row
+    sent, purged = int(sent or 0), int(purged or 0)
+    return QueueStats(
+        queue=queue, ready=int(ready), scheduled=int(scheduled), in_flight=int(leased),
+        blocked=int(blocked), dead=int(dead),
+        oldest_ready_age=None if oldest is None else max(now - oldest, 0.0),
+        sent=sent, acked=max(sent - int(present) - purged, 0), nacked=int(nacked or 0),
+        redelivered=int(redelivered or 0), dead_lettered=int(dead_lettered or 0),
+        late_acks=int(late or 0), parked_keys=parked,
     )

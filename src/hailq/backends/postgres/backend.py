@@ -10,7 +10,6 @@ retried on fresh connections for a few seconds, then reported as StorageError.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -35,7 +34,6 @@ from hailq.backends.base import (
     NewMessage,
     RedriveParams,
 )
-from hailq.backends.counts import PendingCounts, flush_at_exit
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
@@ -70,8 +68,6 @@ class PostgresBackend:
         self._listener: Listener | None = None
         self._maintained: dict[str, float] = {}
         self._inserts = 0
-        self._counts = PendingCounts()
-        flush_at_exit(self, self.flush_counts)
 
     # -- connections -------------------------------------------------------------------
 
@@ -267,10 +263,6 @@ class PostgresBackend:
             if not found and not maintained:
                 self._maintain(conn, params)
                 found = self._claim(conn, params)
-            redelivered = sum(1 for r in found if r.attempt > 1)
-            if redelivered:
-                self._counts.add(params.queue, redelivered=redelivered)
-            self._flush_if_due(conn)
             return found
 
         return self._call(False, run)
@@ -306,27 +298,6 @@ class PostgresBackend:
         found.sort(key=lambda r: (r[0], r[1]))
         return [ClaimedRow(*r[2:]) for r in found]
 
-    def _flush_if_due(self, conn: psycopg.Connection[Any]) -> None:
-        if self._counts.due():
-            self._write_counts(conn)
-
-    def _write_counts(self, conn: psycopg.Connection[Any]) -> None:
-        rows = self._counts.take()
-        if not rows:
-            return
-        try:
-            conn.execute(self._q["counts_flush"], {
-                "queues": [r[0] for r in rows], "acked": [r[1] for r in rows],
-                "late": [r[2] for r in rows], "redelivered": [r[3] for r in rows]})
-        except BaseException:
-            self._counts.restore(rows)
-            raise
-
-    def flush_counts(self) -> None:
-        """Write this process's pending ack and redelivery counts now."""
-        if self._durable is not None and self._pid == os.getpid():
-            self._call(False, self._write_counts)
-
     def _release(self, conn: psycopg.Connection[Any], queue: str, keys: Sequence[str]) -> None:
         """Free the next message of each key; the caller holds a transaction."""
         if not keys:
@@ -361,10 +332,6 @@ class PostgresBackend:
                     found = self._ack_rows(conn, queue, group)
                     self._release(conn, queue, [k for _, k, _ in found if k is not None])
             outcome.update({i: bool(late) for i, _, late in found})
-            self._counts.add(queue, acked=len(found),
-                             late=sum(1 for _, _, late in found if late))
-        if not in_transaction:
-            self._flush_if_due(conn)
         return [outcome.get(a.message_id) for a in acks]
 
     def _ack_rows(self, conn: psycopg.Connection[Any], queue: str,
@@ -433,11 +400,7 @@ class PostgresBackend:
                 "dead_before": before, "error": params.error_contains,
                 "limit": params.limit}).fetchall()
 
-        letters = [rows.dead_letter(params.queue, r) for r in self._call(False, run)]
-        if params.error_contains is not None:
-            text = params.error_contains
-            letters = [d for d in letters if any(text in e.error for e in d.errors)]
-        return letters
+        return [rows.dead_letter(params.queue, r) for r in self._call(False, run)]
 
     def dead_redrive(self, params: RedriveParams) -> int:
         args = {"queue": params.queue, "ids": list(params.ids or []),
@@ -456,31 +419,23 @@ class PostgresBackend:
     def message_purge(self, queue: str, dead: bool) -> int:
         def run(conn: psycopg.Connection[Any]) -> int:
             with conn.transaction():
-                if not dead:
-                    return int(conn.execute(self._q["purge_live"], {"queue": queue}).rowcount)
-                gone = conn.execute(self._q["purge_dead"], {"queue": queue}).fetchall()
-                self._release(conn, queue, [k for k, parked in gone
-                                            if k is not None and parked])
-                return len(gone)
+                if dead:
+                    gone = conn.execute(self._q["purge_dead"], {"queue": queue}).fetchall()
+                    self._release(conn, queue, [k for k, parked in gone
+                                                if k is not None and parked])
+                    count = len(gone)
+                else:
+                    count = int(conn.execute(self._q["purge_live"], {"queue": queue}).rowcount)
+                conn.execute(self._q["count_purged"], {"queue": queue, "n": count})
+                return count
 
         return self._call(True, run)
 
     def queue_stats(self, queue: str) -> QueueStats:
-        self.flush_counts()
-
         def run(conn: psycopg.Connection[Any]) -> QueueStats:
-            ready, scheduled, leased, blocked, dead, oldest, now = self._one(
-                conn, "stats_states", {"queue": queue})
-            sent, acked, nacked, redelivered, dead_lettered, late = self._one(
-                conn, "stats_counters", {"queue": queue})
+            row = self._one(conn, "stats", {"queue": queue})
             parked = [r[0] for r in conn.execute(self._q["stats_parked"], {"queue": queue})]
-            return QueueStats(
-                queue=queue, ready=ready, scheduled=scheduled, in_flight=leased,
-                blocked=blocked, dead=dead,
-                oldest_ready_age=None if oldest is None else max(now - oldest, 0.0),
-                sent=int(sent), acked=int(acked), nacked=int(nacked),
-                redelivered=int(redelivered), dead_lettered=int(dead_lettered),
-                late_acks=int(late), parked_keys=parked)
+            return rows.stats(queue, row[:-1], float(row[-1]), parked)
 
         return self._call(False, run)
 
@@ -524,8 +479,6 @@ class PostgresBackend:
     def close(self) -> None:
         if self._pid != os.getpid():
             return
-        with contextlib.suppress(StorageError):  # closing must not fail; only counts are lost
-            self.flush_counts()
         if self._listener is not None:
             self._listener.close()
         for pool in (self._durable, self._fast):

@@ -112,23 +112,27 @@ WITH picked AS (
     ORDER BY sort_key, seq
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE {schema}.messages m
+    SET state = 'leased', attempt = m.attempt + 1,
+        token = substr(md5(gen_random_uuid()::text), 1, 16),
+        lease_until = {schema}.epoch() + %(lease)s
+    FROM picked WHERE m.id = picked.id
+    RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
+              m.ordering_key, m.attempt, m.enqueued_at, m.lease_until
+), counted AS (
+    -- Written only when something was redelivered: first deliveries cost nothing here.
+    INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
+    SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
+    HAVING count(*) > 0
+    ON CONFLICT (queue, shard) DO UPDATE SET redelivered = c.redelivered + excluded.redelivered
 )
-UPDATE {schema}.messages m
-SET state = 'leased', attempt = m.attempt + 1,
-    token = substr(md5(gen_random_uuid()::text), 1, 16),
-    lease_until = {schema}.epoch() + %(lease)s
-FROM picked WHERE m.id = picked.id
-RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
-          m.ordering_key, m.attempt, m.enqueued_at, m.lease_until;
+SELECT * FROM claimed;
 
--- name: counts_flush
-INSERT INTO {schema}.counters AS c (queue, shard, acked, late_acks, redelivered)
-SELECT q, pg_backend_pid() %% 16, a, l, r
-FROM unnest(%(queues)s::text[], %(acked)s::bigint[], %(late)s::bigint[],
-            %(redelivered)s::bigint[]) AS u(q, a, l, r)
-ON CONFLICT (queue, shard) DO UPDATE
-SET acked = c.acked + excluded.acked, late_acks = c.late_acks + excluded.late_acks,
-    redelivered = c.redelivered + excluded.redelivered;
+-- name: count_purged
+INSERT INTO {schema}.counters AS c (queue, shard, purged)
+VALUES (%(queue)s, pg_backend_pid() %% 16, %(n)s)
+ON CONFLICT (queue, shard) DO UPDATE SET purged = c.purged + excluded.purged;
 
 -- name: key_release
 -- Release the next message of a key once nothing earlier holds it (rule 17).
@@ -150,15 +154,32 @@ WITH released AS (
 SELECT pg_notify(%(channel)s, %(queue)s) FROM released WHERE state = 'ready';
 
 -- name: message_ack
-DELETE FROM {schema}.messages m
-USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS a(id, token)
-WHERE m.id = a.id AND m.token = a.token AND m.queue = %(queue)s AND m.state <> 'blocked'
-RETURNING m.id, m.ordering_key, (m.state <> 'leased' OR m.lease_until < {schema}.epoch());
+WITH gone AS (
+    DELETE FROM {schema}.messages m
+    USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS a(id, token)
+    WHERE m.id = a.id AND m.token = a.token AND m.queue = %(queue)s AND m.state <> 'blocked'
+    RETURNING m.id, m.ordering_key,
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+), counted AS (
+    -- Written only for late acks: acked itself is derived (sent - present - purged).
+    INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
+    SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM gone WHERE late
+    HAVING count(*) > 0
+    ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
+)
+SELECT id, ordering_key, late FROM gone;
 
 -- name: message_ack_one
-DELETE FROM {schema}.messages
-WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
-RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch());
+WITH gone AS (
+    DELETE FROM {schema}.messages
+    WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
+    RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch()) AS late
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
+    SELECT %(queue)s, pg_backend_pid() %% 16, 1 FROM gone WHERE late
+    ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + 1
+)
+SELECT id, ordering_key, late FROM gone;
 
 -- name: message_nack
 WITH nacked AS (
@@ -212,7 +233,7 @@ FROM {schema}.messages
 WHERE queue = %(queue)s AND state = 'dead'
   AND (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
   AND (%(dead_before)s::float8 IS NULL OR dead_at <= %(dead_before)s::float8)
-  AND (%(error)s::text IS NULL OR strpos(errors::text, %(error)s::text) > 0
+  AND (%(error)s::text IS NULL
        OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
                   WHERE strpos(e ->> 'error', %(error)s::text) > 0))
 ORDER BY dead_at, seq
@@ -240,24 +261,34 @@ RETURNING ordering_key, parked;
 -- name: purge_live
 DELETE FROM {schema}.messages WHERE queue = %(queue)s AND state <> 'dead';
 
--- name: stats_states
-SELECT
-    count(*) FILTER (WHERE state = 'ready' OR (state = 'scheduled'
-                                                AND available_at <= {schema}.epoch())),
-    count(*) FILTER (WHERE state = 'scheduled' AND available_at > {schema}.epoch()),
-    count(*) FILTER (WHERE state = 'leased'),
-    count(*) FILTER (WHERE state = 'blocked'),
-    count(*) FILTER (WHERE state = 'dead'),
-    min(enqueued_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled'
-                                                        AND available_at <= {schema}.epoch())),
-    {schema}.epoch()
-FROM {schema}.messages WHERE queue = %(queue)s;
-
--- name: stats_counters
-SELECT coalesce(sum(sent), 0), coalesce(sum(acked), 0), coalesce(sum(nacked), 0),
-       coalesce(sum(redelivered), 0), coalesce(sum(dead_lettered), 0),
-       coalesce(sum(late_acks), 0)
-FROM {schema}.counters WHERE queue = %(queue)s;
+-- name: stats
+-- One statement, one snapshot, each count served by its state's partial index.
+-- acked = sent - present - purged.
+SELECT r.n + d.n, s.n - d.n, l.n, b.n, x.n,
+       (SELECT min(enqueued_at) FROM {schema}.messages
+        WHERE queue = %(queue)s AND (state = 'ready' OR (state = 'scheduled'
+                                                         AND available_at <= t.now))),
+       r.n + s.n + l.n + b.n + x.n,
+       c.sent, c.purged, c.nacked, c.redelivered, c.dead_lettered, c.late_acks, t.now
+FROM (SELECT {schema}.epoch() AS now) AS t
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND state = 'ready') AS r
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND state = 'scheduled') AS s
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND state = 'scheduled'
+                      AND available_at <= t.now) AS d
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND state = 'leased') AS l
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND ordering_key IS NOT NULL
+                      AND state = 'blocked') AS b
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND state = 'dead') AS x
+CROSS JOIN LATERAL (SELECT sum(sent) AS sent, sum(purged) AS purged, sum(nacked) AS nacked,
+                           sum(redelivered) AS redelivered, sum(dead_lettered) AS dead_lettered,
+                           sum(late_acks) AS late_acks
+                    FROM {schema}.counters WHERE queue = %(queue)s) AS c;
 
 -- name: stats_parked
 SELECT DISTINCT ordering_key FROM {schema}.messages

@@ -9,7 +9,6 @@ failure only causes a redelivery, which at-least-once allows.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sqlite3
@@ -33,7 +32,6 @@ from hailq.backends.base import (
     NewMessage,
     RedriveParams,
 )
-from hailq.backends.counts import PendingCounts, flush_at_exit
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
@@ -73,8 +71,6 @@ class SQLiteBackend:
         self._local = _Local()
         self._inserts = 0
         self._maintained: dict[str, float] = {}
-        self._counts = PendingCounts()
-        flush_at_exit(self, self.flush_counts)
 
     # -- connections -------------------------------------------------------------------
 
@@ -257,8 +253,7 @@ class SQLiteBackend:
                 found = self._claim(conn, params, now)
             redelivered = sum(1 for r in found if r[9] > 1)
             if redelivered:
-                self._counts.add(params.queue, redelivered=redelivered)
-            self._flush_if_due(conn)
+                conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
         return [ClaimedRow(*r[2:]) for r in found]
 
     def _maintain(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
@@ -278,29 +273,6 @@ class SQLiteBackend:
                                                   "lease": params.lease}).fetchall()
         found.sort(key=lambda r: (r[0], r[1]))
         return found
-
-    def _flush_if_due(self, conn: sqlite3.Connection) -> None:
-        if self._counts.due():
-            self._write_counts(conn)
-
-    def _write_counts(self, conn: sqlite3.Connection) -> None:
-        for queue, acked, late, redelivered in self._counts.take():
-            conn.execute(Q["counts_flush"], {"queue": queue, "acked": acked, "late": late,
-                                             "redelivered": redelivered})
-
-    def flush_counts(self) -> None:
-        """Write this process's pending ack and redelivery counts now."""
-        rows = self._counts.take()
-        if not rows:
-            return
-        try:
-            with self._transaction(durable=False) as conn:
-                for queue, acked, late, redelivered in rows:
-                    conn.execute(Q["counts_flush"], {"queue": queue, "acked": acked,
-                                                     "late": late, "redelivered": redelivered})
-        except BaseException:
-            self._counts.restore(rows)
-            raise
 
     def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
         park = 1 if params.on_dead == "park" else 0
@@ -348,7 +320,6 @@ class SQLiteBackend:
     def _ack(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
              now: float) -> list[bool | None]:
         results: list[bool | None] = []
-        acked: Counter[str] = Counter()
         late: Counter[str] = Counter()
         for a in acks:
             row = conn.execute(Q["message_ack"], {"id": a.message_id, "queue": a.queue,
@@ -359,12 +330,11 @@ class SQLiteBackend:
             key, was_late = row
             if key is not None:
                 self._release(conn, a.queue, key, now)
-            acked[a.queue] += 1
-            late[a.queue] += int(bool(was_late))
+            if was_late:
+                late[a.queue] += 1
             results.append(bool(was_late))
-        for queue, n in acked.items():
-            self._counts.add(queue, acked=n, late=late[queue])
-        self._flush_if_due(conn)
+        for queue, n in late.items():
+            conn.execute(Q["count_late"], {"queue": queue, "n": n})
         return results
 
     @contextmanager
@@ -414,11 +384,7 @@ class SQLiteBackend:
         found = self._read(Q["dead_list"], {
             "queue": params.queue, "ordering_key": params.ordering_key,
             "dead_before": before, "error": params.error_contains, "limit": params.limit})
-        letters = [rows.dead_letter(params.queue, r) for r in found]
-        if params.error_contains is not None:
-            text = params.error_contains
-            letters = [d for d in letters if any(text in e.error for e in d.errors)]
-        return letters
+        return [rows.dead_letter(params.queue, r) for r in found]
 
     def dead_redrive(self, params: RedriveParams) -> int:
         ids = json.dumps(list(params.ids or []))
@@ -437,28 +403,21 @@ class SQLiteBackend:
     def message_purge(self, queue: str, dead: bool) -> int:
         with self._transaction(durable=True) as conn:
             now = self._clock()
-            if not dead:
-                return int(conn.execute(Q["purge_live"], {"queue": queue}).rowcount)
-            gone = conn.execute(Q["purge_dead"], {"queue": queue}).fetchall()
-            for key in {k for k, parked in gone if k is not None and parked}:
-                self._release(conn, queue, key, now)
-            return len(gone)
+            if dead:
+                gone = conn.execute(Q["purge_dead"], {"queue": queue}).fetchall()
+                for key in {k for k, parked in gone if k is not None and parked}:
+                    self._release(conn, queue, key, now)
+                count = len(gone)
+            else:
+                count = int(conn.execute(Q["purge_live"], {"queue": queue}).rowcount)
+            conn.execute(Q["count_purged"], {"queue": queue, "n": count})
+            return count
 
     def queue_stats(self, queue: str) -> QueueStats:
-        self.flush_counts()
         now = self._clock()
-        states = self._read(Q["stats_states"], {"queue": queue, "now": now})[0]
-        counters = self._read(Q["stats_counters"], {"queue": queue})
+        row = self._read(Q["stats"], {"queue": queue, "now": now})[0]
         parked = [r[0] for r in self._read(Q["stats_parked"], {"queue": queue})]
-        ready, scheduled, leased, blocked, dead, oldest = states
-        sent, acked, nacked, redelivered, dead_lettered, late = (
-            counters[0] if counters else (0, 0, 0, 0, 0, 0))
-        return QueueStats(
-            queue=queue, ready=ready, scheduled=scheduled, in_flight=leased, blocked=blocked,
-            dead=dead, oldest_ready_age=None if oldest is None else max(now - oldest, 0.0),
-            sent=sent, acked=acked, nacked=nacked, redelivered=redelivered,
-            dead_lettered=dead_lettered, late_acks=late, parked_keys=parked,
-        )
+        return rows.stats(queue, row, now, parked)
 
     # -- topics ------------------------------------------------------------------------
 
@@ -503,8 +462,6 @@ class SQLiteBackend:
             return int(conn.execute(Q["worker_prune"], {"before": before}).rowcount)
 
     def close(self) -> None:
-        with contextlib.suppress(StorageError):  # closing must not fail; only counts are lost
-            self.flush_counts()
         conn = self._local.conn
         if conn is not None and self._local.pid == os.getpid():
             conn.close()

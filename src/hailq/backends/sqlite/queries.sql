@@ -87,12 +87,14 @@ WHERE seq IN (
 RETURNING sort_key, seq, id, token, body, body_kind, headers, priority, ordering_key,
           attempt, enqueued_at, lease_until;
 
--- name: counts_flush
-INSERT INTO hailq_counters (queue, acked, late_acks, redelivered)
-VALUES (:queue, :acked, :late, :redelivered)
-ON CONFLICT (queue) DO UPDATE SET acked = acked + excluded.acked,
-    late_acks = late_acks + excluded.late_acks,
-    redelivered = redelivered + excluded.redelivered;
+-- name: count_redelivered
+UPDATE hailq_counters SET redelivered = redelivered + :n WHERE queue = :queue;
+
+-- name: count_late
+UPDATE hailq_counters SET late_acks = late_acks + :n WHERE queue = :queue;
+
+-- name: count_purged
+UPDATE hailq_counters SET purged = purged + :n WHERE queue = :queue;
 
 -- name: key_release
 -- Release the next message of a key once nothing earlier holds it (rule 17).
@@ -159,7 +161,9 @@ FROM hailq_messages
 WHERE queue = :queue AND state = 'dead'
   AND (:ordering_key IS NULL OR ordering_key = :ordering_key)
   AND (:dead_before IS NULL OR dead_at <= :dead_before)
-  AND (:error IS NULL OR instr(errors, :error) > 0)
+  AND (:error IS NULL OR EXISTS (
+      SELECT 1 FROM json_each(errors) AS e
+      WHERE instr(json_extract(e.value, '$.error'), :error) > 0))
 ORDER BY dead_at, seq
 LIMIT :limit;
 
@@ -183,20 +187,24 @@ RETURNING ordering_key, parked;
 -- name: purge_live
 DELETE FROM hailq_messages WHERE queue = :queue AND state <> 'dead';
 
--- name: stats_states
-SELECT
-    coalesce(sum(state = 'ready' OR (state = 'scheduled' AND available_at <= :now)), 0),
-    coalesce(sum(state = 'scheduled' AND available_at > :now), 0),
-    coalesce(sum(state = 'leased'), 0),
-    coalesce(sum(state = 'blocked'), 0),
-    coalesce(sum(state = 'dead'), 0),
-    min(CASE WHEN state = 'ready' OR (state = 'scheduled' AND available_at <= :now)
-             THEN enqueued_at END)
-FROM hailq_messages WHERE queue = :queue;
-
--- name: stats_counters
-SELECT sent, acked, nacked, redelivered, dead_lettered, late_acks
-FROM hailq_counters WHERE queue = :queue;
+-- name: stats
+-- One statement, one snapshot, each count served by its state's partial index.
+-- acked = sent - present - purged.
+SELECT r.n + d.n, s.n - d.n, l.n, b.n, x.n,
+       (SELECT min(enqueued_at) FROM hailq_messages
+        WHERE queue = :queue AND (state = 'ready'
+                                  OR (state = 'scheduled' AND available_at <= :now))),
+       r.n + s.n + l.n + b.n + x.n,
+       c.sent, c.purged, c.nacked, c.redelivered, c.dead_lettered, c.late_acks
+FROM (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'ready') AS r,
+     (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'scheduled') AS s,
+     (SELECT count(*) AS n FROM hailq_messages
+      WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now) AS d,
+     (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'leased') AS l,
+     (SELECT count(*) AS n FROM hailq_messages
+      WHERE queue = :queue AND ordering_key IS NOT NULL AND state = 'blocked') AS b,
+     (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'dead') AS x
+LEFT JOIN hailq_counters AS c ON c.queue = :queue;
 
 -- name: stats_parked
 SELECT DISTINCT ordering_key FROM hailq_messages

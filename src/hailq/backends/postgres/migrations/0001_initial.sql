@@ -47,12 +47,14 @@ CREATE TABLE {schema}.dedup (
 );
 CREATE INDEX dedup_expires ON {schema}.dedup (expires_at);
 
--- Counters are spread over shards (by backend pid) so concurrent acks do not queue on one row.
+-- Counters are spread over shards (by backend pid) so concurrent writers do not queue on one row.
+-- Acked is not stored: every sent message is still present, purged, or acked, so
+-- acked = sent - present - purged, exact and free on the hot path.
 CREATE TABLE {schema}.counters (
     queue text NOT NULL,
     shard integer NOT NULL,
     sent bigint NOT NULL DEFAULT 0,
-    acked bigint NOT NULL DEFAULT 0,
+    purged bigint NOT NULL DEFAULT 0,
     nacked bigint NOT NULL DEFAULT 0,
     redelivered bigint NOT NULL DEFAULT 0,
     dead_lettered bigint NOT NULL DEFAULT 0,

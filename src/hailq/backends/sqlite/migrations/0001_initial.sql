@@ -42,10 +42,12 @@ CREATE TABLE hailq_dedup (
 ) WITHOUT ROWID;
 CREATE INDEX hailq_dedup_expires ON hailq_dedup (expires_at);
 
+-- Acked is not stored: every sent message is still present, purged, or acked, so
+-- acked = sent - present - purged, exact and free on the hot path.
 CREATE TABLE hailq_counters (
     queue TEXT PRIMARY KEY,
     sent INTEGER NOT NULL DEFAULT 0,
-    acked INTEGER NOT NULL DEFAULT 0,
+    purged INTEGER NOT NULL DEFAULT 0,
     nacked INTEGER NOT NULL DEFAULT 0,
     redelivered INTEGER NOT NULL DEFAULT 0,
     dead_lettered INTEGER NOT NULL DEFAULT 0,
