@@ -124,8 +124,9 @@ def redrive(queue_name: str, ids: tuple[str, ...], grep: str | None, older_than:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @common_options
 def purge(queue_name: str, dead_only: bool, yes: bool) -> None:
-    """Delete every waiting message of QUEUE (ready, scheduled, blocked), or with
-    --dead every dead one. Messages in flight are left to their consumers.
+    """Delete every live message of QUEUE (ready, scheduled, blocked, in flight), or
+    with --dead every dead one. A consumer that later acks a deleted in-flight
+    message gets LeaseLost.
 
     Asks first unless --yes; without a terminal to ask on, --yes is required.
     """
@@ -133,8 +134,8 @@ def purge(queue_name: str, dead_only: bool, yes: bool) -> None:
     with app.broker() as broker:
         queue = app.queue(broker, queue_name)
         figures = queue.stats()
-        what = "dead" if dead_only else "waiting"
-        count = figures.dead if dead_only else figures.backlog
+        what = "dead" if dead_only else "live"
+        count = figures.dead if dead_only else figures.backlog + figures.in_flight
         if count and not yes:
             _confirm(f"delete {count} {what} message(s) of {queue_name} at {broker.url}?")
         deleted = queue.purge(dead=dead_only) if count else 0

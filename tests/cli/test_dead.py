@@ -1,0 +1,105 @@
+"""``hailq dead``, ``hailq redrive`` and ``hailq purge``: the dead-letter queue in bulk."""
+
+from __future__ import annotations
+
+import hailq
+
+from .conftest import Hailq, kill_messages
+
+
+def test_dead_lists_attempts_and_last_error(hq_any: Hailq, api_any: hailq.Broker) -> None:
+    ids = kill_messages(api_any, "jobs", [{"n": 1}, {"n": 2}],
+                        ["Traceback\nValueError: bad claim 1", "TimeoutError: slow"])
+    dead = hq_any("dead", "jobs", "--json").json()
+    assert [d["id"] for d in dead] == ids
+    assert dead[0]["last_error"] == "Traceback\nValueError: bad claim 1"
+    assert dead[0]["attempt"] == 1
+    assert dead[0]["errors"][0]["error"] == dead[0]["last_error"]
+    assert dead[0]["body"] == {"n": 1}
+    table = hq_any("dead", "jobs").out
+    assert ids[0] in table and ids[1] in table
+    assert "ValueError: bad claim 1" in table and "TimeoutError: slow" in table
+    assert "Traceback" not in table  # the last line of the error is what tells
+
+
+def test_dead_filters(hq: Hailq, api: hailq.Broker) -> None:
+    kill_messages(api, "jobs", [1, 2], ["ValueError: x", "KeyError: y"])
+    keyed = kill_messages(api, "jobs", [3], ["ValueError: z"], ordering_key="acct-1")
+    grep = hq("dead", "jobs", "--grep", "ValueError", "--json").json()
+    assert [d["body"] for d in grep] == [1, 3]
+    by_key = hq("dead", "jobs", "--ordering-key", "acct-1", "--json").json()
+    assert [d["id"] for d in by_key] == keyed
+    assert hq("dead", "jobs", "--older-than", "3600", "--json").json() == []
+    assert len(hq("dead", "jobs", "--older-than", "0", "--json").json()) == 3
+    assert len(hq("dead", "jobs", "--limit", "2", "--json").json()) == 2
+    assert "no dead messages" in hq("dead", "jobs", "--grep", "nothing like it").out
+
+
+def test_redrive_dry_run_changes_nothing(hq_any: Hailq, api_any: hailq.Broker) -> None:
+    ids = kill_messages(api_any, "jobs", [1, 2], ["boom", "boom"])
+    result = hq_any("redrive", "jobs", "--dry-run", "--json").json()
+    assert result["dry_run"] is True and result["redriven"] == 0
+    assert [d["id"] for d in result["would_redrive"]] == ids
+    table = hq_any("redrive", "jobs", "--dry-run").out
+    assert "would redrive 2" in table and ids[0] in table
+    assert api_any.get_queue("jobs").stats().dead == 2
+
+
+def test_redrive_chosen_ids(hq_any: Hailq, api_any: hailq.Broker) -> None:
+    first, second = kill_messages(api_any, "jobs", [1, 2], ["boom", "boom"])
+    result = hq_any("redrive", "jobs", "--id", second, "--id", "01NOTAREALID", "--json")
+    assert result.json()["redriven"] == 1
+    assert result.json()["missing"] == ["01NOTAREALID"]
+    assert "01NOTAREALID" in result.err  # warned about, on stderr
+    (message,) = api_any.get_queue("jobs").receive()
+    assert message.id == second and message.attempt == 1  # attempt was reset to 0
+    assert [d.id for d in api_any.get_queue("jobs").dead_letters()] == [first]
+
+
+def test_redrive_everything(hq_any: Hailq, api_any: hailq.Broker) -> None:
+    kill_messages(api_any, "jobs", [1, 2, 3], ["a", "b", "c"])
+    result = hq_any("redrive", "jobs")
+    assert result.code == 0 and "redrove 3 message(s) of jobs" in result.out
+    stats = api_any.get_queue("jobs").stats()
+    assert (stats.dead, stats.ready) == (0, 3)
+
+
+def test_redrive_by_filter(hq: Hailq, api: hailq.Broker) -> None:
+    kill_messages(api, "jobs", [1, 2, 3], ["ValueError: a", "KeyError: b", "ValueError: c"])
+    assert hq("redrive", "jobs", "--grep", "ValueError", "--json").json()["redriven"] == 2
+    assert [d.body for d in api.get_queue("jobs").dead_letters()] == [2]
+
+
+def test_purge_requires_confirmation_without_a_terminal(hq: Hailq, api: hailq.Broker) -> None:
+    api.queue("jobs").send(1)
+    line = hq("purge", "jobs").assert_clean_error()
+    assert "--yes" in line
+    assert api.get_queue("jobs").stats().ready == 1
+
+
+def test_purge_live_messages(hq_any: Hailq, api_any: hailq.Broker) -> None:
+    kill_messages(api_any, "jobs", ["dead"], ["boom"])
+    q = api_any.get_queue("jobs")
+    for n in range(3):
+        q.send(n)
+    q.send(99, delay=600)
+    result = hq_any("purge", "jobs", "--yes", "--json").json()
+    assert result == {"queue": "jobs", "dead": False, "deleted": 4}
+    stats = q.stats()
+    assert (stats.ready, stats.scheduled, stats.dead) == (0, 0, 1)
+    assert "deleted 0 live message(s) of jobs" in hq_any("purge", "jobs").out
+
+
+def test_purge_dead_messages_only(hq: Hailq, api: hailq.Broker) -> None:
+    kill_messages(api, "jobs", [1, 2], ["a", "b"])
+    api.get_queue("jobs").send(3)
+    result = hq("purge", "jobs", "--dead", "--yes")
+    assert result.code == 0 and "deleted 2 dead message(s) of jobs" in result.out
+    stats = api.get_queue("jobs").stats()
+    assert (stats.dead, stats.ready) == (0, 1)
+
+
+def test_purge_of_an_empty_queue_needs_no_confirmation(hq: Hailq, api: hailq.Broker) -> None:
+    api.queue("jobs")
+    result = hq("purge", "jobs", "--dead")
+    assert result.code == 0 and "deleted 0" in result.out
