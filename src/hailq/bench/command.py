@@ -33,6 +33,21 @@ def _pg_reachable(url: str) -> str | None:
         return str(exc).strip().splitlines()[0]
 
 
+def drop_schemas(url: str) -> None:
+    """The benchmark owns its schemas: start from empty ones."""
+    import psycopg
+    from psycopg import sql
+
+    from hailq.url import parse_url
+
+    parsed = parse_url(url)
+    schema = parsed.options.get("schema", "hailq")
+    with psycopg.connect(parsed.target, autocommit=True) as conn:
+        for name in (schema, schema + "_raw"):
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(name)))
+
+
 def run_backend(url: str, *, runs: int, quick: bool) -> list[Figure]:
     """Every figure of one backend, in the order they are printed."""
     def say(text: str) -> None:
@@ -95,6 +110,7 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
             click.echo(f"PostgreSQL skipped: {problem}", err=True)
         else:
             click.echo("PostgreSQL …", err=True)
+            drop_schemas(pg_url)
             figures = run_backend(pg_url, runs=runs, quick=quick)
             click.echo(render("PostgreSQL (synchronous commit for sends)", figures))
             report["backends"]["postgresql"] = [asdict(f) | {"ratio": f.ratio}

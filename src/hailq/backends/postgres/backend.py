@@ -186,6 +186,11 @@ class PostgresBackend:
                 return self._insert(conn, messages)
             except psycopg.Error as exc:
                 raise self._storage_error(exc) from None
+        if all(m.dedup_id is None and m.ordering_key is None for m in messages):
+            # One autocommit statement: no BEGIN/COMMIT round trips.
+            args = _insert_args(messages)
+            self._call(True, lambda c: c.execute(self._q["message_insert_counted"], args))
+            return [m.id for m in messages]
 
         def run(conn: psycopg.Connection[Any]) -> list[str]:
             with conn.transaction():
@@ -229,13 +234,7 @@ class PostgresBackend:
                        if m.ordering_key is not None})
         if keys:
             conn.execute(self._q["keys_lock"], {"keys": keys})
-        conn.execute(self._q["message_insert"], {
-            "ids": [m.id for m in fresh], "queues": [m.queue for m in fresh],
-            "bodies": [m.body for m in fresh], "kinds": [m.body_kind for m in fresh],
-            "headers": [m.headers for m in fresh], "priorities": [m.priority for m in fresh],
-            "keys": [m.ordering_key for m in fresh], "delays": [m.delay for m in fresh],
-            "agings": [m.aging for m in fresh]})
-        conn.execute(self._q["count_sent"], {"queues": [m.queue for m in fresh]})
+        conn.execute(self._q["message_insert_counted"], _insert_args(fresh))
         self._inserts += 1
         if self._inserts % 1000 == 1:
             conn.execute(self._q["dedup_prune"], {})
@@ -486,6 +485,15 @@ class PostgresBackend:
                 pool.close()
         self._durable = self._fast = None
         self._listener = None
+
+
+def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
+    return {
+        "ids": [m.id for m in messages], "queues": [m.queue for m in messages],
+        "bodies": [m.body for m in messages], "kinds": [m.body_kind for m in messages],
+        "headers": [m.headers for m in messages], "priorities": [m.priority for m in messages],
+        "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages],
+        "agings": [m.aging for m in messages]}
 
 
 def _lock_key(queue: str, key: str) -> str:

@@ -33,38 +33,38 @@ DELETE FROM {schema}.dedup WHERE ctid = ANY(ARRAY(
 SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0)))
 FROM (SELECT k FROM unnest(%(keys)s::text[]) AS k ORDER BY k) AS sorted;
 
--- name: message_insert
--- A keyed message waits (blocked) while its key has an earlier live or parked message,
--- including an earlier one of the same batch.
-INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
-                               ordering_key, sort_key, enqueued_at, available_at)
-SELECT b.id, b.queue,
-       CASE
-           WHEN b.ordering_key IS NOT NULL AND (b.key_rank > 1 OR EXISTS (
-               SELECT 1 FROM {schema}.messages k
-               WHERE k.queue = b.queue AND k.ordering_key = b.ordering_key
-                 AND (k.state <> 'dead' OR k.parked))) THEN 'blocked'
-           WHEN b.delay > 0 THEN 'scheduled'
-           ELSE 'ready'
-       END,
-       b.body, b.body_kind, b.headers, b.priority, b.ordering_key,
-       CASE WHEN b.aging IS NULL THEN -b.priority
-            ELSE {schema}.epoch() + b.delay - b.priority * b.aging END,
-       {schema}.epoch(), {schema}.epoch() + b.delay
-FROM (
-    SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.ordering_key ORDER BY u.ord)
-               AS key_rank
-    FROM unnest(%(ids)s::text[], %(queues)s::text[], %(bodies)s::bytea[],
-                %(kinds)s::smallint[], %(headers)s::text[], %(priorities)s::smallint[],
-                %(keys)s::text[], %(delays)s::float8[], %(agings)s::float8[])
-         WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
-                              delay, aging, ord)
-) AS b
-ORDER BY b.ord;
-
--- name: count_sent
+-- name: message_insert_counted
+-- The common send (no key, no dedup id): insert and count in one statement, one round trip.
+WITH inserted AS (
+    INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
+                                   ordering_key, sort_key, enqueued_at, available_at)
+    SELECT b.id, b.queue,
+           CASE
+               WHEN b.ordering_key IS NOT NULL AND (b.key_rank > 1 OR EXISTS (
+                   SELECT 1 FROM {schema}.messages k
+                   WHERE k.queue = b.queue AND k.ordering_key = b.ordering_key
+                     AND (k.state <> 'dead' OR k.parked))) THEN 'blocked'
+               WHEN b.delay > 0 THEN 'scheduled'
+               ELSE 'ready'
+           END,
+           b.body, b.body_kind, b.headers, b.priority, b.ordering_key,
+           CASE WHEN b.aging IS NULL THEN -b.priority
+                ELSE {schema}.epoch() + b.delay - b.priority * b.aging END,
+           {schema}.epoch(), {schema}.epoch() + b.delay
+    FROM (
+        SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.ordering_key ORDER BY u.ord)
+                   AS key_rank
+        FROM unnest(%(ids)s::text[], %(queues)s::text[], %(bodies)s::bytea[],
+                    %(kinds)s::smallint[], %(headers)s::text[], %(priorities)s::smallint[],
+                    %(keys)s::text[], %(delays)s::float8[], %(agings)s::float8[])
+             WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
+                                  delay, aging, ord)
+    ) AS b
+    ORDER BY b.ord
+    RETURNING queue
+)
 INSERT INTO {schema}.counters AS c (queue, shard, sent)
-SELECT q, pg_backend_pid() %% 16, count(*) FROM unnest(%(queues)s::text[]) AS q GROUP BY q
+SELECT queue, pg_backend_pid() %% 16, count(*) FROM inserted GROUP BY queue
 ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + excluded.sent;
 
 -- name: maintain
