@@ -43,7 +43,8 @@ def dead(queue_name: str, grep: str | None, older_than: float | None,
     """List the dead messages of QUEUE, oldest death first, with attempts and last error.
 
     With --json every message carries the error of each attempt.
-    PARKED marks a message that holds its ordering key (on_dead="park").
+    "(parked)" after the key marks a message that holds its ordering key
+    (on_dead="park") until it is redriven or purged.
     """
     app = current_app()
     with app.broker() as broker:

@@ -19,8 +19,9 @@ DEFAULT_BATCH = 500
 FILE_HELP = """With --file, each line of the file ('-' for standard input) is one message:
 a JSON body, or with --envelopes an object {"body": ..., "priority": 3,
 "ordering_key": "k", "delay": 10, "headers": {"a": "b"}, "dedup_id": "x"} whose
-fields override the command-line options. Every line is checked before the
-first is sent; then they are sent in atomic batches of --batch-size."""
+fields override the command-line options (headers are merged). Every line is
+checked before the first is sent; then they go in atomic batches of
+--batch-size, with a progress bar on a terminal."""
 
 
 @click.command("send", epilog="\b\n" + BODY_HELP + "\n\n\b\n" + FILE_HELP)
