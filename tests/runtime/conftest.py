@@ -51,4 +51,6 @@ def start_worker(url: str, effects: str, tmp_path: Path) -> Iterator[StartWorker
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             process.wait(10)
+    for log in sorted(tmp_path.glob("worker*.log")):  # shown by pytest when a test fails
+        print(f"--- {log.name} ---\n{log.read_text()[-5000:]}")
 

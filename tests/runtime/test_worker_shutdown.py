@@ -93,11 +93,11 @@ def test_heartbeat_keeps_a_handler_three_times_its_lease_from_redelivery(
     long.send({"n": 1, "sleep": 3.2})
     # Two slots: if the lease ended, the idle slot would take the message again.
     start_worker("handlers:work", "--queue", "long", "--concurrency", "2")
-    wait_for(lambda: done(effects), timeout=20, what="the long handler to finish")
+    wait_for(lambda: long.stats().acked == 1, timeout=20, what="the long handler's ack")
     time.sleep(1.5)
     assert len(started(effects)) == 1
     stats = long.stats()
-    assert (stats.redelivered, stats.late_acks, stats.acked) == (0, 0, 1)
+    assert (stats.redelivered, stats.late_acks, stats.ready, stats.in_flight) == (0, 0, 0, 0)
 
 
 def test_workers_record_heartbeats_and_mark_themselves_stopped(

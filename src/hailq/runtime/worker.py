@@ -122,7 +122,7 @@ class Worker:
                  ", ".join(self.order.queues), self.concurrency)
         services.fetcher.start()
         while not self._flag.stopping:
-            time.sleep(0.1)
+            time.sleep(0.2)  # a signal handler only sets the flag; look at it 5 times a second
         # Stage 1: drain. Receiving has stopped; leases are still renewed.
         deadline = time.monotonic() + self.grace
         log.info("worker %s draining: %d in flight, grace %.1f s", self.worker_id,

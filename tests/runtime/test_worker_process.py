@@ -1,0 +1,92 @@
+"""The worker as a process: idle cost, the process pool, and command-line mistakes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hailq
+
+from .conftest import HERE, SRC, StartWorker
+from .support import cpu_share, done, started, wait_for
+
+CLAIMS = {"lease": 2, "max_attempts": 3, "retry": {"base": 0.05, "jitter": 0}}
+
+
+@pytest.mark.parametrize("target", [
+    ["handlers:work", "--queue", "claims"],
+    ["handlers:order_app", "--queue", "high", "--queue", "low", "--concurrency", "8"],
+    ["handlers:order_app", "--weights", "high=3,low=1", "--concurrency", "8"],
+], ids=["one-queue", "strict-two-queues", "weighted-two-queues"])
+def test_an_idle_worker_uses_under_2_percent_cpu(
+        broker: hailq.Broker, start_worker: StartWorker, target: list[str]) -> None:
+    worker = start_worker(*target)
+    wait_for(lambda: [w for w in broker.backend.worker_list() if w.pid == worker.pid],
+             what="the worker to start")
+    time.sleep(1.0)
+    share = cpu_share(worker.pid, 3.0)
+    assert share < 0.02, f"idle worker used {share:.1%} of a CPU"
+
+
+def test_an_idle_worker_wakes_up_for_new_work(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    worker = start_worker("handlers:order_app", "-q", "high", "-q", "low")
+    wait_for(lambda: [w for w in broker.backend.worker_list() if w.pid == worker.pid],
+             what="the worker to start")
+    time.sleep(1.5)
+    for name in ("low", "high"):
+        sent = time.monotonic()
+        broker.queue(name).send({"n": 1})
+        wait_for(lambda q=name: started(effects, q), timeout=5, what=f"a wake-up on {name}")
+        assert time.monotonic() - sent < 1.5
+
+
+def test_process_pool_runs_children_that_drain_on_sigterm(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    claims = broker.queue("claims", **CLAIMS)
+    claims.send_many([{"n": n, "sleep": 0.2} for n in range(20)])
+    parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
+                          "--concurrency", "2", "--grace", "20")
+    wait_for(lambda: len(done(effects)) == 20, timeout=60, what="the pool to finish")
+    pids = {pid for *_, pid in started(effects)}
+    assert len(pids) == 2 and parent.pid not in pids
+
+    claims.send({"n": 99, "sleep": 1.5})
+    wait_for(lambda: started(effects, "claims")[-1][0] == 99, what="the last handler")
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(30) == 0
+    assert 99 in done(effects)  # the child finished its in-flight work before exiting
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists()
+    children = [w for w in broker.backend.worker_list() if w.pid in pids]
+    assert len(children) == 2 and {w.state for w in children} == {"stopped"}
+
+
+def _run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, HAILQ_URL=url,
+               PYTHONPATH=os.pathsep.join([str(HERE), str(SRC)]))
+    return subprocess.run([sys.executable, "-m", "hailq.cli.worker", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (["handlers:work"], 1, "--queue"),
+    (["handlers:app", "-q", "claims", "--weights", "claims=1"], 2, "not both"),
+    (["handlers:app", "-q", "nobody"], 1, "no handler for queue 'nobody'"),
+    (["handlers:app", "--weights", "claims=x"], 2, "integer"),
+    (["handlers:nothing_here"], 1, "no attribute"),
+    (["not-a-target"], 1, "module:function"),
+    (["handlers:app", "--concurrency", "0"], 2, "concurrency"),
+])
+def test_command_line_mistakes_fail_clearly(sqlite_url: str, args: list[str], code: int,
+                                            says: str) -> None:
+    result = _run_cli(sqlite_url, *args)
+    assert result.returncode == code, result.stderr
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
