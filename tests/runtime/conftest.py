@@ -34,7 +34,8 @@ def start_worker(url: str, effects: str, tmp_path: Path) -> Iterator[StartWorker
     """Start ``python -m hailq.cli.worker TARGET ARGS...`` on the test's database."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(target: str, *args: str, log_name: str | None = None) -> subprocess.Popen[str]:
+    def start(target: str, *args: str, log_name: str | None = None,
+              new_session: bool = False) -> subprocess.Popen[str]:
         env = dict(os.environ, HAILQ_TEST_EFFECTS=effects, HAILQ_URL=url,
                    PYTHONPATH=os.pathsep.join([str(HERE), str(SRC),
                                                os.environ.get("PYTHONPATH", "")]))
@@ -42,7 +43,7 @@ def start_worker(url: str, effects: str, tmp_path: Path) -> Iterator[StartWorker
         process = subprocess.Popen(
             [sys.executable, "-m", "hailq.cli.worker", target, *args],
             env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True,
-            cwd=tmp_path)
+            cwd=tmp_path, start_new_session=new_session)
         started.append(process)
         return process
 

@@ -68,6 +68,20 @@ def test_process_pool_runs_children_that_drain_on_sigterm(
     assert len(children) == 2 and {w.state for w in children} == {"stopped"}
 
 
+def test_ctrl_c_on_the_process_group_drains_the_pool_once(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    claims = broker.queue("claims", **CLAIMS)
+    claims.send_many([{"n": n, "sleep": 2.0} for n in range(2)])
+    parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
+                          "--concurrency", "2", "--grace", "20", new_session=True)
+    wait_for(lambda: len(started(effects)) == 2, timeout=30, what="both children to start")
+    os.killpg(parent.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches every process
+    assert parent.wait(30) == 0
+    # One interrupt drains: both handlers finished instead of being given back.
+    assert done(effects) == [0, 1]
+    assert claims.stats().ready == 0
+
+
 def _run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, HAILQ_URL=url,
                PYTHONPATH=os.pathsep.join([str(HERE), str(SRC)]))

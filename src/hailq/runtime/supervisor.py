@@ -22,7 +22,7 @@ from multiprocessing.process import BaseProcess
 from hailq.errors import InvalidArgument
 from hailq.runtime.app import App, Handler, app_for, load_target
 from hailq.runtime.order import StrictOrder, WeightedOrder
-from hailq.runtime.signals import StopFlag, stop_on_signals
+from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 
 log = logging.getLogger("hailq.worker")
 
@@ -55,8 +55,8 @@ class WorkerSpec:
             app.route(name)
         return app
 
-    def run(self) -> None:
-        """Connect, build the worker and run it until stopped (in this process)."""
+    def run(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
+        """Connect, build the worker and run it until one of ``signals`` (in this process)."""
         import hailq
         from hailq.runtime.worker import Worker
 
@@ -64,14 +64,14 @@ class WorkerSpec:
         with hailq.connect(self.url) as broker:
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
-                   registry_interval=self.registry_interval).run()
+                   registry_interval=self.registry_interval).run(signals=signals)
 
 
 def _child_main(spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
     logging.basicConfig(level=spec.log_level,
                         format=f"%(asctime)s [{os.getpid()}] %(levelname)s %(message)s")
-    spec.run()
+    spec.run(signals=(signal.SIGTERM,))
 
 
 class ProcessPool:

@@ -18,6 +18,7 @@ messages become receivable again (rule 8).
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from collections.abc import Mapping, Sequence
 
@@ -33,7 +34,7 @@ from hailq.runtime.inflight import InFlight
 from hailq.runtime.order import Order, StrictOrder, WeightedOrder
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
-from hailq.runtime.signals import StopFlag, stop_on_signals
+from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 
 log = logging.getLogger("hailq.worker")
 
@@ -102,15 +103,20 @@ class Worker:
         """Messages whose handler runs or whose outcome is being recorded."""
         return len(self._inflight)
 
-    def run(self, *, handle_signals: bool = True) -> None:
-        """Consume until stopped, then drain and give back (see the class doc)."""
+    def run(self, *, handle_signals: bool = True,
+            signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
+        """Consume until stopped, then drain and give back (see the class doc).
+
+        In the main thread, ``signals`` (SIGTERM and SIGINT) stop the worker, unless
+        ``handle_signals`` is False.
+        """
         self._queues = {name: self.broker.queue(name, **self.app.route(name).settings)
                         for name in self.order.queues}
         services = _Services(self)
         services.start()
         try:
             if handle_signals:
-                with stop_on_signals(self._flag):
+                with stop_on_signals(self._flag, signals):
                     self._serve(services)
             else:
                 self._serve(services)
