@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,7 +67,8 @@ def figure(request: pytest.FixtureRequest) -> Figure:
 
 
 @pytest.fixture(scope="session")
-def throwaway_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    server = start_throwaway(tmp_path_factory.mktemp("pg"))
+def throwaway_pg() -> Iterator[PgServer]:
+    # Not under pytest's tmp dir: that is private to root, and the server runs as postgres.
+    server = start_throwaway(Path(tempfile.mkdtemp(prefix="hailq-faults-pg-")))
     yield server
     server.destroy()

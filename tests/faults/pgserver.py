@@ -107,9 +107,11 @@ def start_throwaway(base: Path) -> PgServer:
         shutil.chown(base, "postgres", "postgres")
         os.chmod(base, 0o700)
     data = base / "data"
-    subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres",
-                                 "-A", "trust", "--no-sync", "-E", "UTF8"]),
-                   capture_output=True, text=True, check=True, timeout=120)
+    done = subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U",
+                                        "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"]),
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
     server = PgServer(data=data, port=_free_port(), log=base / "server.log")
     server.start()
     server.psql("CREATE DATABASE hailq", db="postgres")
