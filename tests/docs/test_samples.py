@@ -4,6 +4,8 @@ Each page runs in a subprocess of its own, in a fresh temporary directory,
 its blocks in document order (see ``samples.py``). Pages marked
 ``<!-- docs-test: postgres -->`` run against a fresh PostgreSQL schema of the
 test server (``HAILQ_TEST_PG``); without one they are skipped, except in CI.
+Their samples read ``HAILQ_URL`` (the broker, with ``?schema=``) and
+``DATABASE_URL`` (the same database for the application's own connections).
 """
 
 from __future__ import annotations
@@ -50,7 +52,11 @@ def test_page_samples_run(page: Path, tmp_path: Path, request: pytest.FixtureReq
     if "<!-- docs-test: postgres -->" in page.read_text(encoding="utf-8"):
         # tests/conftest.py's fixture: a fresh schema, dropped afterwards; skips without
         # a server (fails in CI).
-        env["HAILQ_URL"] = str(request.getfixturevalue("pg_url"))
+        # The page's own tables land in the same throwaway schema (search_path).
+        url = str(request.getfixturevalue("pg_url"))
+        env["HAILQ_URL"] = url
+        env["DATABASE_URL"] = url.rsplit("schema=", 1)[0].rstrip("?&")
+        env["PGOPTIONS"] = f"-c search_path={url.rsplit('schema=', 1)[1]}"
     result = subprocess.run([sys.executable, str(RUNNER), str(page), HAILQ], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=240,
                             stdin=subprocess.DEVNULL)
