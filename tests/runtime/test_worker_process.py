@@ -50,12 +50,15 @@ def test_an_idle_worker_wakes_up_for_new_work(
 def test_process_pool_runs_children_that_drain_on_sigterm(
         broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
     claims = broker.queue("claims", **CLAIMS)
-    claims.send_many([{"n": n, "sleep": 0.2} for n in range(20)])
     parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
                           "--concurrency", "2", "--grace", "20")
+    children = wait_for(lambda: len(broker.backend.worker_list()) == 2 and
+                        broker.backend.worker_list(), timeout=60, what="two children")
+    pids = {w.pid for w in children}
+    assert parent.pid not in pids
+    claims.send_many([{"n": n, "sleep": 0.2} for n in range(20)])
     wait_for(lambda: len(done(effects)) == 20, timeout=60, what="the pool to finish")
-    pids = {pid for *_, pid in started(effects)}
-    assert len(pids) == 2 and parent.pid not in pids
+    assert {pid for *_, pid in started(effects)} == pids
 
     claims.send({"n": 99, "sleep": 1.5})
     wait_for(lambda: started(effects, "claims")[-1][0] == 99, what="the last handler")
