@@ -20,6 +20,7 @@ import click
 import pytest
 
 from hailq.cli.main import cli
+
 from .samples import blocks, hailq_invocations
 
 ROOT = Path(__file__).resolve().parents[2]
