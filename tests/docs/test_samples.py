@@ -75,17 +75,16 @@ def _all_options(command: click.Command) -> set[str]:
 
 @pytest.mark.parametrize("page", PAGES, ids=_page_id)
 def test_every_hailq_call_names_real_commands_and_options(page: Path) -> None:
+    """Shell samples, runnable or not, use only commands and options that exist."""
     group_options = _all_options(cli)
     ctx = click.Context(cli)
     for block in blocks(page):
         if block.language not in ("console", "bash", "sh", "shell"):
             continue
         for args in hailq_invocations(block):
-            words = [a for a in args if not a.startswith("-")]
-            if not words or args[:1] in (["--help"], ["--version"]):
+            name = _command_name(args)
+            if name is None:
                 continue
-            name = next(a for a in args if not a.startswith("-") and a not in
-                        _option_values(args, group_options))
             command = cli.get_command(ctx, name)
             assert command is not None, f"{block.where()}: no command 'hailq {name}'"
             allowed = group_options | _all_options(command)
@@ -96,13 +95,17 @@ def test_every_hailq_call_names_real_commands_and_options(page: Path) -> None:
                         f"{block.where()}: 'hailq {name}' has no option {option}")
 
 
-def _option_values(args: list[str], options: set[str]) -> set[str]:
-    """Words that are the value of a group option taking one (``--url URL``)."""
-    values = set()
-    for i, arg in enumerate(args[:-1]):
-        if arg == "--url":
-            values.add(args[i + 1])
-    return values
+def _command_name(args: list[str]) -> str | None:
+    """The command word of ``hailq ARGS``, skipping group options (``--url URL``)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--url":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def test_cli_reference_names_every_command() -> None:
