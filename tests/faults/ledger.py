@@ -145,6 +145,7 @@ class EffectWriter:
 
     def __init__(self, store: EffectStore, consumer: str = "faults") -> None:
         self.store = store
+        self.consumer = consumer
         self.conn = store.connect()
         self.inbox = hailq.inbox(self.conn, consumer)
 
@@ -163,12 +164,25 @@ class EffectWriter:
                     self.conn.execute("ROLLBACK")
                 raise
             return new
-        with self.conn.transaction():
-            new = self.inbox.record(message_id)
-            if new:
-                self.conn.execute("INSERT INTO effects VALUES (%s, %s, %s, %s, %s)",
-                                  (message_id, n, attempt, pid, at))
-        return new
+        import psycopg
+
+        for retry in (True, False):
+            try:
+                with self.conn.transaction():
+                    new = self.inbox.record(message_id)
+                    if new:
+                        self.conn.execute("INSERT INTO effects VALUES (%s, %s, %s, %s, %s)",
+                                          (message_id, n, attempt, pid, at))
+                return new
+            except psycopg.OperationalError:
+                # The server restarted or killed the session. Retrying on a new connection
+                # is safe even if the COMMIT went through: the inbox then says "seen".
+                if not retry:
+                    raise
+                self.conn.close()
+                self.conn = self.store.connect()
+                self.inbox = hailq.inbox(self.conn, self.consumer)
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self.conn.close()
