@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -54,7 +55,7 @@ class WorkerFleet:
              "--queue", self.queue, "--url", self.url, "--concurrency", str(self.concurrency),
              "--grace", str(self.grace), "--log-level", "WARNING", *self.extra],
             env=worker_env(self.store), stdout=subprocess.DEVNULL, stderr=log,
-            cwd=self.logs)
+            cwd=self.logs, start_new_session=True)  # a group of its own: see kill_all
 
     def kill_one(self, rng: random.Random) -> None:
         """SIGKILL a random worker and start a new one in its place."""
@@ -89,10 +90,11 @@ class WorkerFleet:
         return codes
 
     def kill_all(self) -> None:
+        """SIGKILL every worker and its children (``--pool process``), whatever their state."""
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
     def log_tail(self, chars: int = 3000) -> str:
         out = []
