@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-faults lint typecheck bench clean
+.PHONY: install demo test test-faults lint typecheck bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider tests
+	$(BIN)/pytest -q -p no:cacheprovider -m "not slow" tests
 
+# Everything in the fault suite, the long scenarios (marked slow) included.
 test-faults: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider tests/faults
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -28,10 +28,12 @@ from hailq.models import (
     WorkerInfo,
 )
 from hailq.queue import Envelope, Message, Queue
+from hailq.runtime import App, Worker
 from hailq.settings import QueueSettings, RetryPolicy
 from hailq.topic import Topic
 
 __all__ = [
+    "App",
     "AttemptError",
     "Broker",
     "DeadLetter",
@@ -54,6 +56,7 @@ __all__ = [
     "StorageError",
     "Subscription",
     "Topic",
+    "Worker",
     "WorkerInfo",
     "connect",
     "inbox",

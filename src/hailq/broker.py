@@ -7,7 +7,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Clock
-from hailq.errors import InvalidArgument
+from hailq.errors import InvalidArgument, QueueNotFound
+from hailq.models import WorkerInfo
 from hailq.queue import Queue
 from hailq.settings import QueueSettings, check_name
 from hailq.topic import Topic
@@ -45,8 +46,6 @@ class Broker:
 
     def get_queue(self, name: str) -> Queue:
         """An existing queue with its stored settings; QueueNotFound if never declared."""
-        from hailq.errors import QueueNotFound
-
         check_name(name)
         stored = self.backend.queue_load(name)
         if stored is None:
@@ -64,8 +63,24 @@ class Broker:
         self.backend.topic_save(name)
         return Topic(self, name)
 
+    def get_topic(self, name: str) -> Topic:
+        """An existing topic; QueueNotFound if it was never declared (writes nothing)."""
+        check_name(name, "topic name")
+        if name not in self.backend.topic_list():
+            raise QueueNotFound(f"no topic named {name!r}; declare it with broker.topic()")
+        return Topic(self, name)
+
     def topics(self) -> list[str]:
         return self.backend.topic_list()
+
+    def workers(self, forget_after: float = 86400.0) -> list[WorkerInfo]:
+        """Workers as they last reported; those silent for ``forget_after`` s are forgotten."""
+        self.backend.worker_prune(self.backend.clock_now() - forget_after)
+        return self.backend.worker_list()
+
+    def now(self) -> float:
+        """The broker's clock (the database's on PostgreSQL), in epoch seconds."""
+        return self.backend.clock_now()
 
     def close(self) -> None:
         self.backend.close()

@@ -51,7 +51,7 @@ class Message:
     """A received message and its lease. ``receipt`` names this lease alone."""
 
     __slots__ = ("_queue", "attempt", "body", "enqueued_at", "headers", "id", "lease_until",
-                 "ordering_key", "priority", "receipt")
+                 "ordering_key", "priority", "receipt", "settled")
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
@@ -66,22 +66,32 @@ class Message:
         self.enqueued_at = enqueued_at
         self.lease_until = lease_until
         self.receipt = receipt
+        self.settled = False  # acked, nacked or dead-lettered through this object
 
     @property
     def queue(self) -> str:
+        """The name of the queue it was received from."""
         return self._queue.name
+
+    @property
+    def source(self) -> Queue:
+        """The ``Queue`` it was received from."""
+        return self._queue
 
     def ack(self) -> None:
         """Remove the message for good. Raises LeaseLost if it was received again since."""
         self._queue.ack(self)
+        self.settled = True
 
     def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
         """Give the message back now, after ``delay``, or after the queue's retry backoff."""
         self._queue.nack(self.receipt, delay=delay, error=error, attempt=self.attempt)
+        self.settled = True
 
     def dead_letter(self, reason: str) -> None:
         """Move the message to the dead-letter queue now, whatever attempts it has left."""
         self._queue.dead_letter(self.receipt, reason)
+        self.settled = True
 
     def extend(self, seconds: Duration) -> None:
         """Move the lease's end to ``seconds`` from now."""
@@ -99,6 +109,7 @@ class Message:
         """
         with self._queue.ack_transaction(self) as conn:
             yield conn
+        self.settled = True
 
     def __repr__(self) -> str:
         return (f"<Message {self.id} queue={self.queue} attempt={self.attempt} "
@@ -160,7 +171,7 @@ class Queue:
             remaining = deadline - time.monotonic()
             if rows or remaining <= 0:
                 break
-            self._backend.message_wait(self.name, remaining)
+            self._backend.message_wait([self.name], remaining)
         return [
             Message(self, id=r.id, body=decode_body(r.body, r.body_kind),
                     headers=decode_headers(r.headers), priority=r.priority,
@@ -172,7 +183,8 @@ class Queue:
     def ack(self, receipt: str | Message) -> None:
         """Ack by receipt or message (see ``Message.ack``)."""
         if self.ack_many([receipt])[0] is None:
-            raise LeaseLost(f"receipt {receipt} no longer holds the lease of its message "
+            text = receipt.receipt if isinstance(receipt, Message) else receipt
+            raise LeaseLost(f"receipt {text} no longer holds the lease of its message "
                             "(received again since, or already gone); nothing changed")
 
     def ack_many(self, receipts: Iterable[str | Message]) -> list[bool | None]:
@@ -181,8 +193,13 @@ class Queue:
         Per receipt: ``False`` acked in time, ``True`` a late ack (the lease had
         ended but nobody received the message since), ``None`` lease lost.
         """
-        acks = [self._ack_params(r) for r in receipts]
-        return self._backend.message_ack(acks) if acks else []
+        items = list(receipts)
+        acks = [self._ack_params(r) for r in items]
+        results = self._backend.message_ack(acks) if acks else []
+        for item, result in zip(items, results, strict=True):
+            if isinstance(item, Message) and result is not None:
+                item.settled = True
+        return results
 
     def _ack_params(self, item: str | Message) -> AckParams:
         if isinstance(item, Message):
@@ -224,12 +241,26 @@ class Queue:
 
     def extend(self, receipt: str, seconds_: Duration) -> float:
         """Move a lease's end to ``seconds_`` from now; return the new deadline."""
-        message_id, token = parse_receipt(receipt)
-        span = seconds(seconds_, "extend seconds", allow_zero=False, maximum=12 * 3600)
-        until = self._backend.message_extend(ExtendParams(self.name, message_id, token, span))
+        until = self.extend_many([receipt], seconds_)[0]
         if until is None:
-            raise LeaseLost(f"message {message_id}: the receipt no longer holds its lease")
+            raise LeaseLost(f"receipt {receipt}: it no longer holds its message's lease")
         return until
+
+    def extend_many(self, receipts: Iterable[str | Message], seconds_: Duration,
+                    ) -> list[float | None]:
+        """Extend several leases in one transaction; per lease the new deadline or None
+        (lease lost). Messages given as ``Message`` get their ``lease_until`` updated."""
+        span = seconds(seconds_, "extend seconds", allow_zero=False, maximum=12 * 3600)
+        items = list(receipts)
+        params = []
+        for item in items:
+            message_id, token = parse_receipt(item.receipt if isinstance(item, Message) else item)
+            params.append(ExtendParams(self.name, message_id, token, span))
+        results = self._backend.message_extend(params) if params else []
+        for item, until in zip(items, results, strict=True):
+            if isinstance(item, Message) and until is not None:
+                item.lease_until = until
+        return results
 
     # -- operators ---------------------------------------------------------------------
 

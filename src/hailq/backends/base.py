@@ -156,14 +156,16 @@ class Backend(Protocol):
         """Give the message back (or dead-letter it); False if the lease was lost."""
         ...
 
-    def message_extend(self, params: ExtendParams) -> float | None:
-        """Move the lease's end; the new deadline, or None if the lease was lost."""
+    def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
+        """Move each lease's end, in one transaction; per lease the new deadline, or None
+        if the lease was lost."""
         ...
 
     def message_peek(self, queue: str, limit: int) -> list[PeekedMessage]: ...
 
-    def message_wait(self, queue: str, timeout: float) -> None:
-        """Block until a message may have become receivable in ``queue``, or ``timeout``."""
+    def message_wait(self, queues: Sequence[str], timeout: float) -> None:
+        """Block until a message may have become receivable in one of ``queues``, or
+        ``timeout``. May return early; callers claim again and wait again."""
         ...
 
     def dead_list(self, params: DeadListParams) -> list[DeadMessage]: ...
@@ -171,7 +173,7 @@ class Backend(Protocol):
     def dead_redrive(self, params: RedriveParams) -> int: ...
 
     def message_purge(self, queue: str, dead: bool) -> int:
-        """Delete dead messages (``dead=True``) or every not-leased live one."""
+        """Delete dead messages (``dead=True``) or every live one, leased ones included."""
         ...
 
     def queue_stats(self, queue: str) -> QueueStats: ...

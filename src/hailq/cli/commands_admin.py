@@ -22,8 +22,8 @@ def workers() -> None:
     """
     app = current_app()
     with app.broker() as broker:
-        found = broker.backend.worker_list()
-        now = broker.backend.clock_now()
+        found = broker.workers()
+        now = broker.now()
     found.sort(key=lambda w: (w.host, w.pid, w.id))
 
     def status(last_seen: float, state: str) -> str:

@@ -27,7 +27,11 @@ from hailq.cli.context import common_options
 from hailq.cli.failure import run_safely
 
 # name -> (module, attribute) of commands owned elsewhere, imported on first use.
-LAZY_COMMANDS = {"worker": ("hailq.cli.worker", "worker_command")}
+LAZY_COMMANDS = {
+    "worker": ("hailq.cli.worker", "worker_command"),
+    "bench": ("hailq.bench.command", "bench_command"),
+    "demo": ("hailq.demo.command", "demo_command"),
+}
 
 
 class HailqGroup(click.Group):

@@ -16,11 +16,6 @@ from hailq.runtime.order import parse_weights
 from hailq.runtime.supervisor import ProcessPool, WorkerSpec
 from hailq.url import parse_url
 
-SQLITE_WORKER_POLL = "0.02"
-"""Seconds between a SQLite worker's checks for new work while idle, unless the URL sets
-``poll_interval``: wakes within 20 ms and keeps an idle worker well under 2% of a CPU
-(the backend's 5 ms default suits short waits in user code, not a worker idling all day)."""
-
 
 @click.command("worker")
 @click.argument("target")
@@ -76,10 +71,8 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
 
 
 def worker_url(url: str) -> str:
-    """The broker URL a worker uses: ``url``, with the idle poll interval for SQLite."""
-    parsed = parse_url(url)  # a bad URL fails here, before any process starts
-    if parsed.scheme == "sqlite" and "poll_interval" not in parsed.options:
-        url += ("&" if "?" in url else "?") + f"poll_interval={SQLITE_WORKER_POLL}"
+    """The broker URL a worker uses; a bad URL fails here, before any process starts."""
+    parse_url(url)
     return url
 
 

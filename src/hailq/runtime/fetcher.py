@@ -3,9 +3,8 @@
 Each round asks the queues, in the order's plan, for as many messages as
 there are free slots (``receive(max_messages=free)``), and hands each one to
 ``dispatch``. When every queue is empty it long-polls the backend
-(``message_wait``), so an idle worker makes one cheap wait, not one per slot.
-With several queues it waits on them in turn, ``slice`` seconds each, and
-asks all of them after every wait.
+(``message_wait``) on all its queues at once, so an idle worker makes one cheap
+wait, not one per slot or queue.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ class Fetcher:
 
     def __init__(self, backend: Backend, queues: Mapping[str, Queue], order: Order,
                  inflight: InFlight, dispatch: Callable[[Message], None], flag: StopFlag,
-                 *, poll: float = 1.0, slice: float = 0.25) -> None:
+                 *, poll: float = 1.0) -> None:
         self._backend = backend
         self._queues = queues
         self._order = order
@@ -38,8 +37,6 @@ class Fetcher:
         self._dispatch = dispatch
         self._flag = flag
         self._poll = poll
-        self._slice = slice
-        self._turn = 0
         self._thread = threading.Thread(target=self._run, name="hailq-fetch", daemon=True)
 
     def start(self) -> None:
@@ -99,13 +96,7 @@ class Fetcher:
         return len(messages)
 
     def _wait(self) -> None:
-        names = self._order.queues
-        if len(names) == 1:
-            self._backend.message_wait(names[0], self._poll)
-            return
-        name = names[self._turn % len(names)]
-        self._turn += 1
-        self._backend.message_wait(name, min(self._poll, self._slice))
+        self._backend.message_wait(list(self._order.queues), self._poll)
 
     def _sleep(self, seconds: float) -> None:
         waited = 0.0

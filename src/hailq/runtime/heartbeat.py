@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hailq.errors import HailqError, LeaseLost
+from hailq.errors import HailqError
 from hailq.queue import Message
 
 log = logging.getLogger("hailq.worker")
@@ -73,21 +73,28 @@ class LeaseKeeper:
                     soonest = min((h.due for h in self._held.values()), default=now + 60.0)
                     self._wake.wait(max(soonest - now, 0.001))
                     continue
+            by_queue: dict[str, list[_Held]] = {}
             for held in due:
-                self._renew(held)
+                by_queue.setdefault(held.message.queue, []).append(held)
+            for group in by_queue.values():
+                self._renew(group)
 
-    def _renew(self, held: _Held) -> None:
-        message = held.message
+    def _renew(self, group: list[_Held]) -> None:
+        """Renew one queue's due leases in one transaction (one lease length each)."""
+        queue = group[0].message.source
+        lease = group[0].lease
         try:
-            message.extend(held.lease)
-        except LeaseLost:
-            log.warning("message %s of queue %s: lease lost while its handler runs; it may be "
-                        "processed twice", message.id, message.queue)
-            self.release(message)
-            return
+            results = queue.extend_many([h.message for h in group], lease)
         except HailqError as exc:
-            log.warning("message %s of queue %s: could not extend its lease (%s); retrying",
-                        message.id, message.queue, exc)
-            held.due = self._now() + min(1.0, held.lease * self._fraction / 3)
+            for held in group:
+                log.warning("message %s of queue %s: could not extend its lease (%s); "
+                            "retrying", held.message.id, held.message.queue, exc)
+                held.due = self._now() + min(1.0, held.lease * self._fraction / 3)
             return
-        held.due = self._now() + held.lease * self._fraction
+        for held, until in zip(group, results, strict=True):
+            if until is None:
+                log.warning("message %s of queue %s: lease lost while its handler runs; it "
+                            "may be processed twice", held.message.id, held.message.queue)
+                self.release(held.message)
+            else:
+                held.due = self._now() + held.lease * self._fraction

@@ -174,6 +174,8 @@ class Worker:
             self._inflight.done(message)
 
     def _settle(self, message: Message, outcome: Outcome, services: _Services) -> None:
+        if message.settled:
+            return  # the handler settled it itself (message.transaction(), nack, ...)
         if outcome.action == "ack":
             services.acks.submit(message)
             return

@@ -43,7 +43,7 @@ from hailq.settings import check_name
 T = TypeVar("T")
 _RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
-_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+_RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failures
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 
 
@@ -74,12 +74,21 @@ class PostgresBackend:
     def _pools(self) -> tuple[ConnectionPool, ConnectionPool]:
         if self._pid != os.getpid() or self._durable is None or self._fast is None:
             # After fork the parent's pools (and their threads) are unusable: start anew.
+            self._probe()
             self._pid = os.getpid()
             self._durable = self._make_pool("durable", None)
             self._fast = self._make_pool("fast", "SET synchronous_commit = off")
             self._listener = None
             self._maintained = {}
         return self._durable, self._fast
+
+    def _probe(self) -> None:
+        """Connect once directly, so a wrong host, role or database fails at once and
+        clearly instead of after the pool's patient retries."""
+        try:
+            psycopg.connect(self._conninfo, connect_timeout=5).close()
+        except psycopg.Error as exc:
+            raise self._storage_error(exc) from None
 
     def _make_pool(self, name: str, setup: str | None) -> ConnectionPool:
         def configure(conn: psycopg.Connection[Any]) -> None:
@@ -89,23 +98,26 @@ class PostgresBackend:
         return ConnectionPool(
             self._conninfo, min_size=1, max_size=self._pool_size, open=True,
             kwargs={"autocommit": True, "connect_timeout": 5}, configure=configure,
-            name=f"hailq-{name}", timeout=10, reconnect_timeout=0)
+            name=f"hailq-{name}", timeout=5, reconnect_timeout=0)
 
     def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``fn`` on a pooled connection; retry on fresh ones after connection failures."""
-        for delay in (*_RETRY_DELAYS, None):
+        """Run ``fn`` on a pooled connection; retry on fresh ones after connection failures
+        (a restarted server, killed sessions) for up to ``_RETRY_FOR`` seconds."""
+        deadline = time.monotonic() + _RETRY_FOR
+        delay = 0.05
+        while True:
             pool = self._pools()[0 if durable else 1]
             try:
-                with pool.connection() as conn:
+                with pool.connection(timeout=max(deadline - time.monotonic(), 0.5)) as conn:
                     return fn(conn)
             except psycopg.OperationalError as exc:
-                if delay is None:
+                if time.monotonic() + delay >= deadline:
                     raise self._storage_error(exc) from None
                 pool.check()  # drop every broken idle connection, not just this one
                 time.sleep(delay)
+                delay = min(delay * 2, 1.0)
             except psycopg.Error as exc:
                 raise self._storage_error(exc) from None
-        raise AssertionError("unreachable")
 
     def _storage_error(self, exc: BaseException) -> StorageError:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -307,8 +319,8 @@ class PostgresBackend:
             conn.execute(self._q["key_release"], {"queue": queue, "key": key,
                                                   "channel": self.channel})
 
-    def message_wait(self, queue: str, timeout: float) -> None:
-        self._listen().wait(queue, min(timeout, self._poll_interval))
+    def message_wait(self, queues: Sequence[str], timeout: float) -> None:
+        self._listen().wait(tuple(queues), min(timeout, self._poll_interval))
 
     # -- finishing ---------------------------------------------------------------------
 
@@ -377,11 +389,19 @@ class PostgresBackend:
 
         return self._call(False, run)
 
-    def message_extend(self, params: ExtendParams) -> float | None:
-        found = self._all(False, "message_extend", {
-            "id": params.message_id, "queue": params.queue, "token": params.token,
-            "seconds": params.seconds})
-        return float(found[0][0]) if found else None
+    def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
+        def run(conn: psycopg.Connection[Any]) -> list[float | None]:
+            found: dict[str, float] = {}
+            for queue in {e.queue for e in extends}:
+                group = [e for e in extends if e.queue == queue]
+                rows_ = conn.execute(self._q["message_extend"], {
+                    "queue": queue, "ids": [e.message_id for e in group],
+                    "tokens": [e.token for e in group],
+                    "seconds": [e.seconds for e in group]}).fetchall()
+                found.update({i: float(until) for i, until in rows_})
+            return [found.get(e.message_id) for e in extends]
+
+        return self._call(False, run)
 
     # -- operators ---------------------------------------------------------------------
 

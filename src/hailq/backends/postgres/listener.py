@@ -29,19 +29,21 @@ class Listener:
         self._stop = threading.Event()
         self.connected = threading.Event()
 
-    def _state(self, queue: str) -> tuple[int, int]:
-        return (self._gen[queue], self._epoch)
+    def _state(self, queues: tuple[str, ...]) -> tuple[int, ...]:
+        return (self._epoch, *(self._gen[q] for q in queues))
 
-    def wait(self, queue: str, timeout: float) -> None:
-        """Return when ``queue`` was notified since this thread last looked, or ``timeout``."""
+    def wait(self, queues: tuple[str, ...], timeout: float) -> None:
+        """Return when one of ``queues`` was notified since this thread last looked for
+        them, or after ``timeout``."""
         self._start()
-        seen: dict[str, tuple[int, int]] = self._seen.__dict__.setdefault("by_queue", {})
+        seen: dict[tuple[str, ...], tuple[int, ...]] = self._seen.__dict__.setdefault(
+            "by_queues", {})
         with self._cond:
-            before = seen.get(queue)
-            if before is None or before == self._state(queue):
-                before = self._state(queue)
-                self._cond.wait_for(lambda: self._state(queue) != before, timeout)
-            seen[queue] = self._state(queue)
+            before = seen.get(queues)
+            if before is None or before == self._state(queues):
+                before = self._state(queues)
+                self._cond.wait_for(lambda: self._state(queues) != before, timeout)
+            seen[queues] = self._state(queues)
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():

@@ -212,10 +212,11 @@ WITH nacked AS (
 SELECT state, ordering_key, (SELECT count(*) FROM woken) FROM nacked;
 
 -- name: message_extend
-UPDATE {schema}.messages SET state = 'leased', lease_until = {schema}.epoch() + %(seconds)s
-WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
-  AND state IN ('leased', 'ready')
-RETURNING lease_until;
+UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + e.seconds
+FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(seconds)s::float8[]) AS e(id, token, seconds)
+WHERE m.id = e.id AND m.token = e.token AND m.queue = %(queue)s
+  AND m.state IN ('leased', 'ready')
+RETURNING m.id, m.lease_until;
 
 -- name: message_peek
 SELECT id, state, body, body_kind, headers, priority, ordering_key, attempt,

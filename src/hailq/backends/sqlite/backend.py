@@ -33,6 +33,7 @@ from hailq.backends.base import (
     RedriveParams,
 )
 from hailq.backends.sqlfile import load_migrations, load_queries
+from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 from hailq.policy.ordering import sort_key
@@ -45,6 +46,8 @@ SCHEMA_TABLE = (
 )
 _LOCKED_RETRIES = 50
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
+_RECHECK = 0.1  # seconds between looks for messages that became due by time alone
+_EAGER = 0.05  # seconds of fast polling after a write was seen, until its commit shows
 
 
 class _Local(threading.local):
@@ -52,6 +55,8 @@ class _Local(threading.local):
     conn: sqlite3.Connection | None = None
     synchronous: str = ""
     version: int | None = None
+    watch: FolderWatch | None = None
+    watch_failed: bool = False
 
 
 class SQLiteBackend:
@@ -83,12 +88,15 @@ class SQLiteBackend:
             local.pid = pid
             local.synchronous = ""
             local.version = None
+            local.watch = None
+            local.watch_failed = False
         return local.conn
 
     def _open(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
                                    check_same_thread=False)
+            conn.execute("PRAGMA cache_size=-16000")  # 16 MB: the hot indexes stay in memory
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise StorageError(f"SQLite database {self.path}: could not switch to WAL ({mode})")
@@ -289,27 +297,45 @@ class SQLiteBackend:
     def _release(self, conn: sqlite3.Connection, queue: str, key: str, now: float) -> None:
         conn.execute(Q["key_release"], {"queue": queue, "key": key, "now": now})
 
-    def message_wait(self, queue: str, timeout: float) -> None:
-        # PRAGMA data_version changes when another connection commits: a cheap way to
-        # sleep until something may have changed, without a write transaction per poll.
-        # The version last seen is kept per thread, so a commit that lands between an
-        # empty claim and this wait still wakes us.
+    def message_wait(self, queues: Sequence[str], timeout: float) -> None:
+        # PRAGMA data_version changes when another connection commits. The version last
+        # seen is kept per thread, so a commit between an empty claim and this wait still
+        # wakes us. Between checks the thread sleeps on inotify (a write to the database's
+        # folder wakes it at once, idle costs nothing) or, where that is missing, polls.
         conn = self._connection()
         local = self._local
+        names = json.dumps(list(queues))
         deadline = time.monotonic() + timeout
-        recheck = time.monotonic() + 0.1
+        recheck = 0.0
+        eager_until = 0.0
         while True:
+            now = time.monotonic()
             current = conn.execute("PRAGMA data_version").fetchone()[0]
             changed = local.version is not None and current != local.version
             local.version = current
-            if changed or time.monotonic() >= recheck:
-                recheck = time.monotonic() + 0.1
-                if conn.execute(Q["claimable"], {"queue": queue, "now": self._clock()}).fetchone():
+            if changed or now >= recheck:
+                # Time alone makes messages due (delays, ended leases): look now and then.
+                recheck = now + _RECHECK
+                if conn.execute(Q["claimable"], {"queues": names,
+                                                 "now": self._clock()}).fetchone():
                     return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            time.sleep(min(self._poll_interval, remaining))
+            watch = self._watch()
+            if watch is None or time.monotonic() < eager_until:
+                time.sleep(min(self._poll_interval, remaining))
+            elif watch.wait(min(remaining, recheck - time.monotonic())):
+                # A write was seen; its commit may land a moment later without another
+                # event, so poll briefly before sleeping on the folder again.
+                eager_until = time.monotonic() + _EAGER
+
+    def _watch(self) -> FolderWatch | None:
+        local = self._local
+        if local.watch is None and not local.watch_failed:
+            local.watch = FolderWatch.open(os.path.dirname(self.path))
+            local.watch_failed = local.watch is None
+        return local.watch
 
     # -- finishing ---------------------------------------------------------------------
 
@@ -319,23 +345,21 @@ class SQLiteBackend:
 
     def _ack(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
              now: float) -> list[bool | None]:
-        results: list[bool | None] = []
-        late: Counter[str] = Counter()
+        by_queue: dict[str, list[AckParams]] = {}
         for a in acks:
-            row = conn.execute(Q["message_ack"], {"id": a.message_id, "queue": a.queue,
-                                                  "token": a.token, "now": now}).fetchone()
-            if row is None:
-                results.append(None)
-                continue
-            key, was_late = row
-            if key is not None:
-                self._release(conn, a.queue, key, now)
-            if was_late:
-                late[a.queue] += 1
-            results.append(bool(was_late))
-        for queue, n in late.items():
-            conn.execute(Q["count_late"], {"queue": queue, "n": n})
-        return results
+            by_queue.setdefault(a.queue, []).append(a)
+        outcome: dict[str, bool] = {}
+        for queue, group in by_queue.items():
+            pairs = json.dumps([[a.message_id, a.token] for a in group])
+            found = conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
+                                                    "now": now}).fetchall()
+            for key in sorted({k for _, k, _ in found if k is not None}):
+                self._release(conn, queue, key, now)
+            late = sum(1 for _, _, was_late in found if was_late)
+            if late:
+                conn.execute(Q["count_late"], {"queue": queue, "n": late})
+            outcome.update({i: bool(was_late) for i, _, was_late in found})
+        return [outcome.get(a.message_id) for a in acks]
 
     @contextmanager
     def message_ack_transaction(self, ack: AckParams) -> Iterator[sqlite3.Connection]:
@@ -366,12 +390,16 @@ class SQLiteBackend:
                 self._release(conn, params.queue, key, now)
             return True
 
-    def message_extend(self, params: ExtendParams) -> float | None:
+    def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
         with self._transaction(durable=False) as conn:
-            row = conn.execute(Q["message_extend"], {
-                "id": params.message_id, "queue": params.queue, "token": params.token,
-                "now": self._clock(), "seconds": params.seconds}).fetchone()
-        return None if row is None else float(row[0])
+            now = self._clock()
+            results: list[float | None] = []
+            for e in extends:
+                row = conn.execute(Q["message_extend"], {
+                    "id": e.message_id, "queue": e.queue, "token": e.token, "now": now,
+                    "seconds": e.seconds}).fetchone()
+                results.append(None if row is None else float(row[0]))
+        return results
 
     # -- operators ---------------------------------------------------------------------
 

@@ -48,12 +48,14 @@ VALUES (:id, :queue,
 UPDATE hailq_counters SET sent = sent + :n WHERE queue = :queue;
 
 -- name: claimable
--- A cheap read: is a claim worth a write transaction?
-SELECT 1 WHERE EXISTS (SELECT 1 FROM hailq_messages WHERE queue = :queue AND state = 'ready')
-    OR EXISTS (SELECT 1 FROM hailq_messages
-               WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now)
-    OR EXISTS (SELECT 1 FROM hailq_messages
-               WHERE queue = :queue AND state = 'leased' AND lease_until <= :now);
+-- A cheap read: is a claim worth a write transaction? :queues is a JSON array.
+SELECT 1 FROM json_each(:queues) AS q
+WHERE EXISTS (SELECT 1 FROM hailq_messages WHERE queue = q.value AND state = 'ready')
+   OR EXISTS (SELECT 1 FROM hailq_messages
+              WHERE queue = q.value AND state = 'scheduled' AND available_at <= :now)
+   OR EXISTS (SELECT 1 FROM hailq_messages
+              WHERE queue = q.value AND state = 'leased' AND lease_until <= :now)
+LIMIT 1;
 
 -- name: scheduled_promote
 UPDATE hailq_messages SET state = 'ready'
@@ -112,9 +114,12 @@ AND NOT EXISTS (
 );
 
 -- name: message_ack
+-- :pairs is a JSON array of [id, token]: one statement for a whole batch.
 DELETE FROM hailq_messages
-WHERE id = :id AND queue = :queue AND token = :token AND state <> 'blocked'
-RETURNING ordering_key, state <> 'leased' OR lease_until < :now AS late;
+WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                      FROM json_each(:pairs))
+  AND queue = :queue AND state <> 'blocked'
+RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
 
 -- name: message_nack
 UPDATE hailq_messages

@@ -1,0 +1,75 @@
+-- columns: table.column type null default identity
+counters queue text NO  NO
+counters shard integer NO  NO
+counters sent bigint NO 0 NO
+counters purged bigint NO 0 NO
+counters nacked bigint NO 0 NO
+counters redelivered bigint NO 0 NO
+counters dead_lettered bigint NO 0 NO
+counters late_acks bigint NO 0 NO
+dedup queue text NO  NO
+dedup dedup_id text NO  NO
+dedup message_id text NO  NO
+dedup expires_at double precision NO  NO
+messages seq bigint NO  YES
+messages id text NO  NO
+messages queue text NO  NO
+messages state text NO  NO
+messages body bytea NO  NO
+messages body_kind smallint NO  NO
+messages headers text YES  NO
+messages priority smallint NO  NO
+messages ordering_key text YES  NO
+messages sort_key double precision NO  NO
+messages attempt integer NO 0 NO
+messages enqueued_at double precision NO  NO
+messages available_at double precision NO  NO
+messages lease_until double precision YES  NO
+messages token text YES  NO
+messages errors jsonb YES  NO
+messages dead_at double precision YES  NO
+messages parked boolean NO false NO
+queues name text NO  NO
+queues settings text NO  NO
+queues created_at double precision NO  NO
+schema_version version integer NO  NO
+schema_version name text NO  NO
+schema_version applied_at timestamp with time zone NO now() NO
+subscriptions topic text NO  NO
+subscriptions queue text NO  NO
+subscriptions filter text YES  NO
+subscriptions created_at double precision NO  NO
+topics name text NO  NO
+topics created_at double precision NO  NO
+workers id text NO  NO
+workers host text NO  NO
+workers pid integer NO  NO
+workers queues text NO  NO
+workers concurrency integer NO  NO
+workers in_flight integer NO  NO
+workers started_at double precision NO  NO
+workers last_seen double precision NO  NO
+workers state text NO  NO
+
+-- indexes
+CREATE UNIQUE INDEX counters_pkey ON {schema}.counters USING btree (queue, shard)
+CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
+CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)
+CREATE INDEX messages_dead ON {schema}.messages USING btree (queue, dead_at) WHERE (state = 'dead'::text)
+CREATE INDEX messages_key ON {schema}.messages USING btree (queue, ordering_key, seq) WHERE (ordering_key IS NOT NULL)
+CREATE INDEX messages_leased ON {schema}.messages USING btree (queue, lease_until) WHERE (state = 'leased'::text)
+CREATE UNIQUE INDEX messages_pkey ON {schema}.messages USING btree (id)
+CREATE INDEX messages_ready ON {schema}.messages USING btree (queue, sort_key, seq) WHERE (state = 'ready'::text)
+CREATE INDEX messages_scheduled ON {schema}.messages USING btree (queue, available_at) WHERE (state = 'scheduled'::text)
+CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (name)
+CREATE UNIQUE INDEX schema_version_pkey ON {schema}.schema_version USING btree (version)
+CREATE UNIQUE INDEX subscriptions_pkey ON {schema}.subscriptions USING btree (topic, queue)
+CREATE UNIQUE INDEX topics_pkey ON {schema}.topics USING btree (name)
+CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (id)
+
+-- functions
+epoch returns double precision
+notify_insert returns trigger
+
+-- triggers
+CREATE TRIGGER messages_notify AFTER INSERT ON {schema}.messages REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_insert('hailq_{schema}')

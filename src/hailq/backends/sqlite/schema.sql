@@ -1,0 +1,98 @@
+-- index hailq_dedup_expires
+CREATE INDEX hailq_dedup_expires ON hailq_dedup (expires_at);
+
+-- index hailq_messages_dead
+CREATE INDEX hailq_messages_dead ON hailq_messages (queue, dead_at) WHERE state = 'dead';
+
+-- index hailq_messages_key
+CREATE INDEX hailq_messages_key ON hailq_messages (queue, ordering_key, seq) WHERE ordering_key IS NOT NULL;
+
+-- index hailq_messages_leased
+CREATE INDEX hailq_messages_leased ON hailq_messages (queue, lease_until) WHERE state = 'leased';
+
+-- index hailq_messages_ready
+CREATE INDEX hailq_messages_ready ON hailq_messages (queue, sort_key, seq) WHERE state = 'ready';
+
+-- index hailq_messages_scheduled
+CREATE INDEX hailq_messages_scheduled ON hailq_messages (queue, available_at) WHERE state = 'scheduled';
+
+-- table hailq_counters
+CREATE TABLE hailq_counters (
+    queue TEXT PRIMARY KEY,
+    sent INTEGER NOT NULL DEFAULT 0,
+    purged INTEGER NOT NULL DEFAULT 0,
+    nacked INTEGER NOT NULL DEFAULT 0,
+    redelivered INTEGER NOT NULL DEFAULT 0,
+    dead_lettered INTEGER NOT NULL DEFAULT 0,
+    late_acks INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- table hailq_dedup
+CREATE TABLE hailq_dedup (
+    queue TEXT NOT NULL,
+    dedup_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (queue, dedup_id)
+) WITHOUT ROWID;
+
+-- table hailq_messages
+CREATE TABLE hailq_messages (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    queue TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body BLOB NOT NULL,
+    body_kind INTEGER NOT NULL,
+    headers TEXT,
+    priority INTEGER NOT NULL,
+    ordering_key TEXT,
+    sort_key REAL NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    enqueued_at REAL NOT NULL,
+    available_at REAL NOT NULL,
+    lease_until REAL,
+    token TEXT,
+    errors TEXT,
+    dead_at REAL,
+    parked INTEGER NOT NULL DEFAULT 0
+);
+
+-- table hailq_queues
+CREATE TABLE hailq_queues (
+    name TEXT PRIMARY KEY,
+    settings TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+
+-- table hailq_schema
+CREATE TABLE hailq_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);
+
+-- table hailq_subscriptions
+CREATE TABLE hailq_subscriptions (
+    topic TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    filter TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (topic, queue)
+);
+
+-- table hailq_topics
+CREATE TABLE hailq_topics (
+    name TEXT PRIMARY KEY,
+    created_at REAL NOT NULL
+);
+
+-- table hailq_workers
+CREATE TABLE hailq_workers (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    queues TEXT NOT NULL,
+    concurrency INTEGER NOT NULL,
+    in_flight INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    state TEXT NOT NULL
+);
+

@@ -1,0 +1,94 @@
+"""The migrated schema equals the checked-in ``schema.sql`` of each backend.
+
+A migration that changes the schema must come with the new ``schema.sql``
+(regenerate with ``python tests/test_schema.py``), so every schema change is
+reviewed as a diff, and migrations never drift from what a fresh install gets.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import psycopg
+
+import hailq
+
+ROOT = Path(__file__).resolve().parent.parent / "src" / "hailq" / "backends"
+SQLITE_SCHEMA = ROOT / "sqlite" / "schema.sql"
+POSTGRES_SCHEMA = ROOT / "postgres" / "schema.sql"
+
+
+def sqlite_schema(path: str) -> str:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY type, name").fetchall()
+    return "".join(f"-- {kind} {name}\n{sql};\n\n" for kind, name, sql in rows)
+
+
+def postgres_schema(conninfo: str, schema: str) -> str:
+    """Tables, columns, indexes, functions and triggers of ``schema``, with its name
+    replaced by ``{schema}`` so any schema name compares equal."""
+    with psycopg.connect(conninfo) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, "
+            "coalesce(column_default, ''), is_identity FROM information_schema.columns "
+            "WHERE table_schema = %s ORDER BY table_name, ordinal_position", (schema,)).fetchall()
+        indexes = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY indexname",
+            (schema,)).fetchall()
+        routines = conn.execute(
+            "SELECT p.proname, pg_get_function_result(p.oid) FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s "
+            "ORDER BY p.proname", (schema,)).fetchall()
+        triggers = conn.execute(
+            "SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c "
+            "ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND NOT t.tgisinternal ORDER BY t.tgname", (schema,)).fetchall()
+    lines = ["-- columns: table.column type null default identity"]
+    lines += [" ".join(str(v) for v in row) for row in columns]
+    lines += ["", "-- indexes"] + [row[0] for row in indexes]
+    lines += ["", "-- functions"] + [f"{name} returns {result}" for name, result in routines]
+    lines += ["", "-- triggers"] + [row[0] for row in triggers]
+    text = "\n".join(lines) + "\n"
+    return text.replace(f'"{schema}"', "{schema}").replace(schema, "{schema}")
+
+
+def test_sqlite_migrations_give_the_checked_in_schema(tmp_path: Path) -> None:
+    path = tmp_path / "schema.db"
+    hailq.connect(f"sqlite:///{path}").close()
+    assert sqlite_schema(str(path)) == SQLITE_SCHEMA.read_text()
+
+
+def test_postgres_migrations_give_the_checked_in_schema(pg_url: str) -> None:
+    from hailq.url import parse_url
+
+    hailq.connect(pg_url).close()
+    parsed = parse_url(pg_url)
+    assert postgres_schema(parsed.target, parsed.options["schema"]) == \
+        POSTGRES_SCHEMA.read_text()
+
+
+def test_migrating_twice_changes_nothing(url: str) -> None:
+    first = hailq.connect(url)
+    version = first.migrate()
+    assert first.migrate() == version
+    first.close()
+
+
+if __name__ == "__main__":  # regenerate the checked-in files
+    import tempfile
+    import uuid
+
+    from conftest import PG_URL, drop_schema
+
+    with tempfile.TemporaryDirectory() as tmp:
+        hailq.connect(f"sqlite:///{tmp}/s.db").close()
+        SQLITE_SCHEMA.write_text(sqlite_schema(f"{tmp}/s.db"))
+    name = f"hailq_schema_{uuid.uuid4().hex[:8]}"
+    hailq.connect(f"{PG_URL}?schema={name}").close()
+    POSTGRES_SCHEMA.write_text(postgres_schema(PG_URL, name))
+    drop_schema(name)
+    sys.exit(0)
