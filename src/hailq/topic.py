@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,22 +56,34 @@ class Topic:
         key and headers.
         """
         envelope = Envelope(body, priority, ordering_key, delay, headers, dedup_id, not_before)
-        # Validate once up front so bad input fails even with no subscriptions.
-        build_message(self.name, QueueSettings(), envelope, self._broker.backend.clock_now)
-        wanted = dict(headers or {})
+        return self.publish_many([envelope])[0]
+
+    def publish_many(self, items: Iterable[Body | Envelope]) -> list[dict[str, str]]:
+        """Publish a batch atomically, all or none: one transaction for every copy.
+
+        Items are bodies or ``Envelope``s; returns, per item, ``{subscription:
+        message id}`` as ``publish`` does.
+        """
+        envelopes = [i if isinstance(i, Envelope) else Envelope(i) for i in items]
         backend = self._broker.backend
+        for e in envelopes:  # bad input fails even with no subscriptions
+            build_message(self.name, QueueSettings(), e, backend.clock_now)
         for sub in backend.subscription_list(self.name):  # warm the cache outside the write
             self._queue_settings(sub.queue)
-        built: list[NewMessage] = []
+        built: list[tuple[int, NewMessage]] = []
 
         def copies(subs: list[Subscription]) -> list[NewMessage]:
-            built[:] = [build_message(s.queue, self._queue_settings(s.queue), envelope,
-                                      backend.clock_now)
-                        for s in subs if s.matches(wanted)]
-            return built
+            built[:] = [(n, build_message(s.queue, self._queue_settings(s.queue), e,
+                                          backend.clock_now))
+                        for n, e in enumerate(envelopes)
+                        for s in subs if s.matches(dict(e.headers or {}))]
+            return [m for _, m in built]
 
-        ids = backend.topic_publish(self.name, copies)
-        return {m.queue: i for m, i in zip(built, ids, strict=True)}
+        ids = backend.topic_publish(self.name, copies) if envelopes else []
+        result: list[dict[str, str]] = [{} for _ in envelopes]
+        for (n, message), message_id in zip(built, ids, strict=True):
+            result[n][message.queue] = message_id
+        return result
 
     def _queue_settings(self, queue: str) -> QueueSettings:
         """Settings of a subscription queue; reads only, so it is safe inside a write."""

@@ -91,6 +91,23 @@ def test_rule_19_subscription_settings_are_its_queue_settings(broker: hailq.Brok
     assert broker.get_queue("fast").settings.lease == 5.0
 
 
+def test_rule_19_publish_many_is_one_atomic_batch(broker: hailq.Broker) -> None:
+    claims = broker.topic("claims")
+    checkers = claims.subscribe("checkers")
+    vip_stats = claims.subscribe("vip-stats", filter={"tier": "vip"})
+    batch = [{"claim": n} for n in range(50)] + [
+        hailq.Envelope({"claim": 99}, priority=9, headers={"tier": "vip"})]
+    results = claims.publish_many(batch)
+
+    assert [sorted(r) for r in results] == [["checkers"]] * 50 + [["checkers", "vip-stats"]]
+    assert sorted(m.body["claim"] for m in receive_all(checkers)) == [*range(50), 99]
+    assert [(m.body, m.priority) for m in receive_all(vip_stats)] == [({"claim": 99}, 9)]
+
+    with pytest.raises(hailq.InvalidArgument):
+        claims.publish_many([{"claim": 1}, {"claim": float("nan")}])
+    assert checkers.stats().sent == 51  # the bad batch wrote nothing
+
+
 # -- rule 20: subscribers are independent -------------------------------------------------------
 
 
