@@ -44,7 +44,6 @@ SCHEMA_TABLE = (
     "CREATE TABLE IF NOT EXISTS hailq_schema ("
     "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
 )
-_LOCKED_RETRIES = 50
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 _RECHECK = 0.1  # seconds between looks for messages that became due by time alone
 _EAGER = 0.05  # seconds of fast polling after a write was seen, until its commit shows
@@ -129,17 +128,30 @@ class SQLiteBackend:
             raise
 
     def _begin(self, conn: sqlite3.Connection) -> None:
-        # The busy handler already waited busy_timeout; a rare leftover lock is retried
-        # here so contention never reaches the caller as "database is locked".
-        for attempt in range(_LOCKED_RETRIES):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                time.sleep(min(0.01 * 2 ** attempt, 1.0))
-        conn.execute("BEGIN IMMEDIATE")
+        # SQLite's own busy handler sleeps in steps of up to 100 ms, far longer than a
+        # hailq write holds the lock, so the write lock is asked for here with short
+        # sleeps instead (busy_timeout is 0 around BEGIN). Contention never reaches the
+        # caller as "database is locked"; after busy_timeout it is a StorageError.
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            deadline = time.monotonic() + self._busy_timeout
+            pause = 0.0001
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    if time.monotonic() > deadline:
+                        raise StorageError(
+                            f"SQLite database {self.path}: still busy after "
+                            f"{self._busy_timeout:g} s (another process holds the write "
+                            "lock)") from None
+                time.sleep(pause)
+                pause = min(pause * 1.5, 0.005)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
 
     def _read(self, sql: str, params: dict[str, Any]) -> list[Any]:
         try:
