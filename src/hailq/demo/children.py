@@ -1,0 +1,71 @@
+"""Helper processes of the demo (``hailq.demo.roles``) and the JSON lines they report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, IO
+
+Line = dict[str, Any]
+
+
+class Child:
+    """One ``python -m hailq.demo.roles ROLE ...`` process; its lines go to ``on_line``."""
+
+    def __init__(self, role: str, args: list[str], log_dir: Path,
+                 on_line: Callable[[Line], None] | None = None) -> None:
+        self.role = role
+        self.lines: list[Line] = []
+        self._on_line = on_line
+        self._log: IO[bytes] = open(log_dir / f"{role}.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "hailq.demo.roles", role, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True)
+        self._reader = threading.Thread(target=self._read, name=f"demo-{role}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for text in self.process.stdout:
+            line: Line = json.loads(text)
+            self.lines.append(line)
+            if self._on_line is not None:
+                self._on_line(line)
+
+    def tell(self, text: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(text + "\n")
+        self.process.stdin.flush()
+
+    def wait_for(self, key: str, timeout: float) -> Line:
+        """The first line that has ``key``, waiting up to ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if key in line:
+                    return line
+            if self.finished:
+                break
+            time.sleep(0.005)
+        raise RuntimeError(f"the {self.role} process did not report {key!r} "
+                           f"(exit code {self.process.poll()}); see {self._log.name}")
+
+    @property
+    def finished(self) -> bool:
+        return self.process.poll() is not None and not self._reader.is_alive()
+
+    def stop(self) -> None:
+        """End the process if it still runs, and release its pipes."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+        self._reader.join(5)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+        self._log.close()
