@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any
 
 Line = dict[str, Any]
 

@@ -16,8 +16,8 @@ from rich.live import Live
 from hailq.demo.report import Report
 from hailq.demo.run import Progress, Run
 from hailq.demo.story import Plan
-from hailq.demo.workspace import Workspace
 from hailq.demo.view import render
+from hailq.demo.workspace import Workspace
 from hailq.errors import HailqError
 
 URL_META_KEY = "hailq.url"  # where the hailq group keeps a --url given before "demo"

@@ -10,6 +10,7 @@ them: it is a figure of the machine as much as of hailq.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,7 +41,7 @@ def ratio(makespan: float, ideal: float) -> float:
 def in_order(done: Sequence[tuple[int, float]]) -> bool:
     """True when claims (number, finished at) finished in the order they were numbered."""
     times = [at for _, at in sorted(done)]
-    return all(a < b for a, b in zip(times, times[1:], strict=False))
+    return all(a < b for a, b in itertools.pairwise(times))
 
 
 @dataclass
@@ -86,6 +87,8 @@ class Report:
     contracts_in_order: int
     vip_wait: Waits
     normal_wait: Waits
+    cpus: int = 0
+    load_average: float = 0.0  # 1-minute load when the run ended: other work on the machine
     events: list[str] = field(default_factory=list)
 
     @property
@@ -135,6 +138,7 @@ class Report:
                     f" / {self.checkers})  {mark[target]} target ≤ {TARGET_RATIO}×")
         run.add_row("throughput", f"{self.throughput:,.0f} claims/s; burst sent in "
                     f"{self.send_seconds:.2f} s")
+        run.add_row("machine", f"{self.cpus} CPUs, load average {self.load_average:.1f}")
         run.add_row("waits VIP", _waits(self.vip_wait))
         run.add_row("waits normal", _waits(self.normal_wait))
         run.add_row("redeliveries", f"{self.redeliveries} (crash, slow checker, corrupt photo)")

@@ -10,6 +10,7 @@ the corrupt one is dead, and the statistics program has counted them all.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -230,6 +231,7 @@ class Run:
             contracts_in_order=sum(1 for done in contracts.values()
                                    if len(done) == 3 and in_order(done)),
             vip_wait=vip, normal_wait=normal,
+            cpus=os.cpu_count() or 0, load_average=round(os.getloadavg()[0], 2),
             events=[text for _, text in tracker.events])
 
     def _waits(self) -> tuple[Waits, Waits]:
