@@ -48,10 +48,9 @@ class Progress:
     sent: int
     results: int
     busy: int
-    in_flight: int
     statistics: int
-    dead: int
     throughput: float
+    queue: hailq.QueueStats | None  # the checkers' queue as the broker counts it, once a second
     events: list[str] = field(default_factory=list)
 
 
@@ -68,6 +67,8 @@ class Run:
         self.dead = 0
         self.crashed: Line | None = None
         self._rate: list[tuple[float, int]] = []
+        self._queue_stats: hailq.QueueStats | None = None
+        self._stats_at = 0.0
 
     def execute(self, on_progress: Callable[[Progress], None] | None = None,
                 timeout: float | None = None) -> Report:
@@ -122,13 +123,18 @@ class Run:
                 if slow is None and tracker.results >= SLOW_AT * plan.claims:
                     slow = slow_checker(checks, store, tracker)
                 if on_progress is not None:
-                    on_progress(self._progress(now - start, worker))
+                    if now - self._stats_at >= 1.0:  # a read: it does not block the writers
+                        self._queue_stats, self._stats_at = checks.stats(), now
+                    on_progress(self._progress(now - start))
                 if self._finished(checks, crash, slow, stats):
                     break
                 if now - start > limit:
                     tracker.event(f"gave up after {limit:.0f} s")
                     break
                 time.sleep(0.05)
+            if on_progress is not None:  # the last frame shows the broker's final count
+                self._queue_stats = checks.stats()
+                on_progress(self._progress(time.monotonic() - start))
             worker.stop()
             thread.join(plan.lease + 10)
             report = self._report(checks, store)
@@ -169,7 +175,7 @@ class Run:
 
     # -- progress and the end --------------------------------------------------------------
 
-    def _progress(self, elapsed: float, worker: Worker) -> Progress:
+    def _progress(self, elapsed: float) -> Progress:
         tracker = self.tracker
         now = time.monotonic()
         self._rate.append((now, tracker.results))
@@ -178,9 +184,8 @@ class Run:
         first_t, first_n = self._rate[0]
         rate = (tracker.results - first_n) / (now - first_t) if now > first_t else 0.0
         return Progress(self.plan, elapsed, sum(b["count"] for b in self.batches),
-                        tracker.results, tracker.busy, worker.in_flight,
-                        self.statistics_count, self.dead, rate,
-                        [text for _, text in list(tracker.events)[-6:]])
+                        tracker.results, tracker.busy, self.statistics_count, rate,
+                        self._queue_stats, [text for _, text in list(tracker.events)[-6:]])
 
     def _finished(self, checks: hailq.Queue, crash: Child | None,
                   slow: threading.Thread | None, stats: Child) -> bool:

@@ -14,18 +14,21 @@ from hailq.demo.run import Progress
 def render(p: Progress) -> RenderableType:
     """One frame of the view."""
     plan = p.plan
-    done = p.results + p.dead
+    q = p.queue
+    dead = q.dead if q else 0
+    done = p.results + dead
     figures = Table.grid(padding=(0, 2))
     figures.add_column(style="bold")
     figures.add_column(justify="right")
     figures.add_column(style="bold")
     figures.add_column(justify="right")
-    depth = max(p.sent - done - p.in_flight, 0)
     figures.add_row("claims sent", f"{p.sent:,}/{plan.claims:,}",
                     "checkers busy", f"{p.busy}/{plan.checkers}")
-    figures.add_row("waiting in queue", f"{depth:,}", "throughput", f"{p.throughput:,.0f}/s")
-    figures.add_row("results", f"{p.results:,}", "statistics counted", f"{p.statistics:,}")
-    figures.add_row("dead letters", f"{p.dead}", "elapsed", f"{p.elapsed:.1f} s")
+    figures.add_row("queue: ready", f"{q.ready + q.scheduled + q.blocked:,}" if q else "…",
+                    "queue: in flight", f"{q.in_flight:,}" if q else "…")
+    figures.add_row("results", f"{p.results:,}", "throughput", f"{p.throughput:,.0f}/s")
+    figures.add_row("dead letters", f"{dead}", "redelivered", f"{q.redelivered}" if q else "…")
+    figures.add_row("statistics counted", f"{p.statistics:,}", "elapsed", f"{p.elapsed:.1f} s")
     bar = Table.grid(padding=(0, 1))
     bar.add_column(width=50)
     bar.add_column()
