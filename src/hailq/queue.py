@@ -163,8 +163,7 @@ class Queue:
         lease_s = self.settings.lease if lease is None else seconds(
             lease, "lease", allow_zero=False, maximum=12 * 3600)
         wait_s = seconds(wait, "wait", maximum=MAX_WAIT)
-        params = ClaimParams(self.name, max_messages, lease_s, self.settings.max_attempts,
-                             self.settings.max_in_flight, self.settings.on_dead)
+        params = self._claim_params(max_messages, lease_s)
         deadline = time.monotonic() + wait_s
         while True:
             rows = self._backend.message_claim(params)
@@ -264,6 +263,15 @@ class Queue:
 
     # -- operators ---------------------------------------------------------------------
 
+    def _upkeep(self) -> None:
+        """End leases that ran out and release due messages, so operators see the truth
+        (a message whose last lease ended is dead now, not at the next receive)."""
+        self._backend.queue_upkeep(self._claim_params(1, self.settings.lease))
+
+    def _claim_params(self, max_messages: int, lease: float) -> ClaimParams:
+        return ClaimParams(self.name, max_messages, lease, self.settings.max_attempts,
+                           self.settings.max_in_flight, self.settings.on_dead)
+
     def peek(self, limit: int = 10) -> list[PeekedMessage]:
         """Look at live messages in delivery order without leasing them."""
         return self._backend.message_peek(self.name, _limit(limit))
@@ -274,23 +282,29 @@ class Queue:
         """Dead messages, oldest death first, each with the error of every attempt."""
         if error_contains is not None and not isinstance(error_contains, str):
             raise InvalidArgument("error_contains must be a string")
-        return self._backend.dead_list(DeadListParams(
+        params = DeadListParams(
             self.name, error_contains,
             None if older_than is None else seconds(older_than, "older_than"),
-            check_key(ordering_key, "ordering_key"), _limit(limit)))
+            check_key(ordering_key, "ordering_key"), _limit(limit))
+        self._upkeep()
+        return self._backend.dead_list(params)
 
     def redrive(self, ids: Iterable[str] | None = None) -> int:
         """Return dead messages (all, or these ids) to ready with attempt 0, in key order."""
         chosen = None if ids is None else [check_message_id(i) for i in ids]
+        self._upkeep()
         return self._backend.dead_redrive(RedriveParams(self.name, chosen, self.settings.aging))
 
     def purge(self, dead: bool = True) -> int:
         """Delete dead messages (``dead=True``) or every live message (``dead=False``)."""
         if not isinstance(dead, bool):
             raise InvalidArgument("dead must be True or False")
+        self._upkeep()
         return self._backend.message_purge(self.name, dead)
 
     def stats(self) -> QueueStats:
+        """Counts and totals; ended leases are settled first, so the counts are current."""
+        self._upkeep()
         return self._backend.queue_stats(self.name)
 
     def __repr__(self) -> str:

@@ -138,6 +138,11 @@ class Backend(Protocol):
         """Lease up to ``max_messages`` in rule-16 order; reclaim ended leases first."""
         ...
 
+    def queue_upkeep(self, params: ClaimParams) -> None:
+        """The claim's upkeep without the claim: due messages become ready, ended leases
+        return their message or kill it (rule 13). ``max_messages`` is not used."""
+        ...
+
     def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
         """Delete each message whose lease the token names, in one transaction.
 

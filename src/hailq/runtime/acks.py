@@ -4,6 +4,11 @@ Handlers hand finished messages to one flusher thread, which acks everything
 pending in one transaction per queue every ``interval`` seconds, or sooner
 when ``batch`` are waiting. An ack lost in a crash only causes a redelivery,
 which at-least-once delivery allows; ``close()`` flushes what is pending.
+
+``flush()`` commits everything handed in so far before it returns; the fetch
+loop calls it before each receive, so a finished message is never still
+leased while its slot takes new work (a message that then kills the process
+must not take its finished neighbour to the dead letters with it).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class AckBatcher:
         self._batch = batch
         self._pending: list[Message] = []
         self._wake = threading.Condition()
+        self._committing = threading.Lock()  # held while a batch is being acked
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="hailq-acks", daemon=True)
         self.acked = 0
@@ -46,6 +52,14 @@ class AckBatcher:
                 self._wake.notify()
                 return
         self._ack([message])
+
+    def flush(self) -> None:
+        """Ack everything handed in so far, in this thread; return once it is committed."""
+        with self._committing:  # waits for a batch the flusher is committing right now
+            with self._wake:
+                taken, self._pending = self._pending, []
+            if taken:
+                self._ack_now(taken)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush every pending ack, then stop the flusher."""
@@ -65,10 +79,17 @@ class AckBatcher:
                 if not self._closing and len(self._pending) < self._batch:
                     # Give concurrent handlers a moment to join this transaction.
                     self._wake.wait(self._interval)
-                taken, self._pending = self._pending, []
-            self._ack(taken)
+            with self._committing:
+                with self._wake:
+                    taken, self._pending = self._pending, []
+                if taken:
+                    self._ack_now(taken)
 
     def _ack(self, messages: list[Message]) -> None:
+        with self._committing:
+            self._ack_now(messages)
+
+    def _ack_now(self, messages: list[Message]) -> None:
         by_queue: dict[str, list[Message]] = {}
         for message in messages:
             by_queue.setdefault(message.queue, []).append(message)

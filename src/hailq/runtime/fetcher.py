@@ -29,7 +29,8 @@ class Fetcher:
 
     def __init__(self, backend: Backend, queues: Mapping[str, Queue], order: Order,
                  inflight: InFlight, dispatch: Callable[[Message], None], flag: StopFlag,
-                 *, poll: float = 1.0) -> None:
+                 *, poll: float = 1.0, before_receive: Callable[[], None] = lambda: None,
+                 ) -> None:
         self._backend = backend
         self._queues = queues
         self._order = order
@@ -37,6 +38,7 @@ class Fetcher:
         self._dispatch = dispatch
         self._flag = flag
         self._poll = poll
+        self._before_receive = before_receive
         self._thread = threading.Thread(target=self._run, name="hailq-fetch", daemon=True)
 
     def start(self) -> None:
@@ -67,6 +69,7 @@ class Fetcher:
 
     def _fetch(self, free: int) -> int:
         """Ask the queues for up to ``free`` messages in plan order; return how many came."""
+        self._before_receive()  # finished work is acked before new work is leased
         got = 0
         short: set[str] = set()
         plan = self._order.plan(free)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from hailq.backends import rows
 from hailq.backends.base import (
@@ -112,6 +112,8 @@ class PostgresBackend:
                     return fn(conn)
             except psycopg.OperationalError as exc:
                 if time.monotonic() + delay >= deadline:
+                    if isinstance(exc, PoolTimeout):
+                        self._probe()  # names the cause (refused, unknown host...) if it can
                     raise self._storage_error(exc) from None
                 pool.check()  # drop every broken idle connection, not just this one
                 time.sleep(delay)
@@ -278,6 +280,9 @@ class PostgresBackend:
 
         return self._call(False, run)
 
+    def queue_upkeep(self, params: ClaimParams) -> None:
+        self._call(False, lambda conn: self._maintain(conn, params))
+
     def _maintain(self, conn: psycopg.Connection[Any], params: ClaimParams) -> None:
         self._maintained[params.queue] = time.monotonic()
         park = params.on_dead == "park"
@@ -320,7 +325,12 @@ class PostgresBackend:
                                                   "channel": self.channel})
 
     def message_wait(self, queues: Sequence[str], timeout: float) -> None:
-        self._listen().wait(tuple(queues), min(timeout, self._poll_interval))
+        # NOTIFY wakes us for new and released messages; time alone makes delayed ones
+        # due and ends leases, so never sleep past the next such moment.
+        names = list(queues)
+        found = self._call(False, lambda c: self._one(c, "next_due", {"queues": names}))
+        due = float("inf") if found[0] is None else max(float(found[0]), 0.01)
+        self._listen().wait(tuple(names), min(timeout, self._poll_interval, due))
 
     # -- finishing ---------------------------------------------------------------------
 

@@ -99,6 +99,15 @@ INSERT INTO {schema}.counters AS c (queue, shard, dead_lettered)
 VALUES (%(queue)s, pg_backend_pid() %% 16, %(dead)s)
 ON CONFLICT (queue, shard) DO UPDATE SET dead_lettered = c.dead_lettered + excluded.dead_lettered;
 
+-- name: next_due
+-- Seconds until a delayed message of these queues becomes due or a lease ends.
+SELECT least(
+    (SELECT min(available_at) FROM {schema}.messages
+     WHERE queue = ANY(%(queues)s::text[]) AND state = 'scheduled'),
+    (SELECT min(lease_until) FROM {schema}.messages
+     WHERE queue = ANY(%(queues)s::text[]) AND state = 'leased')
+) - {schema}.epoch();
+
 -- name: in_flight_lock
 SELECT pg_advisory_xact_lock(hashtextextended('hailq in flight ' || %(queue)s, 0));
 

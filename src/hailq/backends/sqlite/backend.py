@@ -9,6 +9,7 @@ failure only causes a redelivery, which at-least-once allows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -45,6 +46,7 @@ SCHEMA_TABLE = (
     "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
 )
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
+_REOPEN_AFTER = {8, 10, 14}  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
 _RECHECK = 0.1  # seconds between looks for messages that became due by time alone
 _EAGER = 0.05  # seconds of fast polling after a write was seen, until its commit shows
 
@@ -104,6 +106,14 @@ class SQLiteBackend:
         return conn
 
     def _storage_error(self, exc: BaseException) -> StorageError:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in _REOPEN_AFTER:
+            # A connection opened while the file was read-only (or unreachable) stays so:
+            # forget it, so the next call opens a fresh one once the file is writable again.
+            conn, self._local.conn = self._local.conn, None
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
         return StorageError(f"SQLite database {self.path}: {exc}")
 
     @contextmanager
@@ -275,6 +285,10 @@ class SQLiteBackend:
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
         return [ClaimedRow(*r[2:]) for r in found]
+
+    def queue_upkeep(self, params: ClaimParams) -> None:
+        with self._transaction(durable=False) as conn:
+            self._maintain(conn, params, self._clock())
 
     def _maintain(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
         """Claim-time upkeep, no sweeper needed: due messages become ready, ended leases end."""
