@@ -217,7 +217,7 @@ def test_sqlite_queue_agrees_with_the_model(
 def test_postgres_queue_agrees_with_the_model(pg_url: str) -> None:
     with hailq.connect(pg_url) as broker:
         machine = type("Machine", (PostgresMachine,), {"broker": broker})
-        run_state_machine_as_test(machine, settings=settings(MODEL_SETTINGS, max_examples=25))
+        run_state_machine_as_test(machine, settings=settings(MODEL_SETTINGS, max_examples=15))
 
 
 def test_a_lease_ended_on_the_last_attempt_is_dead_without_any_further_receive(
