@@ -52,3 +52,12 @@ def test_help_tells_the_story() -> None:
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
     assert "hailstorm" in done.stdout and "--json" in done.stdout
+
+
+def test_the_command_is_a_click_command_named_demo_for_the_hailq_group() -> None:
+    import click
+
+    from hailq.demo.command import demo_command
+
+    assert isinstance(demo_command, click.Command)
+    assert demo_command.name == "demo"
