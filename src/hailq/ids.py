@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import threading
@@ -10,6 +11,7 @@ import time
 from hailq.errors import InvalidArgument
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: sorts like the number
+_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ALPHABET.encode())
 _lock = threading.Lock()
 _last = (0, 0)
 
@@ -33,7 +35,7 @@ def new_message_id() -> str:
             rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
         _last = (ms, rand)
     value = (ms << 80) | (rand & ((1 << 80) - 1))
-    return "".join(_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return base64.b32encode(value.to_bytes(16, "big"))[:26].translate(_TO_CROCKFORD).decode()
 
 
 def check_message_id(value: object) -> str:

@@ -44,10 +44,12 @@ class LeaseKeeper:
 
     def hold(self, message: Message, lease: float) -> None:
         """Start renewing ``message``'s lease of ``lease`` seconds."""
+        due = self._now() + lease * self._fraction
         with self._wake:
-            self._held[message.receipt] = _Held(message, lease,
-                                                self._now() + lease * self._fraction)
-            self._wake.notify()
+            soonest = min((h.due for h in self._held.values()), default=None)
+            self._held[message.receipt] = _Held(message, lease, due)
+            if soonest is None or due < soonest:
+                self._wake.notify()  # otherwise the thread already wakes early enough
 
     def release(self, message: Message) -> None:
         """Stop renewing ``message``'s lease (it is settled or given back)."""

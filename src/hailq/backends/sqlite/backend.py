@@ -60,6 +60,22 @@ class _Local(threading.local):
     watch_failed: bool = False
 
 
+class _ForkSafeLock:
+    """A re-entrant lock that a forked child gets fresh (a parent thread may have held it)."""
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        if self._pid != os.getpid():
+            self._pid, self._lock = os.getpid(), threading.RLock()
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class SQLiteBackend:
     """hailq on one SQLite file (``sqlite:///path/to/file.db``)."""
 
@@ -75,6 +91,7 @@ class SQLiteBackend:
         self._clock = clock
         self._poll_interval = poll_interval
         self._local = _Local()
+        self._writer = _ForkSafeLock()
         self._inserts = 0
         self._maintained: dict[str, float] = {}
 
@@ -120,22 +137,25 @@ class SQLiteBackend:
     def _transaction(self, durable: bool) -> Iterator[sqlite3.Connection]:
         conn = self._connection()
         wanted = self._send_sync if durable else "NORMAL"
-        try:
-            if self._local.synchronous != wanted:
-                conn.execute(f"PRAGMA synchronous={wanted}")
-                self._local.synchronous = wanted
-            self._begin(conn)
-        except sqlite3.Error as exc:
-            raise self._storage_error(exc) from None
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
+        # Threads of one process take turns on a lock first: handing over a Python lock is
+        # immediate, while waiting on SQLite's file lock means sleeping and retrying.
+        with self._writer:
+            try:
+                if self._local.synchronous != wanted:
+                    conn.execute(f"PRAGMA synchronous={wanted}")
+                    self._local.synchronous = wanted
+                self._begin(conn)
+            except sqlite3.Error as exc:
                 raise self._storage_error(exc) from None
-            raise
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._storage_error(exc) from None
+                raise
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         # SQLite's own busy handler sleeps in steps of up to 100 ms, far longer than a
