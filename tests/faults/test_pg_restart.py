@@ -75,6 +75,12 @@ def _send_retrying(q: hailq.Queue, ledger: Ledger, n: int, errors: list[BaseExce
             time.sleep(0.1)
 
 
+def _drain(q: hailq.Queue, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while unfinished(q) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 class Producer(threading.Thread):
     """Sends ``count`` messages at ``rate`` per second through the outage."""
 
@@ -152,15 +158,14 @@ def test_workers_recover_by_themselves_lose_nothing_and_wake_up_after(
 
             producer.join(120)
             assert producer.failure is None, repr(producer.failure)
-            deadline = time.monotonic() + 90
-            while unfinished(q) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            _drain(q, 90)
 
             # The workers are idle now; LISTEN must wake them (the poll fallback is 10 s).
             time.sleep(2.0)
             sent_at = time.time()
             _send_retrying(q, ledger, 200_000, [])
             idle_wake = _wait_effect(store, 200_000, 30) - sent_at
+            _drain(q)  # the effect commits before the ack: let the ack land too
 
             # The same two processes did all of it: nobody restarted a worker.
             alive = [p.poll() is None for p in f.procs]
@@ -212,6 +217,7 @@ def test_producer_gets_a_clear_storage_error_while_the_server_is_down_and_succee
             sent_at = time.time()
             _send_retrying(q, ledger, 3, [])
             idle_wake = _wait_effect(store, 3, 30) - sent_at
+            _drain(q)
             tail = f.log_tail()
         report = check_queue(ledger, store, q)
     figure(error=str(error), error_after_s=round(took, 2), down_s=round(down_for, 1),
