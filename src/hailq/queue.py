@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hailq._time import Duration, seconds
 from hailq.backends.base import (
     AckParams,
+    ClaimedRow,
     ClaimParams,
     DeadListParams,
     ExtendParams,
@@ -156,14 +157,8 @@ class Queue:
     def receive(self, max_messages: int = 1, lease: Duration | None = None,
                 wait: Duration = 0) -> list[Message]:
         """Lease up to ``max_messages`` (rule 6). ``wait`` > 0 long-polls up to that long."""
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) \
-                or not 1 <= max_messages <= MAX_BATCH:
-            raise InvalidArgument(f"max_messages must be an integer from 1 to {MAX_BATCH}, "
-                                  f"got {max_messages!r}")
-        lease_s = self.settings.lease if lease is None else seconds(
-            lease, "lease", allow_zero=False, maximum=12 * 3600)
         wait_s = seconds(wait, "wait", maximum=MAX_WAIT)
-        params = self._claim_params(max_messages, lease_s)
+        params = self._claim_params(_max_messages(max_messages), self._lease(lease))
         deadline = time.monotonic() + wait_s
         while True:
             rows = self._backend.message_claim(params)
@@ -171,6 +166,25 @@ class Queue:
             if rows or remaining <= 0:
                 break
             self._backend.message_wait([self.name], remaining)
+        return self._messages(rows)
+
+    def ack_and_receive(self, acks: Iterable[Message], max_messages: int = 1,
+                        lease: Duration | None = None,
+                        ) -> tuple[list[bool | None], list[Message]]:
+        """Ack ``acks`` (messages of any queues of this broker) and lease up to
+        ``max_messages`` of this queue, in one transaction where the backend allows:
+        finished work is never still leased when new work arrives. Returns the acks'
+        results (as ``ack_many``) and the received messages (as ``receive``, no wait)."""
+        finished = list(acks)
+        params = self._claim_params(_max_messages(max_messages), self._lease(lease))
+        results, rows = self._backend.message_ack_claim(
+            [m.source._ack_params(m) for m in finished], params)
+        for message, result in zip(finished, results, strict=True):
+            if result is not None:
+                message.settled = True
+        return results, self._messages(rows)
+
+    def _messages(self, rows: list[ClaimedRow]) -> list[Message]:
         return [
             Message(self, id=r.id, body=decode_body(r.body, r.body_kind),
                     headers=decode_headers(r.headers), priority=r.priority,
@@ -178,6 +192,11 @@ class Queue:
                     lease_until=r.lease_until, receipt=make_receipt(r.id, r.token))
             for r in rows
         ]
+
+    def _lease(self, lease: Duration | None) -> float:
+        if lease is None:
+            return self.settings.lease
+        return seconds(lease, "lease", allow_zero=False, maximum=12 * 3600)
 
     def ack(self, receipt: str | Message) -> None:
         """Ack by receipt or message (see ``Message.ack``)."""
@@ -350,6 +369,13 @@ def _error_text(error: object) -> str | None:
     if not isinstance(error, str):
         raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
     return error[:MAX_ERROR_LENGTH]
+
+
+def _max_messages(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
+        raise InvalidArgument(f"max_messages must be an integer from 1 to {MAX_BATCH}, "
+                              f"got {value!r}")
+    return value
 
 
 def _limit(limit: object) -> int:

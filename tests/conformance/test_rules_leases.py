@@ -423,3 +423,29 @@ def test_rule_12_a_consumer_that_dies_loses_nothing(broker: hailq.Broker, url: s
 
     (m,) = q.receive(wait=5)
     assert (m.id, m.attempt) == (sent, 2)
+
+
+def test_rule_09_ack_and_receive_settles_finished_work_with_the_next_claim(
+        broker: hailq.Broker) -> None:
+    claims = broker.queue("claims", lease=300)
+    photos = broker.queue("photos", lease=300)
+    claims.send_many([{"claim": n} for n in range(6)])
+    photos.send({"photo": 1}, ordering_key="contract-7")
+    photos.send({"photo": 2}, ordering_key="contract-7")
+    first = claims.receive(max_messages=2)
+    [photo] = photos.receive()
+    stale = claims.receive(max_messages=1)[0]
+    stale_copy = hailq.Message(claims, id=stale.id, body=stale.body, headers={},
+                               priority=0, ordering_key=None, attempt=1,
+                               enqueued_at=stale.enqueued_at, lease_until=0,
+                               receipt=stale.receipt[:-1] + ("0" if stale.receipt[-1] != "0"
+                                                             else "1"))
+
+    results, more = claims.ack_and_receive([*first, photo, stale_copy], max_messages=2)
+
+    assert results == [False, False, False, None]  # the forged receipt acks nothing
+    assert [m.body["claim"] for m in more] == [3, 4]
+    assert all(m.settled for m in [*first, photo]) and not stale_copy.settled
+    assert [m.body for m in photos.receive()] == [{"photo": 2}]  # its key was released
+    stats = claims.stats()
+    assert (stats.acked, stats.in_flight, stats.ready) == (2, 3, 1)

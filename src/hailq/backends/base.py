@@ -138,6 +138,13 @@ class Backend(Protocol):
         """Lease up to ``max_messages`` in rule-16 order; reclaim ended leases first."""
         ...
 
+    def message_ack_claim(self, acks: Sequence[AckParams], params: ClaimParams,
+                          ) -> tuple[list[bool | None], list[ClaimedRow]]:
+        """``message_ack(acks)`` then ``message_claim(params)`` together: one transaction
+        where the backend can, so finished work is acked before new work is leased at the
+        cost of one commit."""
+        ...
+
     def queue_upkeep(self, params: ClaimParams) -> None:
         """The claim's upkeep without the claim: due messages become ready, ended leases
         return their message or kill it (rule 13). ``max_messages`` is not used."""

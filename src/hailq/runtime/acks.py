@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from hailq.errors import HailqError
 from hailq.queue import Message, Queue
@@ -52,6 +53,21 @@ class AckBatcher:
                 self._wake.notify()
                 return
         self._ack([message])
+
+    @contextmanager
+    def handover(self) -> Iterator[list[Message]]:
+        """Take every pending ack, to be committed by the caller (with its next claim);
+        the caller reports the outcome with ``record``. Waits for a batch being committed,
+        and keeps the flusher out until the block ends."""
+        with self._committing:
+            with self._wake:
+                taken, self._pending = self._pending, []
+            try:
+                yield taken
+            except BaseException:
+                with self._wake:  # not committed: they go out with the next batch
+                    self._pending[:0] = taken
+                raise
 
     def flush(self) -> None:
         """Ack everything handed in so far, in this thread; return once it is committed."""
@@ -107,7 +123,12 @@ class AckBatcher:
                               "redelivered when their leases end", len(group), queue.name, exc)
                     return
                 time.sleep(0.1 * 2 ** attempt)
+        self.record(group, results)
+
+    def record(self, group: Sequence[Message], results: Sequence[bool | None]) -> None:
+        """Count (and log) the outcome of acks committed for these messages."""
         for message, result in zip(group, results, strict=True):
+            queue = message.source
             if result is None:
                 self.lost += 1
                 log.warning("message %s of queue %s: ack found its lease gone (received "

@@ -13,10 +13,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 
 from hailq.backends.base import Backend
 from hailq.errors import HailqError
 from hailq.queue import Message, Queue
+from hailq.runtime.acks import AckBatcher
 from hailq.runtime.inflight import InFlight
 from hailq.runtime.order import Order
 from hailq.runtime.signals import StopFlag
@@ -29,8 +31,7 @@ class Fetcher:
 
     def __init__(self, backend: Backend, queues: Mapping[str, Queue], order: Order,
                  inflight: InFlight, dispatch: Callable[[Message], None], flag: StopFlag,
-                 *, poll: float = 1.0, before_receive: Callable[[], None] = lambda: None,
-                 ) -> None:
+                 *, poll: float = 1.0, acks: AckBatcher | None = None) -> None:
         self._backend = backend
         self._queues = queues
         self._order = order
@@ -38,7 +39,7 @@ class Fetcher:
         self._dispatch = dispatch
         self._flag = flag
         self._poll = poll
-        self._before_receive = before_receive
+        self._acks = acks
         self._thread = threading.Thread(target=self._run, name="hailq-fetch", daemon=True)
 
     def start(self) -> None:
@@ -68,35 +69,55 @@ class Fetcher:
                 self._sleep(delay)
 
     def _fetch(self, free: int) -> int:
-        """Ask the queues for up to ``free`` messages in plan order; return how many came."""
-        self._before_receive()  # finished work is acked before new work is leased
+        """Ask the queues for up to ``free`` messages in plan order; return how many came.
+
+        Acks still pending go out with the first claim, in the same transaction, so
+        finished work is never still leased when new work arrives.
+        """
         got = 0
         short: set[str] = set()
         plan = self._order.plan(free)
         carry = 0
-        for name, share in plan:
-            want = share + carry
-            received = self._receive(name, want)
-            got += received
-            carry = want - received
-            if received < want:
-                short.add(name)
+        with self._handover() as finished:
+            for name, share in plan:
+                want = share + carry
+                received = self._receive(name, want, finished)
+                finished = []
+                got += received
+                carry = want - received
+                if received < want:
+                    short.add(name)
         for name, _ in plan:
             if carry <= 0:
                 break
             if name not in short:
-                received = self._receive(name, carry)
+                received = self._receive(name, carry, [])
                 got += received
                 carry -= received
         return got
 
-    def _receive(self, name: str, want: int) -> int:
-        if want <= 0 or self._flag.stopping:
+    def _handover(self) -> AbstractContextManager[list[Message]]:
+        return self._acks.handover() if self._acks is not None else nullcontext([])
+
+    def _receive(self, name: str, want: int, finished: list[Message]) -> int:
+        if self._flag.stopping or want <= 0:
+            self._ack_only(finished)
             return 0
-        messages = self._queues[name].receive(max_messages=want)
+        results, messages = self._queues[name].ack_and_receive(finished, want)
+        if finished and self._acks is not None:
+            self._acks.record(finished, results)
         for message in messages:
             self._dispatch(message)
         return len(messages)
+
+    def _ack_only(self, finished: list[Message]) -> None:
+        by_queue: dict[str, list[Message]] = {}
+        for message in finished:
+            by_queue.setdefault(message.queue, []).append(message)
+        for group in by_queue.values():
+            results = group[0].source.ack_many(group)
+            if self._acks is not None:
+                self._acks.record(group, results)
 
     def _wait(self) -> None:
         self._backend.message_wait(list(self._order.queues), self._poll)

@@ -218,7 +218,7 @@ class _Services:
             interval=worker.registry_interval)
         self.fetcher = Fetcher(backend, worker._queues, worker.order, worker._inflight,
                                lambda m: worker._dispatch(m, self), worker._flag,
-                               poll=worker.poll, before_receive=self.acks.flush)
+                               poll=worker.poll, acks=self.acks)
 
     def start(self) -> None:
         self.keeper.start()

@@ -266,19 +266,57 @@ class PostgresBackend:
     # -- receiving ---------------------------------------------------------------------
 
     def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
-        def run(conn: psycopg.Connection[Any]) -> list[ClaimedRow]:
-            now = time.monotonic()
-            maintained = False
-            if now - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY:
-                self._maintain(conn, params)
-                maintained = True
-            found = self._claim(conn, params)
-            if not found and not maintained:
-                self._maintain(conn, params)
-                found = self._claim(conn, params)
-            return found
+        return self.message_ack_claim((), params)[1]
+
+    def message_ack_claim(self, acks: Sequence[AckParams], params: ClaimParams,
+                          ) -> tuple[list[bool | None], list[ClaimedRow]]:
+        plain = [a for a in acks if a.key_known and a.ordering_key is None]
+        keyed = [a for a in acks if not (a.key_known and a.ordering_key is None)]
+
+        def run(conn: psycopg.Connection[Any]) -> tuple[list[bool | None], list[ClaimedRow]]:
+            outcome: dict[str, bool | None] = {}
+            if keyed:  # keys need their locks and releases: a transaction of their own
+                outcome.update(zip((a.message_id for a in keyed),
+                                   self._ack(conn, keyed, in_transaction=False), strict=True))
+            found: list[ClaimedRow] = []
+            due = time.monotonic() - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY
+            if plain and not due and params.max_in_flight is None:
+                # Ack and claim in one statement: one round trip, one transaction.
+                rows_ = conn.execute(self._q["message_ack_claim"], {
+                    **_claim_args(params), "queues": [a.queue for a in plain],
+                    "ids": [a.message_id for a in plain],
+                    "tokens": [a.token for a in plain]}).fetchall()
+                outcome.update({r[3]: bool(r[-1]) for r in rows_ if r[0]})
+                found = _claimed_rows([r[1:-1] for r in rows_ if not r[0]])
+                if not found:
+                    found = self._claim_with_upkeep(conn, params)
+            else:
+                if plain:
+                    acked_rows = self._ack_cursor(conn, plain).fetchall()
+                    outcome.update({i: bool(late) for i, _, late in acked_rows})
+                found = self._claim_with_upkeep(conn, params)
+            return [outcome.get(a.message_id) for a in acks], found
 
         return self._call(False, run)
+
+    def _claim_with_upkeep(self, conn: psycopg.Connection[Any],
+                           params: ClaimParams) -> list[ClaimedRow]:
+        maintained = False
+        if time.monotonic() - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY:
+            self._maintain(conn, params)
+            maintained = True
+        found = self._claim(conn, params)
+        if not found and not maintained:
+            self._maintain(conn, params)
+            found = self._claim(conn, params)
+        return found
+
+    def _ack_cursor(self, conn: psycopg.Connection[Any],
+                    acks: Sequence[AckParams]) -> psycopg.Cursor[Any]:
+        """Ack messages without a key (of any queues) in one statement."""
+        return conn.execute(self._q["message_ack_any"], {
+            "queues": [a.queue for a in acks], "ids": [a.message_id for a in acks],
+            "tokens": [a.token for a in acks]})
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         self._call(False, lambda conn: self._maintain(conn, params))
@@ -297,8 +335,7 @@ class PostgresBackend:
                     self._release(conn, params.queue, [k for k in dead if k is not None])
 
     def _claim(self, conn: psycopg.Connection[Any], params: ClaimParams) -> list[ClaimedRow]:
-        args: dict[str, Any] = {"queue": params.queue, "n": params.max_messages,
-                                "lease": params.lease}
+        args = _claim_args(params)
         if params.max_in_flight is None:
             found = conn.execute(self._q["message_claim"], args).fetchall()
         else:
@@ -311,8 +348,7 @@ class PostgresBackend:
                     return []
                 args["n"] = room
                 found = conn.execute(self._q["message_claim"], args).fetchall()
-        found.sort(key=lambda r: (r[0], r[1]))
-        return [ClaimedRow(*r[2:]) for r in found]
+        return _claimed_rows(found)
 
     def _release(self, conn: psycopg.Connection[Any], queue: str, keys: Sequence[str]) -> None:
         """Free the next message of each key; the caller holds a transaction."""
@@ -515,6 +551,15 @@ class PostgresBackend:
                 pool.close()
         self._durable = self._fast = None
         self._listener = None
+
+
+def _claim_args(params: ClaimParams) -> dict[str, Any]:
+    return {"queue": params.queue, "n": params.max_messages, "lease": params.lease}
+
+
+def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
+    found.sort(key=lambda r: (r[0], r[1]))  # RETURNING has no order: back to rule 16's
+    return [ClaimedRow(*r[2:]) for r in found]
 
 
 def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:

@@ -292,8 +292,13 @@ class SQLiteBackend:
     # -- receiving ---------------------------------------------------------------------
 
     def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
+        return self.message_ack_claim((), params)[1]
+
+    def message_ack_claim(self, acks: Sequence[AckParams], params: ClaimParams,
+                          ) -> tuple[list[bool | None], list[ClaimedRow]]:
         with self._transaction(durable=False) as conn:
             now = self._clock()
+            acked = self._ack(conn, acks, now) if acks else []
             maintained = now - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY
             if maintained:
                 self._maintain(conn, params, now)
@@ -304,7 +309,7 @@ class SQLiteBackend:
             redelivered = sum(1 for r in found if r[9] > 1)
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
-        return [ClaimedRow(*r[2:]) for r in found]
+        return acked, [ClaimedRow(*r[2:]) for r in found]
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         with self._transaction(durable=False) as conn:
