@@ -258,7 +258,7 @@ class SQLiteBackend:
     def _insert(self, conn: sqlite3.Connection, messages: Sequence[NewMessage],
                 now: float) -> list[str]:
         ids: list[str] = []
-        sent: Counter[str] = Counter()
+        fresh: list[NewMessage] = []
         for m in messages:
             if m.dedup_id is not None:
                 hit = conn.execute(Q["dedup_lookup"], {"queue": m.queue, "dedup_id": m.dedup_id,
@@ -269,15 +269,16 @@ class SQLiteBackend:
                 conn.execute(Q["dedup_save"], {"queue": m.queue, "dedup_id": m.dedup_id,
                                                "id": m.id, "now": now,
                                                "dedup_window": m.dedup_window})
-            conn.execute(Q["message_insert"], {
-                "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
-                "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
-                "sort_key": sort_key(m.priority, now + m.delay, m.aging),
-                "now": now, "delay": m.delay,
-            })
+            fresh.append(m)
             ids.append(m.id)
-            sent[m.queue] += 1
-        for queue, n in sent.items():
+        # In order, one row at a time as far as SQLite is concerned: a keyed message sees
+        # the earlier ones of the same batch.
+        conn.executemany(Q["message_insert"], [{
+            "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
+            "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
+            "sort_key": sort_key(m.priority, now + m.delay, m.aging),
+            "now": now, "delay": m.delay} for m in fresh])
+        for queue, n in Counter(m.queue for m in fresh).items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})
         self._inserts += 1
         if self._inserts % 1000 == 1:
