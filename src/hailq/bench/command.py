@@ -17,6 +17,7 @@ from hailq.bench.runner import (
     bench_send,
     machine,
 )
+from hailq.bench.workers import WorkerFigure, bench_workers, render_workers
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test?schema=hailq_bench"
 
@@ -61,10 +62,13 @@ def run_backend(url: str, *, runs: int, quick: bool) -> list[Figure]:
         figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
     backlogs = [1_000, 10_000, 100_000] if quick else [1_000, 100_000, 1_000_000]
     figures.extend(bench_latency(url, backlogs, 100 if quick else 300, say))
+    figures.extend(bench_workers(url, runs, quick, say))
     return figures
 
 
 def render(backend: str, figures: list[Figure]) -> str:
+    workers = [f for f in figures if isinstance(f, WorkerFigure)]
+    figures = [f for f in figures if not isinstance(f, WorkerFigure)]
     lines = [f"\n{backend}", f"{'figure':<44}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
     for f in figures:
         fmt = "{:>12,.0f}" if f.unit == "msgs/s" else "{:>9.3f} ms"
@@ -75,7 +79,7 @@ def render(backend: str, figures: list[Figure]) -> str:
         lines.append(f"{'latency, largest vs smallest backlog':<44}"
                      f"{lat[-1].hailq / lat[0].hailq:>11.2f}x"
                      f"{lat[-1].raw / lat[0].raw:>11.2f}x")
-    return "\n".join(lines)
+    return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
 
 
 @click.command("bench")

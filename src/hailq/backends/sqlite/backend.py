@@ -402,9 +402,14 @@ class SQLiteBackend:
             by_queue.setdefault(a.queue, []).append(a)
         outcome: dict[str, bool] = {}
         for queue, group in by_queue.items():
-            pairs = json.dumps([[a.message_id, a.token] for a in group])
-            found = conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
-                                                    "now": now}).fetchall()
+            if len(group) == 1:
+                found = conn.execute(Q["message_ack_one"], {
+                    "id": group[0].message_id, "token": group[0].token, "queue": queue,
+                    "now": now}).fetchall()
+            else:
+                pairs = json.dumps([[a.message_id, a.token] for a in group])
+                found = conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
+                                                        "now": now}).fetchall()
             for key in sorted({k for _, k, _ in found if k is not None}):
                 self._release(conn, queue, key, now)
             late = sum(1 for _, _, was_late in found if was_late)

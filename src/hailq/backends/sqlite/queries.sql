@@ -92,6 +92,11 @@ RETURNING sort_key, seq, id, token, body, body_kind, headers, priority, ordering
 -- name: count_redelivered
 UPDATE hailq_counters SET redelivered = redelivered + :n WHERE queue = :queue;
 
+-- name: message_ack_one
+DELETE FROM hailq_messages
+WHERE id = :id AND token = :token AND queue = :queue AND state <> 'blocked'
+RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
+
 -- name: count_late
 UPDATE hailq_counters SET late_acks = late_acks + :n WHERE queue = :queue;
 
