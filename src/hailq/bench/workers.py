@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 import hailq
-from hailq.bench.runner import Figure
+from hailq.bench.runner import Figure, vacuum
 from hailq.url import parse_url
 
 QUEUE = "bench_workers"
@@ -175,10 +175,11 @@ def _tail(path: Path, lines: int = 5) -> str:
 # -- the queue ---------------------------------------------------------------------------
 
 
-def _fresh_queue(broker: hailq.Broker) -> hailq.Queue:
+def _fresh_queue(broker: hailq.Broker, url: str) -> hailq.Queue:
     queue = broker.queue(QUEUE, lease=60)
     queue.purge(dead=False)
     queue.purge(dead=True)
+    vacuum(url)
     return queue
 
 
@@ -217,7 +218,7 @@ def drain_once(url: str, n: int, *, procs: int, concurrency: int, log_dir: Path,
                timeout: float | None = None, poll: float = 0.05) -> DrainRun:
     """One drain of ``n`` no-op messages by ``procs`` worker processes (see the module doc)."""
     with hailq.connect(url) as broker:
-        queue = _fresh_queue(broker)
+        queue = _fresh_queue(broker, url)
         with WorkerProcesses(url, NOOP, procs=procs, concurrency=concurrency,
                              log_dir=log_dir):
             before = queue.stats().acked
@@ -304,7 +305,7 @@ def latency_once(url: str, samples: int, *, log_dir: Path, idle_seconds: float =
     measure that worker's CPU over ``idle_seconds`` of idleness."""
     out = log_dir / f"starts-{time.time_ns()}.txt"
     with hailq.connect(url) as broker:
-        queue = _fresh_queue(broker)
+        queue = _fresh_queue(broker, url)
         with WorkerProcesses(url, RECORD_START, procs=1, concurrency=8,
                              log_dir=log_dir) as workers:
             time.sleep(settle)  # let it fall into its idle wait
