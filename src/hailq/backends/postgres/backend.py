@@ -282,14 +282,18 @@ class PostgresBackend:
             due = time.monotonic() - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY
             if plain and not due and params.max_in_flight is None:
                 # Ack and claim in one statement: one round trip, one transaction.
-                acked, found = self._ack_claim(conn, plain, params.queue, params.max_messages,
-                                               params.lease)
-                outcome.update(acked)
+                rows_ = conn.execute(self._q["message_ack_claim"], {
+                    **_claim_args(params), "queues": [a.queue for a in plain],
+                    "ids": [a.message_id for a in plain],
+                    "tokens": [a.token for a in plain]}).fetchall()
+                outcome.update({r[3]: bool(r[-1]) for r in rows_ if r[0]})
+                found = _claimed_rows([r[1:-1] for r in rows_ if not r[0]])
                 if not found:
                     found = self._claim_with_upkeep(conn, params)
             else:
                 if plain:
-                    outcome.update(self._ack_claim(conn, plain, params.queue, 0, 0.0)[0])
+                    acked_rows = self._ack_cursor(conn, plain).fetchall()
+                    outcome.update({i: bool(late) for i, _, late in acked_rows})
                 found = self._claim_with_upkeep(conn, params)
             return [outcome.get(a.message_id) for a in acks], found
 
@@ -307,16 +311,12 @@ class PostgresBackend:
             found = self._claim(conn, params)
         return found
 
-    def _ack_claim(self, conn: psycopg.Connection[Any], acks: Sequence[AckParams], queue: str,
-                   n: int, lease: float) -> tuple[dict[str, bool], list[ClaimedRow]]:
-        """Ack messages without a key (of any queues), then lease up to ``n`` of ``queue``,
-        in one statement; either part may be empty."""
-        found = conn.execute(self._q["message_ack_claim"], {
-            "queue": queue, "n": n, "lease": lease, "queues": [a.queue for a in acks],
-            "ids": [a.message_id for a in acks], "tokens": [a.token for a in acks],
-        }).fetchall()
-        acked = {r[3]: bool(r[-1]) for r in found if r[0]}
-        return acked, _claimed_rows([r[1:-1] for r in found if not r[0]])
+    def _ack_cursor(self, conn: psycopg.Connection[Any],
+                    acks: Sequence[AckParams]) -> psycopg.Cursor[Any]:
+        """Ack messages without a key (of any queues) in one statement."""
+        return conn.execute(self._q["message_ack_any"], {
+            "queues": [a.queue for a in acks], "ids": [a.message_id for a in acks],
+            "tokens": [a.token for a in acks]})
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         self._call(False, lambda conn: self._maintain(conn, params))
@@ -335,16 +335,20 @@ class PostgresBackend:
                     self._release(conn, params.queue, [k for k in dead if k is not None])
 
     def _claim(self, conn: psycopg.Connection[Any], params: ClaimParams) -> list[ClaimedRow]:
+        args = _claim_args(params)
         if params.max_in_flight is None:
-            return self._ack_claim(conn, (), params.queue, params.max_messages, params.lease)[1]
-        # A cap across all consumers: claims of this queue take turns.
-        with conn.transaction():
-            conn.execute(self._q["in_flight_lock"], {"queue": params.queue})
-            leased = int(self._one(conn, "in_flight", {"queue": params.queue})[0])
-            room = min(params.max_messages, params.max_in_flight - leased)
-            if room <= 0:
-                return []
-            return self._ack_claim(conn, (), params.queue, room, params.lease)[1]
+            found = conn.execute(self._q["message_claim"], args).fetchall()
+        else:
+            # A cap across all consumers: claims of this queue take turns.
+            with conn.transaction():
+                conn.execute(self._q["in_flight_lock"], {"queue": params.queue})
+                leased = int(self._one(conn, "in_flight", {"queue": params.queue})[0])
+                room = min(params.max_messages, params.max_in_flight - leased)
+                if room <= 0:
+                    return []
+                args["n"] = room
+                found = conn.execute(self._q["message_claim"], args).fetchall()
+        return _claimed_rows(found)
 
     def _release(self, conn: psycopg.Connection[Any], queue: str, keys: Sequence[str]) -> None:
         """Free the next message of each key; the caller holds a transaction."""
@@ -547,6 +551,10 @@ class PostgresBackend:
                 pool.close()
         self._durable = self._fast = None
         self._listener = None
+
+
+def _claim_args(params: ClaimParams) -> dict[str, Any]:
+    return {"queue": params.queue, "n": params.max_messages, "lease": params.lease}
 
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:

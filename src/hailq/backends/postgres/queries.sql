@@ -114,6 +114,30 @@ SELECT pg_advisory_xact_lock(hashtextextended('hailq in flight ' || %(queue)s, 0
 -- name: in_flight
 SELECT count(*) FROM {schema}.messages WHERE queue = %(queue)s AND state = 'leased';
 
+-- name: message_claim
+WITH picked AS (
+    SELECT id FROM {schema}.messages
+    WHERE queue = %(queue)s AND state = 'ready'
+    ORDER BY sort_key, seq
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE {schema}.messages m
+    SET state = 'leased', attempt = m.attempt + 1,
+        token = substr(md5(gen_random_uuid()::text), 1, 16),
+        lease_until = {schema}.epoch() + %(lease)s
+    FROM picked WHERE m.id = picked.id
+    RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
+              m.ordering_key, m.attempt, m.enqueued_at, m.lease_until
+), counted AS (
+    -- Written only when something was redelivered: first deliveries cost nothing here.
+    INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
+    SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
+    HAVING count(*) > 0
+    ON CONFLICT (queue, shard) DO UPDATE SET redelivered = c.redelivered + excluded.redelivered
+)
+SELECT * FROM claimed;
+
 -- name: count_purged
 INSERT INTO {schema}.counters AS c (queue, shard, purged)
 VALUES (%(queue)s, pg_backend_pid() %% 16, %(n)s)
@@ -154,9 +178,24 @@ WITH gone AS (
 )
 SELECT id, ordering_key, late FROM gone;
 
+-- name: message_ack_any
+-- Acks of messages without a key, of any queues, in one statement.
+WITH gone AS (
+    DELETE FROM {schema}.messages m
+    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[]) AS a(queue, id, token)
+    WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
+      AND m.ordering_key IS NULL AND m.state <> 'blocked'
+    RETURNING m.id, m.queue,
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
+    SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
+)
+SELECT id, queue, late FROM gone;
+
 -- name: message_ack_claim
--- Acks of messages without a key (any queues), then a claim of up to n in rule-16
--- order: one statement, one round trip. Either part may be empty (no ids, or n = 0).
+-- Acks of messages without a key, then a claim: one statement, one round trip.
 WITH gone AS (
     DELETE FROM {schema}.messages m
     USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[]) AS a(queue, id, token)
