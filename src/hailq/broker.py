@@ -6,7 +6,7 @@ import os
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hailq._time import Clock
+from hailq._time import Clock, system_clock
 from hailq.errors import InvalidArgument, QueueNotFound
 from hailq.models import WorkerInfo
 from hailq.queue import Queue
@@ -117,7 +117,7 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
         for key in ("busy_timeout", "poll_interval"):
             if key in parsed.options:
                 opts[key] = _float_option(parsed.options, key)
-        backend = SQLiteBackend(parsed.target, clock=clock or _default_clock(), **opts)
+        backend = SQLiteBackend(parsed.target, clock=clock or system_clock, **opts)
     else:
         if clock is not None:
             raise InvalidArgument("PostgreSQL uses the database clock; clock= is for SQLite")
@@ -151,8 +151,3 @@ def _float_option(options: dict[str, str], key: str, default: float | None = Non
         raise InvalidArgument(f"URL option {key} must be positive, got {options[key]!r}")
     return value
 
-
-def _default_clock() -> Clock:
-    from hailq._time import system_clock
-
-    return system_clock

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from hailq._time import Duration, seconds
+from hailq._time import seconds
 from hailq.errors import InvalidArgument
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
@@ -129,7 +129,3 @@ def _check_int(value: object, what: str, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgument(f"{what} must be an integer from {low} to {high}, got {value!r}")
 
-
-def check_duration(value: Duration, what: str) -> float:
-    """Validate a non-negative duration argument (delay, wait, lease extension)."""
-    return seconds(value, what)

@@ -6,7 +6,7 @@ Every backend passes the same conformance suite (``tests/conformance``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -214,7 +214,3 @@ class Backend(Protocol):
 
     def close(self) -> None: ...
 
-
-def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

@@ -5,8 +5,8 @@ pending in one transaction per queue every ``interval`` seconds, or sooner
 when ``batch`` are waiting. An ack lost in a crash only causes a redelivery,
 which at-least-once delivery allows; ``close()`` flushes what is pending.
 
-``flush()`` commits everything handed in so far before it returns; the fetch
-loop calls it before each receive, so a finished message is never still
+The fetch loop takes the pending acks with ``handover()`` and commits them
+with its next claim, in one transaction, so a finished message is never still
 leased while its slot takes new work (a message that then kills the process
 must not take its finished neighbour to the dead letters with it).
 """
@@ -68,14 +68,6 @@ class AckBatcher:
                 with self._wake:  # not committed: they go out with the next batch
                     self._pending[:0] = taken
                 raise
-
-    def flush(self) -> None:
-        """Ack everything handed in so far, in this thread; return once it is committed."""
-        with self._committing:  # waits for a batch the flusher is committing right now
-            with self._wake:
-                taken, self._pending = self._pending, []
-            if taken:
-                self._ack_now(taken)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush every pending ack, then stop the flusher."""
