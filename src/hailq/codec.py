@@ -41,7 +41,8 @@ def encode_body(body: Body, max_size: int) -> tuple[bytes, int]:
 def decode_body(data: bytes, kind: int) -> Body:
     if kind == BYTES:
         return bytes(data)
-    return json.loads(bytes(data).decode("utf-8"))
+    # Bytes go straight in: JSON that hailq stored is always UTF-8.
+    return json.loads(data if isinstance(data, bytes) else bytes(data))
 
 
 def _check_json(value: object, depth: int) -> None:

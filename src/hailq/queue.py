@@ -51,13 +51,14 @@ class Envelope:
 class Message:
     """A received message and its lease. ``receipt`` names this lease alone."""
 
-    __slots__ = ("_queue", "attempt", "body", "enqueued_at", "headers", "id", "lease_until",
-                 "ordering_key", "priority", "receipt", "settled")
+    __slots__ = ("_queue", "_token", "attempt", "body", "enqueued_at", "headers", "id",
+                 "lease_until", "ordering_key", "priority", "receipt", "settled")
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
                  lease_until: float, receipt: str) -> None:
         self._queue = queue
+        self._token = receipt.rpartition(".")[2]  # acks send id and token: nothing to parse
         self.id = id
         self.body = body
         self.headers = headers
@@ -220,9 +221,8 @@ class Queue:
         return results
 
     def _ack_params(self, item: str | Message) -> AckParams:
-        if isinstance(item, Message):
-            message_id, token = parse_receipt(item.receipt)
-            return AckParams(self.name, message_id, token, self.settings.on_dead,
+        if isinstance(item, Message):  # its own fields: no receipt to parse
+            return AckParams(self.name, item.id, item._token, self.settings.on_dead,
                              item.ordering_key, key_known=True)
         message_id, token = parse_receipt(item)
         return AckParams(self.name, message_id, token, self.settings.on_dead)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 
@@ -41,8 +41,9 @@ class ClaimParams:
     on_dead: str
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedRow:
+class ClaimedRow(NamedTuple):
+    """One claimed message as the database returned it (a tuple: built once per message)."""
+
     id: str
     token: str
     body: bytes
@@ -55,8 +56,7 @@ class ClaimedRow:
     lease_until: float
 
 
-@dataclass(frozen=True, slots=True)
-class AckParams:
+class AckParams(NamedTuple):
     queue: str
     message_id: str
     token: str

@@ -16,9 +16,10 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from hailq._time import Clock, system_clock
 from hailq.backends import rows
@@ -47,6 +48,8 @@ SCHEMA_TABLE = (
 )
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 _REOPEN_AFTER = {8, 10, 14}  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
+_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+_T = TypeVar("_T")
 _RECHECK = 0.1  # seconds between looks for messages that became due by time alone
 _EAGER = 0.05  # seconds of fast polling after a write was seen, until its commit shows
 
@@ -118,6 +121,10 @@ class SQLiteBackend:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise StorageError(f"SQLite database {self.path}: could not switch to WAL ({mode})")
+            # From here on a busy database is waited for in ``_patiently``, not in SQLite's
+            # busy handler, whose sleeps grow to 100 ms: far longer than a hailq write holds
+            # the lock. Setting it once saves two PRAGMAs per transaction.
+            conn.execute("PRAGMA busy_timeout=0")
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
         return conn
@@ -158,34 +165,35 @@ class SQLiteBackend:
                 raise
 
     def _begin(self, conn: sqlite3.Connection) -> None:
-        # SQLite's own busy handler sleeps in steps of up to 100 ms, far longer than a
-        # hailq write holds the lock, so the write lock is asked for here with short
-        # sleeps instead (busy_timeout is 0 around BEGIN). Contention never reaches the
-        # caller as "database is locked"; after busy_timeout it is a StorageError.
-        conn.execute("PRAGMA busy_timeout=0")
-        try:
-            deadline = time.monotonic() + self._busy_timeout
-            pause = 0.0001
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) and "busy" not in str(exc):
-                        raise
-                    if time.monotonic() > deadline:
-                        raise StorageError(
-                            f"SQLite database {self.path}: still busy after "
-                            f"{self._busy_timeout:g} s (another process holds the write "
-                            "lock)") from None
-                time.sleep(pause)
-                pause = min(pause * 1.5, 0.005)
-        finally:
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+        self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
+
+    def _patiently(self, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt`` until the database is not busy, sleeping 0.1 ms, growing to 5 ms,
+        in between. Contention never reaches the caller as "database is locked"; after
+        busy_timeout it is a StorageError."""
+        deadline = 0.0
+        pause = 0.0001
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
+                    raise
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + self._busy_timeout
+                elif now > deadline:
+                    raise StorageError(
+                        f"SQLite database {self.path}: still busy after "
+                        f"{self._busy_timeout:g} s (another process holds the write "
+                        "lock)") from None
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.005)
 
     def _read(self, sql: str, params: dict[str, Any]) -> list[Any]:
         try:
-            return self._connection().execute(sql, params).fetchall()
+            conn = self._connection()
+            return self._patiently(lambda: conn.execute(sql, params).fetchall())
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
 
@@ -310,7 +318,7 @@ class SQLiteBackend:
             redelivered = sum(1 for r in found if r[9] > 1)
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
-        return acked, [ClaimedRow(*r[2:]) for r in found]
+        return acked, [ClaimedRow._make(r[2:]) for r in found]
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         with self._transaction(durable=False) as conn:
@@ -362,14 +370,15 @@ class SQLiteBackend:
         eager_until = 0.0
         while True:
             now = time.monotonic()
-            current = conn.execute("PRAGMA data_version").fetchone()[0]
+            current = self._patiently(
+                lambda: conn.execute("PRAGMA data_version").fetchone()[0])
             changed = local.version is not None and current != local.version
             local.version = current
             if changed or now >= recheck:
                 # Time alone makes messages due (delays, ended leases): look now and then.
                 recheck = now + _RECHECK
-                if conn.execute(Q["claimable"], {"queues": names,
-                                                 "now": self._clock()}).fetchone():
+                args = {"queues": names, "now": self._clock()}
+                if self._patiently(partial(_fetch_one, conn, Q["claimable"], args)):
                     return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -525,7 +534,8 @@ class SQLiteBackend:
         return self._subscriptions(self._connection(), topic)
 
     def _subscriptions(self, conn: sqlite3.Connection, topic: str) -> list[Subscription]:
-        found = conn.execute(Q["subscription_list"], {"topic": topic}).fetchall()
+        found = self._patiently(
+            lambda: conn.execute(Q["subscription_list"], {"topic": topic}).fetchall())
         return [Subscription(t, q, None if f is None else json.loads(f)) for t, q, f in found]
 
     # -- workers -----------------------------------------------------------------------
@@ -564,3 +574,7 @@ def _statements(script: str) -> Iterator[str]:
     if buffer.strip() and not all(
             ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
+
+
+def _fetch_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Any:
+    return conn.execute(sql, params).fetchone()
