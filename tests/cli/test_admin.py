@@ -71,3 +71,14 @@ def test_a_missing_lazy_command_is_absent_and_a_broken_one_explains() -> None:
         assert "the broken command cannot be loaded" in exc.format_message()
     else:
         raise AssertionError("a broken command must fail when invoked")
+
+
+def test_bench_refuses_a_broker_url_because_it_empties_what_it_measures(
+        sqlite_url: str) -> None:
+    from .conftest import run_hailq
+
+    refused = run_hailq("--url", sqlite_url, "bench").assert_clean_error()
+    assert "bench does not take --url" in refused
+    assert "--postgres" in refused
+    assert "JSON with --json FILE" in run_hailq("--json", "bench").assert_clean_error()
+    assert run_hailq("bench", "--help").out.count("never uses the broker") == 1

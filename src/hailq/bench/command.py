@@ -98,7 +98,17 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
     Ratios: for rates, hailq / raw (1.0 = as fast as the bare driver); for
     latencies, hailq / raw (1.0 = no overhead). Each figure is the median of
     --runs runs on this machine, measured in the same run as its baseline.
+
+    The benchmark empties what it measures, so it never uses the broker of
+    --url or HAILQ_URL: SQLite runs in a temporary file, PostgreSQL in the
+    schema of --postgres (and that name + "_raw").
     """
+    ctx = click.get_current_context()
+    if ctx.meta.get("hailq.url"):
+        raise click.UsageError("bench does not take --url: it empties what it measures; "
+                               "give --postgres URL with a schema of its own")
+    if ctx.meta.get("hailq.json"):
+        raise click.UsageError("bench writes JSON with --json FILE after the command name")
     report: dict[str, Any] = {"machine": machine(), "runs": runs, "quick": quick,
                               "backends": {}}
     if use_sqlite:

@@ -5,13 +5,13 @@ Registered by ``hailq.cli.main``; also runnable alone as ``python -m hailq.cli.w
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
 import hailq
 from hailq.cli.context import common_options, current_app
+from hailq.runtime import logs
 from hailq.runtime.order import parse_weights
 from hailq.runtime.supervisor import ProcessPool, WorkerSpec
 from hailq.url import parse_url
@@ -48,7 +48,8 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     hailq.DeadLetter(reason) dead-letters it now). Leases are renewed while a
     handler runs. A slot asks for work only when it is free. SIGTERM or SIGINT
     stops receiving, lets in-flight handlers finish within --grace, gives the
-    rest back and exits 0; a second signal gives back at once.
+    rest back and exits 0; a second signal gives back at once. With --json the
+    log is written as JSON lines (time, level, logger, pid, message).
     """
     if queues and weights:
         raise click.UsageError("give --queue (strict order) or --weights, not both")
@@ -56,13 +57,13 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
         weight_map = parse_weights(weights) if weights else {}
     except hailq.InvalidArgument as exc:
         raise click.BadParameter(str(exc), param_hint="--weights") from None
-    url = worker_url(current_app().url)
+    app = current_app()
+    url = worker_url(app.url)
     level = log_level.upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logs.configure(level, json_lines=app.out.json)
     spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map,
                       concurrency=1 if pool == "process" else concurrency, grace=grace,
-                      poll=poll, log_level=level)
+                      poll=poll, log_level=level, json_logs=app.out.json)
     if pool == "process":
         return ProcessPool(spec, concurrency).run()
     spec.handlers()  # import and check before connecting

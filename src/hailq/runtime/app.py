@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,6 +121,12 @@ def load_target(target: str) -> App | Handler:
     if not sep or not module_name or not attribute:
         raise InvalidArgument(f"target must look like module:function or module:app, "
                               f"got {target!r}")
+    # `hailq worker checkers:app` is run where checkers.py lives: like `python -m`, look
+    # in the working directory first (the console script's own folder is on the path
+    # instead).
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

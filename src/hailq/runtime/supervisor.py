@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
 from hailq.errors import InvalidArgument
+from hailq.runtime import logs
 from hailq.runtime.app import App, Handler, app_for, load_target
 from hailq.runtime.order import StrictOrder, WeightedOrder
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
@@ -43,6 +44,7 @@ class WorkerSpec:
     poll: float = 1.0
     registry_interval: float = 3.0
     log_level: str = "INFO"
+    json_logs: bool = False
 
     def handlers(self) -> App:
         """Import the target and check it against the queues; InvalidArgument if they clash."""
@@ -69,8 +71,7 @@ class WorkerSpec:
 
 def _child_main(spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
-    logging.basicConfig(level=spec.log_level,
-                        format=f"%(asctime)s [{os.getpid()}] %(levelname)s %(message)s")
+    logs.configure(spec.log_level, json_lines=spec.json_logs, pid_in_text=True)
     spec.run(signals=(signal.SIGTERM,))
 
 
