@@ -19,6 +19,13 @@ def test_the_default_plan_is_the_seed_in_scaled_time() -> None:
     assert ideal_makespan(plan.claims * plan.check_seconds, plan.checkers) == pytest.approx(12)
 
 
+def test_two_of_the_checkers_are_the_odd_ones_and_the_rest_are_worker_slots() -> None:
+    assert Plan().worker_slots == 48  # + the checker that crashes + the slow one = 50
+    assert Plan(checkers=3).worker_slots == 1
+    with pytest.raises(ValueError, match="at least 3 checkers"):
+        Plan(checkers=2)
+
+
 def test_claims_average_the_nominal_check_time_so_the_ideal_is_exact() -> None:
     plan = Plan(claims=5000, scale=100)
     claims = make_claims(plan)
@@ -109,7 +116,9 @@ def test_a_good_run_holds_every_invariant_and_reports_its_ratio() -> None:
     ({"dead_claim_is_corrupt": False}, "dead_1_the_corrupt_claim"),
     ({"statistics_count": 1999}, "statistics_count_is_claims"),
     ({"crashed_claim_redelivered": False}, "crashed_claim_redelivered"),
-    ({"late_acks_rejected": 0}, "late_ack_counted"),
+    ({"late_acks_rejected": 0}, "late_ack_rejected"),
+    ({"late_acks_rejected": 0, "late_acks_accepted": 1}, "late_ack_rejected"),  # came late
+    ({"late_acks_accepted": 1}, "late_ack_rejected"),
     ({"contracts_in_order": 1}, "contracts_in_order"),
 ])
 def test_each_broken_promise_fails_the_run(change: dict[str, object], broken: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -15,18 +16,23 @@ Line = dict[str, Any]
 
 
 class Child:
-    """One ``python -m hailq.demo.roles ROLE ...`` process; its lines go to ``on_line``."""
+    """One ``python -m hailq.demo.roles ROLE ...`` process; its lines go to ``on_line``.
+
+    ``name`` (default: the role) names its log file, ``NAME.log`` in ``log_dir``.
+    """
 
     def __init__(self, role: str, args: list[str], log_dir: Path,
-                 on_line: Callable[[Line], None] | None = None) -> None:
-        self.role = role
+                 on_line: Callable[[Line], None] | None = None, name: str | None = None
+                 ) -> None:
+        self.role = name or role
         self.lines: list[Line] = []
         self._on_line = on_line
-        self._log: IO[bytes] = open(log_dir / f"{role}.log", "wb")  # noqa: SIM115
+        self._log: IO[bytes] = open(log_dir / f"{self.role}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "hailq.demo.roles", role, *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True)
-        self._reader = threading.Thread(target=self._read, name=f"demo-{role}", daemon=True)
+        self._reader = threading.Thread(target=self._read, name=f"demo-{self.role}",
+                                        daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
@@ -38,9 +44,21 @@ class Child:
                 self._on_line(line)
 
     def tell(self, text: str) -> None:
+        """One line on the process's stdin; nothing if the process is gone (see its log)."""
         assert self.process.stdin is not None
-        self.process.stdin.write(text + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(text + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError):  # ValueError: stdin already closed
+            pass
+
+    def finish(self, timeout: float) -> None:
+        """Close its stdin (the end of its commands) and wait up to ``timeout`` for its exit."""
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout)
 
     def wait_for(self, key: str, timeout: float) -> Line:
         """The first line that has ``key``, waiting up to ``timeout`` seconds."""
@@ -67,5 +85,6 @@ class Child:
         self._reader.join(5)
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
-                pipe.close()
+                with contextlib.suppress(BrokenPipeError):
+                    pipe.close()
         self._log.close()

@@ -1,7 +1,8 @@
 """``hailq demo``: the hailstorm, live, then the report (``--json`` for data only).
 
-Registered in the ``hailq`` group as ``demo``; until then ``python -m
-hailq.demo.command`` runs the same command.
+Loaded by the ``hailq`` group (``hailq.cli.main``) when asked for, so ``--url``
+and ``--json`` may come before the command name as for every hailq command;
+``python -m hailq.demo.command`` runs the command on its own.
 """
 
 from __future__ import annotations
@@ -10,27 +11,33 @@ import json
 import sys
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.live import Live
 
+from hailq.cli.context import ENV_URL
 from hailq.demo.report import Report
 from hailq.demo.run import Progress, Run
-from hailq.demo.story import Plan
+from hailq.demo.story import ODD_CHECKERS, Plan
 from hailq.demo.view import render
 from hailq.demo.workspace import Workspace
 from hailq.errors import HailqError
 
-URL_META_KEY = "hailq.url"  # where the hailq group keeps a --url given before "demo"
+# Where the hailq group keeps --url and --json given before "demo" (hailq.cli.context).
+URL_META_KEY = "hailq.url"
+JSON_META_KEY = "hailq.json"
 
 
 @click.command("demo", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--url", metavar="URL", default=None,
-              help="Broker URL; default: a fresh SQLite file in a temporary directory. "
-                   "On PostgreSQL the demo works in a schema of its own.")
+@click.option("--url", metavar="URL", default=None, envvar=ENV_URL, show_envvar=True,
+              help="Broker URL, also accepted before 'demo'; default: a fresh SQLite file in "
+                   "a temporary directory. A SQLite file must not exist yet; on PostgreSQL "
+                   "the demo works in a schema of its own.")
 @click.option("--claims", type=click.IntRange(100, 1_000_000), default=20_000,
               show_default=True, help="Claims the portal sends in the burst.")
-@click.option("--checkers", type=click.IntRange(2, 500), default=50, show_default=True,
-              help="Image checkers (worker slots).")
+@click.option("--checkers", type=click.IntRange(ODD_CHECKERS + 1, 500), default=50,
+              show_default=True,
+              help="Image checkers, the crashing and the slow one included.")
 @click.option("--scale", type=click.FloatRange(1, 100_000), default=100.0,
               show_default=True,
               help="Time runs this many times faster than in the story (3 s check, "
@@ -38,21 +45,24 @@ URL_META_KEY = "hailq.url"  # where the hailq group keeps a --url given before "
 @click.option("--seed", type=int, default=8311, show_default=True,
               help="Seed of the made-up claims.")
 @click.option("--keep", metavar="DIR", default=None,
-              help="Keep the SQLite files (and the PostgreSQL schema) in DIR.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON; no live view.")
+              help="Keep the SQLite files (and the PostgreSQL schema) in DIR, which must not "
+                   "hold an earlier run.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the report as JSON; no live view. Also accepted before 'demo'.")
 def demo_command(url: str | None, claims: int, checkers: int, scale: float, seed: int,
                  keep: str | None, as_json: bool) -> None:
     """Run the hailstorm of 20,000 insurance claims and report what hailq kept.
 
     A customer portal sends the claims in a burst (500 VIP, some contracts
     whose claims must be checked in order) to a topic; 50 image checkers and a
-    statistics program each get a copy. One checker is killed mid-claim, one
-    claim has a corrupt photo, one checker is slower than its lease. Exit code
-    0 when every invariant holds (nothing lost, nothing done twice, one dead
-    letter, ...), 1 otherwise.
+    statistics program each get a copy. One of the checkers is killed
+    mid-claim, one claim has a corrupt photo, one checker is slower than its
+    lease. Exit code 0 when every invariant holds (nothing lost, nothing done
+    twice, one dead letter, ...), 1 otherwise.
     """
     ctx = click.get_current_context()
-    url = url or ctx.meta.get(URL_META_KEY)
+    url = chosen_url(ctx, url)
+    as_json = as_json or bool(ctx.meta.get(JSON_META_KEY))
     plan = Plan(claims=claims, checkers=checkers, scale=scale, seed=seed)
     try:
         workspace = Workspace.create(url, keep)
@@ -73,6 +83,15 @@ def demo_command(url: str | None, claims: int, checkers: int, scale: float, seed
             where = f"; PostgreSQL schema {workspace.schema}" if workspace.schema else ""
             console.print(f"kept: {workspace.directory}{where}")
     ctx.exit(0 if report.ok else 1)
+
+
+def chosen_url(ctx: click.Context, url: str | None) -> str | None:
+    """The broker URL as every hailq command picks it: ``--url`` after the command name,
+    else ``--url`` before it, else ``HAILQ_URL``. None when none is given."""
+    if url and ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE:
+        return url
+    before: str | None = ctx.meta.get(URL_META_KEY)
+    return before or url
 
 
 def _run(plan: Plan, workspace: Workspace, as_json: bool) -> Report:

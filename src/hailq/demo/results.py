@@ -35,13 +35,40 @@ _PARTIAL = (
 )
 
 
+BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's transaction
+
+
 def open_db(path: str) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, created if needed."""
-    conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None,
+                           check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(_SCHEMA)
     return conn
+
+
+def begin(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, waiting in short sleeps while another process writes.
+
+    A checker process writes here too. SQLite's own busy handler would sleep
+    1 ms at first, growing to 100 ms, while a result's transaction holds the lock
+    for a fraction of a millisecond, and the main process waits with the lock of
+    its ``ResultStore`` held: every checker thread would wait with it. For a
+    connection whose busy handler is off (``PRAGMA busy_timeout=0``).
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.0001
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY \
+                    or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
 
 
 class ResultStore:
@@ -57,6 +84,7 @@ class ResultStore:
         self._lock = threading.Lock()
         with self._lock:
             self._inbox = hailq.inbox(self._conn, CONSUMER)
+            self._conn.execute("PRAGMA busy_timeout=0")  # from here on: ``begin``
         self.skipped = 0
 
     def save(self, message: hailq.Message, verdict: str, checker: str) -> bool:
@@ -65,7 +93,7 @@ class ResultStore:
         assert isinstance(claim, dict)
         with self._lock:
             conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
+            begin(conn)
             try:
                 fresh = self._inbox.record(message.id)
                 if fresh:
@@ -91,9 +119,10 @@ def save_partial(path: str, claim: dict[str, object], checker: str) -> None:
     """
     conn = open_db(path)
     try:
-        with conn:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(_PARTIAL, (claim["claim"], claim["contract"], checker))
+        conn.execute("PRAGMA busy_timeout=0")
+        begin(conn)
+        conn.execute(_PARTIAL, (claim["claim"], claim["contract"], checker))
+        conn.execute("COMMIT")
     finally:
         conn.close()
 

@@ -1,9 +1,9 @@
-"""The programs around the checkers, each a process of its own: portal, statistics, crasher.
+"""Programs of the story that run as processes of their own: portal, statistics, a checker.
 
 Run as ``python -m hailq.demo.roles ROLE URL ...``; each reports JSON lines on
 stdout for the demo to read. They are separate processes because in the story
-they are separate programs, and so the burst of sends does not compete with
-the checkers for one interpreter.
+they are separate programs, so the burst of sends does not compete with the
+checkers for one interpreter, and so a checker can really crash (SIGKILL).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
 import hailq
-from hailq.demo.results import save_partial
-from hailq.demo.story import BATCH, STATISTICS, TOPIC, Plan, make_claims
+from hailq.demo.checkers import LoneChecker, make_check
+from hailq.demo.results import ResultStore, save_partial
+from hailq.demo.story import BATCH, CHECKS, STATISTICS, TOPIC, Plan, make_claims
 
 
 def say(**fields: Any) -> None:
@@ -63,17 +65,66 @@ def statistics(url: str, expected: int, deadline: float) -> None:
     say(done=True, count=len(seen), vip=vip)
 
 
-def crash(url: str, queue_name: str, results: str, check_seconds: float) -> None:
-    """A checker that takes one claim, saves a partial result, and dies by SIGKILL."""
+class LineObserver:
+    """A checker process's ``Observer``: each observation is a JSON line for the demo."""
+
+    def start(self, claim: int, attempt: int) -> None:
+        say(start=claim, attempt=attempt, at=time.monotonic())
+
+    def finish(self, fresh: bool) -> None:
+        say(finish=True, fresh=fresh, at=time.monotonic())
+
+    def event(self, text: str) -> None:
+        say(event=text)
+
+
+def checker(url: str, results: str, name: str) -> None:
+    """An image checker in a process of its own, commanded by lines on stdin.
+
+    It says ``ready`` and waits for ``go``; then it checks claims one at a time
+    (a ``LoneChecker``) until stdin ends. After ``crash`` it dies on its next
+    claim (not the corrupt one: that is another mishap), mid-check: it saves a
+    partial result, then kills itself with SIGKILL, no ack, no nack, no goodbye.
+    """
+    go, crash, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def read_commands() -> None:
+        for line in sys.stdin:
+            if line.strip() == "go":
+                go.set()
+            elif line.strip() == "crash":
+                crash.set()
+        stop.set()
+        go.set()
+
+    threading.Thread(target=read_commands, name="commands", daemon=True).start()
+    threading.current_thread().name = name  # the checker named in the results
+    observer = LineObserver()
+
+    def die_mid_check(message: hailq.Message) -> bool:
+        claim = message.body
+        assert isinstance(claim, dict)
+        if not crash.is_set() or claim["corrupt"]:
+            return False
+        observer.start(int(claim["claim"]), message.attempt)
+        say(crash=claim["claim"], message=message.id, attempt=message.attempt)
+        check = float(claim["check_ms"]) / 1000
+        time.sleep(check / 2)
+        save_partial(results, claim, name)
+        time.sleep(check / 4)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return True  # not reached
+
     with hailq.connect(url) as broker:
-        [message] = broker.get_queue(queue_name).receive(wait=30)
-        body = message.body
-        assert isinstance(body, dict)
-        say(claim=body["claim"], message=message.id, attempt=message.attempt)
-        time.sleep(check_seconds / 2)
-        save_partial(results, body, f"crasher-{os.getpid()}")
-        time.sleep(check_seconds / 4)
-        os.kill(os.getpid(), signal.SIGKILL)  # mid-claim: no ack, no nack, no goodbye
+        queue = broker.get_queue(CHECKS)
+        store = ResultStore(results)
+        say(ready=True)
+        go.wait()
+        try:
+            LoneChecker(queue, make_check(store, observer), die_mid_check).run(stop)
+        finally:
+            store.close()
+    say(done=True)
 
 
 def main(argv: list[str]) -> None:
@@ -82,8 +133,8 @@ def main(argv: list[str]) -> None:
         portal(url, Plan.from_args(rest))
     elif role == "statistics":
         statistics(url, int(rest[0]), time.monotonic() + float(rest[1]))
-    elif role == "crash":
-        crash(url, rest[0], rest[1], float(rest[2]))
+    elif role == "checker":
+        checker(url, rest[0], rest[1])
     else:
         raise SystemExit(f"unknown role {role!r}")
 

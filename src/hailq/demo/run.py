@@ -1,10 +1,14 @@
 """One run of the hailstorm: start everyone, let it happen, measure, clean up.
 
-Timeline: the checkers (a ``Worker`` with one slot per checker) and the
-statistics program start first and wait; the portal sends the burst; at 20%
-of the results a checker process takes a claim and is killed mid-check; at
-30% the slow checker takes one; the run ends when every claim has a result,
-the corrupt one is dead, and the statistics program has counted them all.
+Timeline: the checkers start first and wait: a ``Worker`` with a slot for all
+but two of them, the slow checker (a thread) and a checker process; a spare
+checker process waits in reserve, and the statistics program waits for its
+copies. The portal sends the burst. At 20% of the results the checker process
+is told to crash: it is killed mid-check of its next claim, and the spare
+takes its place, as a supervisor would restart it. At 30% the slow checker
+starts the claim it is slower than its lease on. The run ends when nothing is
+left to happen: every claim sent and counted by the statistics program, the
+checkers' queue empty (every claim checked or dead), the slow claim over.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 
 import hailq
 from hailq.demo import results as results_db
-from hailq.demo.checkers import Tracker, make_check, slow_checker
+from hailq.demo.checkers import SlowChecker, Tracker, make_check
 from hailq.demo.children import Child, Line
 from hailq.demo.report import Report, Waits, in_order
 from hailq.demo.story import (
@@ -64,11 +68,11 @@ class Run:
         self.tracker = Tracker()
         self.batches: list[Line] = []
         self.statistics_count = 0
-        self.dead = 0
         self.crashed: Line | None = None
         self._rate: list[tuple[float, int]] = []
         self._queue_stats: hailq.QueueStats | None = None
         self._stats_at = 0.0
+        self._drained_at = 0.0
 
     def execute(self, on_progress: Callable[[Progress], None] | None = None,
                 timeout: float | None = None) -> Report:
@@ -92,41 +96,51 @@ class Run:
         children: list[Child] = []
         worker: Worker | None = None
         thread: threading.Thread | None = None
+        slow: SlowChecker | None = None
         try:
             checks, _ = self._declare(broker)
             store = results_db.ResultStore(ws.results_path)
             app = App("image-checkers")
             app.add(CHECKS, make_check(store, tracker))
-            worker = Worker(broker, app, concurrency=plan.checkers, grace=plan.lease,
+            worker = Worker(broker, app, concurrency=plan.worker_slots, grace=plan.lease,
                             poll=0.5)
             thread = threading.Thread(target=worker.run, kwargs={"handle_signals": False},
                                       name="demo-worker", daemon=True)
             thread.start()
+            slow = SlowChecker(checks, store, tracker)
+            slow.start()
+            crasher = self._checker_process("checker-crashes")
+            spare = self._checker_process("checker-restarted")
+            children += [crasher, spare]
             stats = Child("statistics", [ws.url, str(plan.claims), str(limit)],
                           ws.directory, self._on_statistics)
             children.append(stats)
             portal = Child("portal", [ws.url, *plan.to_args()], ws.directory,
                            self._on_batch)
             children.append(portal)
-            portal.wait_for("ready", 60)
+            for child in (crasher, spare, portal):
+                child.wait_for("ready", 60)
+            crasher.tell("go")
             portal.tell("go")
             start = time.monotonic()
-            crash: Child | None = None
-            slow: threading.Thread | None = None
+            crash_told = restarted = False
             while True:
                 now = time.monotonic()
-                if crash is None and tracker.results >= CRASH_AT * plan.claims:
-                    crash = Child("crash", [ws.url, CHECKS, ws.results_path,
-                                            str(plan.check_seconds)],
-                                  ws.directory, self._on_crash)
-                    children.append(crash)
-                if slow is None and tracker.results >= SLOW_AT * plan.claims:
-                    slow = slow_checker(checks, store, tracker)
+                if not crash_told and tracker.results >= CRASH_AT * plan.claims:
+                    crasher.tell("crash")
+                    crash_told = True
+                if not slow.take_next.is_set() and tracker.results >= SLOW_AT * plan.claims:
+                    slow.take_next.set()
+                if not restarted and crasher.process.poll() is not None:
+                    # As a supervisor would: a checker process takes the dead one's place.
+                    restarted = True
+                    self._crashed(crasher)
+                    spare.tell("go")
                 if on_progress is not None:
                     if now - self._stats_at >= 1.0:  # a read: it does not block the writers
                         self._queue_stats, self._stats_at = checks.stats(), now
                     on_progress(self._progress(now - start))
-                if self._finished(checks, crash, slow, stats):
+                if self._finished(checks, portal, stats, slow):
                     break
                 if now - start > limit:
                     tracker.event(f"gave up after {limit:.0f} s")
@@ -136,6 +150,10 @@ class Run:
                 self._queue_stats = checks.stats()
                 on_progress(self._progress(time.monotonic() - start))
             worker.stop()
+            slow.stop.set()
+            for child in (crasher, spare):
+                child.finish(plan.lease + 10)
+            slow.join(plan.lease + 10)
             thread.join(plan.lease + 10)
             report = self._report(checks, store)
             store.close()
@@ -145,9 +163,15 @@ class Run:
                 worker.stop()
                 worker.stop()
                 thread.join(10)
+            if slow is not None:
+                slow.join(10)
             for child in children:
                 child.stop()
             broker.close()
+
+    def _checker_process(self, name: str) -> Child:
+        return Child("checker", [self.ws.url, self.ws.results_path, name], self.ws.directory,
+                     self._on_checker, name=name)
 
     def _declare(self, broker: hailq.Broker) -> tuple[hailq.Queue, hailq.Queue]:
         plan = self.plan
@@ -167,11 +191,26 @@ class Run:
     def _on_statistics(self, line: Line) -> None:
         self.statistics_count = int(line.get("count", self.statistics_count))
 
-    def _on_crash(self, line: Line) -> None:
-        if "claim" in line:
+    def _on_checker(self, line: Line) -> None:
+        tracker = self.tracker
+        if "start" in line:
+            tracker.start(int(line["start"]), int(line["attempt"]), float(line["at"]))
+        elif "finish" in line:
+            tracker.finish(bool(line["fresh"]), float(line["at"]))
+        elif "event" in line:
+            tracker.event(str(line["event"]))
+        elif "crash" in line:
             self.crashed = line
-            self.tracker.event(f"checker process took claim {line['claim']} and was "
-                               "killed mid-check (SIGKILL)")
+
+    def _crashed(self, process: Child) -> None:
+        """The crashing checker process is gone; say so, and free its place."""
+        if self.crashed is None:
+            self.tracker.event(f"checker process exited unexpectedly (exit code "
+                               f"{process.process.returncode}); a new one takes its place")
+            return
+        self.tracker.abandon()
+        self.tracker.event(f"checker process was killed mid-check of claim "
+                           f"{self.crashed['crash']} (SIGKILL); a new one takes its place")
 
     # -- progress and the end --------------------------------------------------------------
 
@@ -187,16 +226,20 @@ class Run:
                         tracker.results, tracker.busy, self.statistics_count, rate,
                         self._queue_stats, [text for _, text in list(tracker.events)[-6:]])
 
-    def _finished(self, checks: hailq.Queue, crash: Child | None,
-                  slow: threading.Thread | None, stats: Child) -> bool:
-        if self.tracker.results < self.plan.claims - 1:
+    def _finished(self, checks: hailq.Queue, portal: Child, stats: Child,
+                  slow: SlowChecker) -> bool:
+        """True when nothing more can happen: every claim sent and counted, no claim left
+        in the checkers' queue (ready, scheduled, blocked or leased), and the slow
+        checker done with its slow claim. The usual end is every claim but the corrupt
+        one checked; without that (claims lost) the queue is looked at once a second."""
+        if not (portal.finished and stats.finished) or slow.busy_with_slow_claim:
             return False
-        if crash is None or not crash.finished or slow is None or slow.is_alive():
+        now = time.monotonic()
+        if self.tracker.results < self.plan.claims - 1 and now - self._drained_at < 1.0:
             return False
-        if not stats.finished:
-            return False
-        self.dead = checks.stats().dead
-        return self.dead >= 1
+        self._drained_at = now
+        left = checks.stats()
+        return left.ready + left.scheduled + left.blocked + left.in_flight == 0
 
     # -- the report --------------------------------------------------------------------
 
@@ -211,7 +254,7 @@ class Run:
         start = min((b["before"] for b in self.batches), default=0.0)
         makespan = max(tracker.last_result - start, 0.0)
         vip, normal = self._waits()
-        crashed = int(self.crashed["claim"]) if self.crashed else None
+        crashed = int(self.crashed["crash"]) if self.crashed else None
         contracts = tally.order_by_contract
         return Report(
             backend=self.ws.display_url.split(":", 1)[0],

@@ -24,6 +24,7 @@ VIP_PRIORITY = 9
 MANY_PHOTOS_SHARE = 0.005  # claims with many large photos
 MANY_PHOTOS_FACTOR = (4.0, 10.0)  # ...take this many times longer
 SPREAD = 0.33  # the others vary by up to a third either way
+ODD_CHECKERS = 2  # of the checkers, one crashes mid-claim and one is slower than its lease
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,16 @@ class Plan:
     checkers: int = 50
     scale: float = 100.0
     seed: int = 8311
+
+    def __post_init__(self) -> None:
+        if self.checkers <= ODD_CHECKERS:
+            raise ValueError(f"the demo needs at least {ODD_CHECKERS + 1} checkers "
+                             f"(one crashes, one is slow), got {self.checkers}")
+
+    @property
+    def worker_slots(self) -> int:
+        """Checkers that are slots of the worker: all but the crashing and the slow one."""
+        return self.checkers - ODD_CHECKERS
 
     @property
     def check_seconds(self) -> float:

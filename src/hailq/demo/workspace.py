@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from hailq.errors import InvalidArgument
 from hailq.url import parse_url, redact
+
+BROKER_FILE = "broker.db"  # the broker, when no URL is given
+RESULTS_FILE = "results.db"  # the insurer's results database
+FILES = (BROKER_FILE, RESULTS_FILE)
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,7 @@ class Workspace:
 
     @property
     def results_path(self) -> str:
-        return str(self.directory / "results.db")
+        return str(self.directory / RESULTS_FILE)
 
     @property
     def display_url(self) -> str:
@@ -34,15 +39,31 @@ class Workspace:
 
     @classmethod
     def create(cls, url: str | None, keep: str | None) -> Workspace:
-        """SQLite in the directory when ``url`` is None; else a fresh schema on PostgreSQL."""
+        """SQLite in the directory when ``url`` is None; else a fresh schema on PostgreSQL.
+
+        The demo counts what it finds, so it never works in a database or a kept
+        directory that already holds data: a SQLite file given by URL must not
+        exist yet (it may be someone's real broker), nor may ``keep`` hold an
+        earlier run. Raises ``InvalidArgument`` before anything is created.
+        """
+        parsed = parse_url(url) if url is not None else None
+        if parsed is not None and parsed.scheme == "sqlite" and Path(parsed.target).exists():
+            raise InvalidArgument(
+                f"{parsed.display} already exists; the demo needs a SQLite file of its own "
+                "(it would count what is there as its claims): name a new file, or give no "
+                "URL for a temporary one")
         if keep:
             directory = Path(keep).resolve()
+            earlier = [name for name in FILES if (directory / name).exists()]
+            if earlier:
+                raise InvalidArgument(f"{directory} already holds a demo run "
+                                      f"({', '.join(earlier)}); keep this one elsewhere")
             directory.mkdir(parents=True, exist_ok=True)
         else:
             directory = Path(tempfile.mkdtemp(prefix="hailq-demo-"))
         if url is None:
-            return cls(f"sqlite:///{directory / 'broker.db'}", directory, None, bool(keep))
-        if parse_url(url).scheme == "sqlite":
+            return cls(f"sqlite:///{directory / BROKER_FILE}", directory, None, bool(keep))
+        if parsed is not None and parsed.scheme == "sqlite":
             return cls(url, directory, None, bool(keep))
         schema = f"hailq_demo_{uuid.uuid4().hex[:10]}"
         return cls(with_schema(url, schema), directory, schema, bool(keep))
