@@ -51,13 +51,14 @@ class Envelope:
 class Message:
     """A received message and its lease. ``receipt`` names this lease alone."""
 
-    __slots__ = ("_queue", "_token", "attempt", "body", "enqueued_at", "headers", "id",
+    __slots__ = ("_queue", "_seq", "_token", "attempt", "body", "enqueued_at", "headers", "id",
                  "lease_until", "ordering_key", "priority", "receipt", "settled")
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
-                 lease_until: float, receipt: str) -> None:
+                 lease_until: float, receipt: str, seq: int | None = None) -> None:
         self._queue = queue
+        self._seq = seq
         self._token = receipt.rpartition(".")[2]  # acks send id and token: nothing to parse
         self.id = id
         self.body = body
@@ -190,7 +191,7 @@ class Queue:
             Message(self, id=r.id, body=decode_body(r.body, r.body_kind),
                     headers=decode_headers(r.headers), priority=r.priority,
                     ordering_key=r.ordering_key, attempt=r.attempt, enqueued_at=r.enqueued_at,
-                    lease_until=r.lease_until, receipt=make_receipt(r.id, r.token))
+                    lease_until=r.lease_until, receipt=make_receipt(r.id, r.token), seq=r.seq)
             for r in rows
         ]
 
@@ -223,7 +224,7 @@ class Queue:
     def _ack_params(self, item: str | Message) -> AckParams:
         if isinstance(item, Message):  # its own fields: no receipt to parse
             return AckParams(self.name, item.id, item._token, self.settings.on_dead,
-                             item.ordering_key, key_known=True)
+                             item.ordering_key, key_known=True, seq=item._seq)
         message_id, token = parse_receipt(item)
         return AckParams(self.name, message_id, token, self.settings.on_dead)
 

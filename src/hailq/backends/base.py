@@ -54,6 +54,7 @@ class ClaimedRow(NamedTuple):
     attempt: int
     enqueued_at: float
     lease_until: float
+    seq: int  # the row's position: lets the receiver's ack find it without an id lookup
 
 
 class AckParams(NamedTuple):
@@ -64,6 +65,7 @@ class AckParams(NamedTuple):
     # What the receiver saw: lets a backend take a fast path for messages without a key.
     ordering_key: str | None = None
     key_known: bool = False
+    seq: int | None = None  # the row's position, when the receiver knows it
 
 
 @dataclass(frozen=True, slots=True)

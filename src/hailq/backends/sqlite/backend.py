@@ -318,7 +318,7 @@ class SQLiteBackend:
             redelivered = sum(1 for r in found if r[9] > 1)
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
-        return acked, [ClaimedRow._make(r[2:]) for r in found]
+        return acked, [ClaimedRow._make((*r[2:], r[1])) for r in found]
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         with self._transaction(durable=False) as conn:
@@ -412,9 +412,15 @@ class SQLiteBackend:
         outcome: dict[str, bool] = {}
         for queue, group in by_queue.items():
             if len(group) == 1:
-                found = conn.execute(Q["message_ack_one"], {
-                    "id": group[0].message_id, "token": group[0].token, "queue": queue,
+                one = group[0]
+                found = conn.execute(Q["message_ack_one" if one.seq is None else
+                                       "message_ack_one_seq"], {
+                    "seq": one.seq, "id": one.message_id, "token": one.token, "queue": queue,
                     "now": now}).fetchall()
+            elif all(a.seq is not None for a in group):  # received here: no id lookups
+                pairs = json.dumps([[a.seq, a.message_id, a.token] for a in group])
+                found = conn.execute(Q["message_ack_seq"], {"pairs": pairs, "queue": queue,
+                                                            "now": now}).fetchall()
             else:
                 pairs = json.dumps([[a.message_id, a.token] for a in group])
                 found = conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,

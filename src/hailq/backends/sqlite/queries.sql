@@ -118,6 +118,19 @@ AND NOT EXISTS (
       AND (state IN ('ready', 'scheduled', 'leased') OR (state = 'dead' AND parked = 1))
 );
 
+-- name: message_ack_one_seq
+DELETE FROM hailq_messages
+WHERE seq = :seq AND id = :id AND token = :token AND queue = :queue AND state <> 'blocked'
+RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
+
+-- name: message_ack_seq
+-- :pairs is a JSON array of [seq, id, token] from received messages: found by row position.
+DELETE FROM hailq_messages
+WHERE seq IN (SELECT value ->> 0 FROM json_each(:pairs))
+  AND (seq, id, token) IN (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:pairs))
+  AND queue = :queue AND state <> 'blocked'
+RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
+
 -- name: message_ack
 -- :pairs is a JSON array of [id, token]: one statement for a whole batch.
 DELETE FROM hailq_messages
