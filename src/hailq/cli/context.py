@@ -40,14 +40,33 @@ def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
 
 def common_options(f: F) -> F:
     """Add ``--url`` and ``--json`` to a group or command."""
-    f = click.option(
-        "--json", "json_mode", is_flag=True, expose_value=False, callback=_remember(_JSON_KEY),
-        help="Print JSON for scripts instead of tables.")(f)
-    f = click.option(
-        "--url", metavar="URL", expose_value=False, callback=_remember(_URL_KEY),
-        help=f"Broker URL, sqlite:///path.db or postgresql://user@host:port/db "
-             f"[env {ENV_URL}; default {DEFAULT_URL}].")(f)
-    return f
+    return options_with(
+        f"Broker URL, sqlite:///path.db or postgresql://user@host:port/db "
+        f"[env {ENV_URL}; default {DEFAULT_URL}].",
+        "Print JSON for scripts instead of tables.")(f)
+
+
+def options_with(url_help: str, json_help: str) -> Callable[[F], F]:
+    """``common_options`` with help texts of a command's own (``hailq demo``)."""
+    def add(f: F) -> F:
+        f = click.option("--json", "json_mode", is_flag=True, expose_value=False,
+                         callback=_remember(_JSON_KEY), help=json_help)(f)
+        f = click.option("--url", metavar="URL", expose_value=False,
+                         callback=_remember(_URL_KEY), help=url_help)(f)
+        return f
+    return add
+
+
+def given_url() -> str | None:
+    """The broker URL of ``--url`` (nearest the command wins) or ``HAILQ_URL``; None if
+    neither is given."""
+    url = click.get_current_context().meta.get(_URL_KEY) or os.environ.get(ENV_URL)
+    return str(url) if url else None
+
+
+def json_requested() -> bool:
+    """Whether ``--json`` was given, before or after the command name."""
+    return bool(click.get_current_context().meta.get(_JSON_KEY))
 
 
 def check_queue_name(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -120,6 +139,4 @@ def _quiet_driver_logs() -> None:
 
 def current_app() -> App:
     """The ``App`` of the running command, from the options given on the command line."""
-    ctx = click.get_current_context()
-    url = ctx.meta.get(_URL_KEY) or os.environ.get(ENV_URL) or DEFAULT_URL
-    return App(url=str(url), out=Output(bool(ctx.meta.get(_JSON_KEY))))
+    return App(url=given_url() or DEFAULT_URL, out=Output(json_requested()))

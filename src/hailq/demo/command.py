@@ -11,11 +11,10 @@ import json
 import sys
 
 import click
-from click.core import ParameterSource
 from rich.console import Console
 from rich.live import Live
 
-from hailq.cli.context import ENV_URL
+from hailq.cli.context import ENV_URL, given_url, json_requested, options_with
 from hailq.demo.report import Report
 from hailq.demo.run import Progress, Run
 from hailq.demo.story import ODD_CHECKERS, Plan
@@ -23,16 +22,12 @@ from hailq.demo.view import render
 from hailq.demo.workspace import Workspace
 from hailq.errors import HailqError
 
-# Where the hailq group keeps --url and --json given before "demo" (hailq.cli.context).
-URL_META_KEY = "hailq.url"
-JSON_META_KEY = "hailq.json"
-
 
 @click.command("demo", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--url", metavar="URL", default=None, envvar=ENV_URL, show_envvar=True,
-              help="Broker URL, also accepted before 'demo'; default: a fresh SQLite file in "
-                   "a temporary directory. A SQLite file must not exist yet; on PostgreSQL "
-                   "the demo works in a schema of its own.")
+@options_with(f"Broker URL, also accepted before 'demo' [env {ENV_URL}]; default: a fresh "
+              "SQLite file in a temporary directory. A SQLite file must not exist yet; on "
+              "PostgreSQL the demo works in a schema of its own.",
+              "Print the report as JSON; no live view. Also accepted before 'demo'.")
 @click.option("--claims", type=click.IntRange(100, 1_000_000), default=20_000,
               show_default=True, help="Claims the portal sends in the burst.")
 @click.option("--checkers", type=click.IntRange(ODD_CHECKERS + 1, 500), default=50,
@@ -47,10 +42,8 @@ JSON_META_KEY = "hailq.json"
 @click.option("--keep", metavar="DIR", default=None,
               help="Keep the SQLite files (and the PostgreSQL schema) in DIR, which must not "
                    "hold an earlier run.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the report as JSON; no live view. Also accepted before 'demo'.")
-def demo_command(url: str | None, claims: int, checkers: int, scale: float, seed: int,
-                 keep: str | None, as_json: bool) -> None:
+def demo_command(claims: int, checkers: int, scale: float, seed: int,
+                 keep: str | None) -> None:
     """Run the hailstorm of 20,000 insurance claims and report what hailq kept.
 
     A customer portal sends the claims in a burst (500 VIP, some contracts
@@ -61,8 +54,8 @@ def demo_command(url: str | None, claims: int, checkers: int, scale: float, seed
     twice, one dead letter, ...), 1 otherwise.
     """
     ctx = click.get_current_context()
-    url = chosen_url(ctx, url)
-    as_json = as_json or bool(ctx.meta.get(JSON_META_KEY))
+    url = given_url()
+    as_json = json_requested()
     plan = Plan(claims=claims, checkers=checkers, scale=scale, seed=seed)
     try:
         workspace = Workspace.create(url, keep)
@@ -83,15 +76,6 @@ def demo_command(url: str | None, claims: int, checkers: int, scale: float, seed
             where = f"; PostgreSQL schema {workspace.schema}" if workspace.schema else ""
             console.print(f"kept: {workspace.directory}{where}")
     ctx.exit(0 if report.ok else 1)
-
-
-def chosen_url(ctx: click.Context, url: str | None) -> str | None:
-    """The broker URL as every hailq command picks it: ``--url`` after the command name,
-    else ``--url`` before it, else ``HAILQ_URL``. None when none is given."""
-    if url and ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE:
-        return url
-    before: str | None = ctx.meta.get(URL_META_KEY)
-    return before or url
 
 
 def _run(plan: Plan, workspace: Workspace, as_json: bool) -> Report:
