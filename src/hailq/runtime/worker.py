@@ -21,6 +21,7 @@ import logging
 import signal
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
@@ -113,15 +114,14 @@ class Worker:
         self._queues = {name: self.broker.queue(name, **self.app.route(name).settings)
                         for name in self.order.queues}
         services = _Services(self)
-        services.start()
-        try:
-            if handle_signals:
-                with stop_on_signals(self._flag, signals):
-                    self._serve(services)
-            else:
+        # The signal handlers come first: once the registry lists this worker as running,
+        # a SIGTERM must already mean "drain", not death by the default handler.
+        with stop_on_signals(self._flag, signals) if handle_signals else nullcontext():
+            services.start()
+            try:
                 self._serve(services)
-        finally:
-            services.close()
+            finally:
+                services.close()
 
     def _serve(self, services: _Services) -> None:
         log.info("worker %s consuming %s with %d slot(s)", self.worker_id,
