@@ -79,3 +79,12 @@ def test_bench_workers_figures(url: str) -> None:
     assert figures[3].baseline == "none"  # SQLite has no p99 target
     table = render_workers("SQLite", figures)
     assert "worker drain, 2 processes × 4 threads" in table
+
+
+def test_worker_figures_get_a_database_of_their_own() -> None:
+    from hailq.bench.command import workers_url
+
+    assert workers_url("sqlite:////tmp/b/bench.db") == "sqlite:////tmp/b/bench-workers.db"
+    assert workers_url("postgresql://postgres@127.0.0.1:5432/test?schema=hailq_bench") == \
+        "postgresql://postgres@127.0.0.1:5432/test?schema=hailq_bench_workers"
+    assert workers_url("postgresql://u@h/db").endswith("/db?schema=hailq_workers")

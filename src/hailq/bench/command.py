@@ -44,7 +44,7 @@ def drop_schemas(url: str) -> None:
     parsed = parse_url(url)
     schema = parsed.options.get("schema", "hailq")
     with psycopg.connect(parsed.target, autocommit=True) as conn:
-        for name in (schema, schema + "_raw"):
+        for name in (schema, schema + "_raw", schema + "_workers"):
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(name)))
 
@@ -62,8 +62,22 @@ def run_backend(url: str, *, runs: int, quick: bool) -> list[Figure]:
         figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
     backlogs = [1_000, 10_000, 100_000] if quick else [1_000, 100_000, 1_000_000]
     figures.extend(bench_latency(url, backlogs, 100 if quick else 300, say))
-    figures.extend(bench_workers(url, runs, quick, say))
+    figures.extend(bench_workers(workers_url(url), runs, quick, say))
     return figures
+
+
+def workers_url(url: str) -> str:
+    """Where the worker figures are measured: a database of their own, as fresh as the
+    others were when their phases began (the latency phase leaves a million-row history
+    behind, which slows a drain on PostgreSQL: see docs/performance.md)."""
+    from hailq.url import parse_url
+
+    parsed = parse_url(url)
+    if parsed.scheme == "sqlite":
+        return f"sqlite:///{parsed.target.removesuffix('.db')}-workers.db"
+    schema = parsed.options.get("schema", "hailq")
+    sep = "&" if "?" in parsed.target else "?"
+    return f"{parsed.target}{sep}schema={schema}_workers"
 
 
 def render(backend: str, figures: list[Figure]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import statistics
@@ -53,7 +54,8 @@ def reset_hailq(url: str) -> hailq.Queue:
 
 
 def vacuum(url: str) -> None:
-    """On PostgreSQL, vacuum hailq's messages table as autovacuum would between phases.
+    """On PostgreSQL, vacuum hailq's tables as autovacuum would between phases, and
+    checkpoint.
 
     A queue table turns over every row; without vacuum its indexes fill with dead
     entries and every claim wades through them. Production servers run autovacuum;
@@ -67,8 +69,13 @@ def vacuum(url: str) -> None:
     from psycopg import sql
 
     with psycopg.connect(parsed.target, autocommit=True) as conn:
-        conn.execute(sql.SQL("VACUUM ANALYZE {}.messages").format(
-            sql.Identifier(parsed.options.get("schema", "hailq"))))
+        schema = sql.Identifier(parsed.options.get("schema", "hailq"))
+        for table in ("messages", "counters", "workers", "dedup"):
+            conn.execute(sql.SQL("VACUUM ANALYZE {}.{}").format(schema, sql.Identifier(table)))
+        # A phase that wrote a million rows leaves a checkpoint due; let it happen now
+        # rather than in the middle of the next phase's measurement.
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CHECKPOINT")
 
 
 def _paired_rates(n: int, runs: int, setup: Callable[[], None], hailq_work: Callable[[], None],
