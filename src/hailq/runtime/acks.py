@@ -50,7 +50,11 @@ class AckBatcher:
         with self._wake:
             if not self._closing:
                 self._pending.append(message)
-                self._wake.notify()
+                # Wake the flusher for the first of a batch and for a full one only: woken
+                # by every ack it would commit them one by one, beside the fetch loop that
+                # sends them with its next claim anyway.
+                if len(self._pending) == 1 or len(self._pending) >= self._batch:
+                    self._wake.notify()
                 return
         self._ack([message])
 
@@ -84,9 +88,14 @@ class AckBatcher:
                     self._wake.wait()
                 if self._closing and not self._pending:
                     return
-                if not self._closing and len(self._pending) < self._batch:
-                    # Give concurrent handlers a moment to join this transaction.
-                    self._wake.wait(self._interval)
+                # Give concurrent handlers a moment to join this transaction (or the fetch
+                # loop to take them all with its next claim).
+                deadline = time.monotonic() + self._interval
+                while not self._closing and 0 < len(self._pending) < self._batch:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._wake.wait(remaining)
             with self._committing:
                 with self._wake:
                     taken, self._pending = self._pending, []
