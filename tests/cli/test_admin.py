@@ -82,3 +82,11 @@ def test_bench_refuses_a_broker_url_because_it_empties_what_it_measures(
     assert "--postgres" in refused
     assert "JSON with --json FILE" in run_hailq("--json", "bench").assert_clean_error()
     assert run_hailq("bench", "--help").out.count("never uses the broker") == 1
+
+
+def test_bench_only_names_its_parts() -> None:
+    from .conftest import run_hailq
+
+    assert "send, cycle (receive+ack), latency, workers" in " ".join(
+        run_hailq("bench", "--help").out.split())
+    assert "'cycles' is not one of" in run_hailq("bench", "--only", "cycles").err

@@ -49,20 +49,29 @@ def drop_schemas(url: str) -> None:
                 sql.Identifier(name)))
 
 
-def run_backend(url: str, *, runs: int, quick: bool) -> list[Figure]:
-    """Every figure of one backend, in the order they are printed."""
+PARTS = ("send", "cycle", "latency", "workers")
+
+
+def run_backend(url: str, *, runs: int, quick: bool,
+                parts: tuple[str, ...] = PARTS) -> list[Figure]:
+    """The figures of one backend (of ``parts``), in the order they are printed."""
     def say(text: str) -> None:
         click.echo(f"  … {text}", err=True)
 
     n = 5_000 if quick else 20_000
-    say("send")
-    figures = bench_send(url, runs, n_one=500 if quick else 2_000, n_batch=n)
-    for procs, batch in ((1, 1), (1, 10), (4, 10)):
-        say(f"receive+ack with {procs} consumer(s), batch {batch}")
-        figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
-    backlogs = [1_000, 10_000, 100_000] if quick else [1_000, 100_000, 1_000_000]
-    figures.extend(bench_latency(url, backlogs, 100 if quick else 300, say))
-    figures.extend(bench_workers(workers_url(url), runs, quick, say))
+    figures: list[Figure] = []
+    if "send" in parts:
+        say("send")
+        figures.extend(bench_send(url, runs, n_one=500 if quick else 2_000, n_batch=n))
+    if "cycle" in parts:
+        for procs, batch in ((1, 1), (1, 10), (4, 10)):
+            say(f"receive+ack with {procs} consumer(s), batch {batch}")
+            figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
+    if "latency" in parts:
+        backlogs = [1_000, 10_000, 100_000] if quick else [1_000, 100_000, 1_000_000]
+        figures.extend(bench_latency(url, backlogs, 100 if quick else 300, say))
+    if "workers" in parts:
+        figures.extend(bench_workers(workers_url(url), runs, quick, say))
     return figures
 
 
@@ -103,10 +112,13 @@ def render(backend: str, figures: list[Figure]) -> str:
               help="PostgreSQL URL to measure; its schema is emptied. 'none' skips it.")
 @click.option("--runs", default=3, show_default=True, help="Runs per figure; medians are shown.")
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
+@click.option("--only", "only", multiple=True, type=click.Choice(PARTS),
+              help="Measure only this part (repeatable): send, cycle (receive+ack), latency, "
+                   "workers. Default: all.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
-                  json_path: str | None) -> None:
+                  only: tuple[str, ...], json_path: str | None) -> None:
     """Measure send, receive+ack and receive latency beside the raw driver.
 
     Ratios: for rates, hailq / raw (1.0 = as fast as the bare driver); for
@@ -129,7 +141,7 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
         with tempfile.TemporaryDirectory(prefix="hailq-bench-") as tmp:
             click.echo("SQLite …", err=True)
             figures = run_backend(f"sqlite:///{Path(tmp) / 'bench.db'}", runs=runs,
-                                  quick=quick)
+                                  quick=quick, parts=only or PARTS)
             click.echo(render("SQLite (synchronous=full sends, WAL)", figures))
             report["backends"]["sqlite"] = [asdict(f) | {"ratio": f.ratio} for f in figures]
     if pg_url.lower() != "none":
@@ -139,7 +151,7 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
         else:
             click.echo("PostgreSQL …", err=True)
             drop_schemas(pg_url)
-            figures = run_backend(pg_url, runs=runs, quick=quick)
+            figures = run_backend(pg_url, runs=runs, quick=quick, parts=only or PARTS)
             click.echo(render("PostgreSQL (synchronous commit for sends)", figures))
             report["backends"]["postgresql"] = [asdict(f) | {"ratio": f.ratio}
                                                 for f in figures]
