@@ -76,9 +76,9 @@ def run_backend(url: str, *, runs: int, quick: bool,
 
 
 def workers_url(url: str) -> str:
-    """Where the worker figures are measured: a database of their own, as fresh as the
-    others were when their phases began (the latency phase leaves a million-row history
-    behind, which slows a drain on PostgreSQL: see docs/performance.md)."""
+    """Where the worker figures are measured: a database of their own, fresh like the
+    others at the start of their phases (not the one the latency phase filled with a
+    million messages)."""
     from hailq.url import parse_url
 
     parsed = parse_url(url)
