@@ -143,3 +143,44 @@ def test_body_and_file_are_exclusive(hq: Hailq, tmp_path: Path) -> None:
     hq("send", "claims", "1", "--envelopes").assert_clean_error()
     hq("send", "claims", "--file", str(source), "--dedup-id", "x").assert_clean_error()
     hq("send", "claims", "--file", str(tmp_path / "missing.jsonl")).assert_clean_error()
+
+
+def test_file_send_shows_a_progress_bar_on_a_terminal(sqlite_url: str, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+    import threading
+
+    path = tmp_path / "claims.jsonl"
+    path.write_text("".join(json.dumps({"claim": n}) + "\n" for n in range(3000)))
+    hailq.connect(sqlite_url).close()
+    leader, follower = pty.openpty()  # stderr is a terminal: the bar shows
+    env = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"} | {"COLUMNS": "100"}
+    chunks: list[bytes] = []
+
+    def read_terminal() -> None:  # read while it writes, so a full terminal never blocks it
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: everything written was read
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=read_terminal)
+    reader.start()
+    done = subprocess.run([sys.executable, "-m", "hailq.cli.main", "send", "claims", "--file",
+                           str(path), "--batch-size", "100", "--url", sqlite_url],
+                          stdout=subprocess.PIPE, stderr=follower, env=env, timeout=120)
+    os.close(follower)
+    reader.join(10)
+    os.close(leader)
+    seen = b"".join(chunks)
+    assert done.returncode == 0
+    text = seen.decode("utf-8", "replace")
+    assert "sending to claims" in text
+    assert "/3000" in text  # done/total, counting up
+    with hailq.connect(sqlite_url) as broker:
+        assert broker.queue("claims").stats().ready == 3000
