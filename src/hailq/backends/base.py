@@ -56,6 +56,11 @@ class ClaimedRow(NamedTuple):
     lease_until: float
     seq: int  # the row's position: lets the receiver's ack find it without an id lookup
 
+    @classmethod
+    def from_returning(cls, row: Sequence[Any]) -> ClaimedRow:
+        """From a claim's RETURNING row: ``sort_key, seq, id, token, ..., lease_until``."""
+        return cls._make((*row[2:], row[1]))
+
 
 class AckParams(NamedTuple):
     queue: str

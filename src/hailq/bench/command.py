@@ -18,6 +18,7 @@ from hailq.bench.runner import (
     machine,
 )
 from hailq.bench.workers import WorkerFigure, bench_workers, render_workers
+from hailq.cli.context import given_url, json_requested
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test?schema=hailq_bench"
 
@@ -127,13 +128,12 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
 
     The benchmark empties what it measures, so it never uses the broker of
     --url or HAILQ_URL: SQLite runs in a temporary file, PostgreSQL in the
-    schema of --postgres (and that name + "_raw").
+    schema of --postgres (and that name + "_raw" and "_workers").
     """
-    ctx = click.get_current_context()
-    if ctx.meta.get("hailq.url"):
+    if given_url(from_env=False):
         raise click.UsageError("bench does not take --url: it empties what it measures; "
                                "give --postgres URL with a schema of its own")
-    if ctx.meta.get("hailq.json"):
+    if json_requested():
         raise click.UsageError("bench writes JSON with --json FILE after the command name")
     report: dict[str, Any] = {"machine": machine(), "runs": runs, "quick": quick,
                               "backends": {}}

@@ -57,10 +57,11 @@ def options_with(url_help: str, json_help: str) -> Callable[[F], F]:
     return add
 
 
-def given_url() -> str | None:
-    """The broker URL of ``--url`` (nearest the command wins) or ``HAILQ_URL``; None if
-    neither is given."""
-    url = click.get_current_context().meta.get(_URL_KEY) or os.environ.get(ENV_URL)
+def given_url(*, from_env: bool = True) -> str | None:
+    """The broker URL of ``--url`` (nearest the command wins), else (with ``from_env``)
+    ``HAILQ_URL``; None if neither is given."""
+    url = click.get_current_context().meta.get(_URL_KEY) or (
+        os.environ.get(ENV_URL) if from_env else None)
     return str(url) if url else None
 
 

@@ -559,7 +559,7 @@ def _claim_args(params: ClaimParams) -> dict[str, Any]:
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
     found.sort(key=lambda r: (r[0], r[1]))  # RETURNING has no order: back to rule 16's
-    return [ClaimedRow._make((*r[2:], r[1])) for r in found]
+    return [ClaimedRow.from_returning(r) for r in found]
 
 
 def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:

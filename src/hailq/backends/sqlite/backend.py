@@ -318,7 +318,7 @@ class SQLiteBackend:
             redelivered = sum(1 for r in found if r[9] > 1)
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
-        return acked, [ClaimedRow._make((*r[2:], r[1])) for r in found]
+        return acked, [ClaimedRow.from_returning(r) for r in found]
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         with self._transaction(durable=False) as conn:

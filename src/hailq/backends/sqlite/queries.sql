@@ -125,6 +125,8 @@ RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
 
 -- name: message_ack_seq
 -- :pairs is a JSON array of [seq, id, token] from received messages: found by row position.
+-- The plain `seq IN` is what lets SQLite look rows up by rowid; the row-value test checks
+-- that each row still holds that message and lease.
 DELETE FROM hailq_messages
 WHERE seq IN (SELECT value ->> 0 FROM json_each(:pairs))
   AND (seq, id, token) IN (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:pairs))
