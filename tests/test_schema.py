@@ -78,6 +78,29 @@ def test_migrating_twice_changes_nothing(url: str) -> None:
     first.close()
 
 
+def test_a_new_sqlite_database_gets_small_pages(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    hailq.connect(f"sqlite:///{path}").queue("claims").send({"claim": 1})
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 1024
+
+
+def test_an_existing_sqlite_database_keeps_its_page_size_and_works(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # as an earlier hailq (SQLite's default) made it
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE unrelated (x)")
+    queue = hailq.connect(f"sqlite:///{path}").queue("claims")
+    queue.send({"claim": 1})
+    [message] = queue.receive()
+    message.ack()
+    assert queue.stats().acked == 1
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
 if __name__ == "__main__":  # regenerate the checked-in files
     import tempfile
     import uuid

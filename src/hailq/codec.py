@@ -38,11 +38,15 @@ def encode_body(body: Body, max_size: int) -> tuple[bytes, int]:
     return data, kind
 
 
+_decode_json = json.JSONDecoder().decode
+
+
 def decode_body(data: bytes, kind: int) -> Body:
     if kind == BYTES:
         return bytes(data)
-    # Bytes go straight in: JSON that hailq stored is always UTF-8.
-    return json.loads(data if isinstance(data, bytes) else bytes(data))
+    # JSON that hailq stored is always UTF-8: no encoding detection (json.loads on bytes
+    # costs twice as much for a small body).
+    return _decode_json((data if isinstance(data, bytes) else bytes(data)).decode())
 
 
 def _check_json(value: object, depth: int) -> None:

@@ -65,7 +65,7 @@ def run_backend(url: str, *, runs: int, quick: bool,
         say("send")
         figures.extend(bench_send(url, runs, n_one=500 if quick else 2_000, n_batch=n))
     if "cycle" in parts:
-        for procs, batch in ((1, 1), (1, 10), (4, 10)):
+        for procs, batch in ((1, 1), (4, 1), (1, 10), (4, 10)):
             say(f"receive+ack with {procs} consumer(s), batch {batch}")
             figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
     if "latency" in parts:
@@ -93,14 +93,14 @@ def workers_url(url: str) -> str:
 def render(backend: str, figures: list[Figure]) -> str:
     workers = [f for f in figures if isinstance(f, WorkerFigure)]
     figures = [f for f in figures if not isinstance(f, WorkerFigure)]
-    lines = [f"\n{backend}", f"{'figure':<44}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
+    lines = [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
     for f in figures:
         fmt = "{:>12,.0f}" if f.unit == "msgs/s" else "{:>9.3f} ms"
-        lines.append(f"{f.name:<44}" + fmt.format(f.hailq) + fmt.format(f.raw)
+        lines.append(f"{f.name:<48}" + fmt.format(f.hailq) + fmt.format(f.raw)
                      + f"{f.ratio:>8.2f}")
     lat = [f for f in figures if f.unit == "ms"]
     if len(lat) >= 2:
-        lines.append(f"{'latency, largest vs smallest backlog':<44}"
+        lines.append(f"{'latency, largest vs smallest backlog':<48}"
                      f"{lat[-1].hailq / lat[0].hailq:>11.2f}x"
                      f"{lat[-1].raw / lat[0].raw:>11.2f}x")
     return "\n".join(lines) + (render_workers(backend, workers) if workers else "")

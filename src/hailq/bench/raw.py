@@ -2,7 +2,7 @@
 
 Durability matches hailq's: sends are synced (SQLite ``synchronous=FULL``,
 PostgreSQL synchronous commit), claims and acks are not (SQLite ``NORMAL``,
-PostgreSQL ``synchronous_commit = off``).
+PostgreSQL ``synchronous_commit = off``). The SQLite file has hailq's page size.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import sqlite3
 from typing import Any, Protocol
 
 import psycopg
+
+from hailq.backends.sqlite.backend import PAGE_SIZE
 
 
 class RawCycle(Protocol):
@@ -26,6 +28,7 @@ class RawCycle(Protocol):
 class RawSQLite:
     def __init__(self, path: str) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, timeout=60)
+        self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # the same as hailq's files
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("CREATE TABLE IF NOT EXISTS raw_jobs (id INTEGER PRIMARY KEY, "
                           "state INTEGER NOT NULL, body BLOB, lease REAL)")

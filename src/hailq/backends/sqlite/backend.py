@@ -50,6 +50,12 @@ _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and p
 _REOPEN_AFTER = {8, 10, 14}  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 _T = TypeVar("_T")
+# A commit copies every page it changed into the WAL; a claim or an ack changes a few rows
+# of about 100 bytes in the table and in three indexes. With 1 KiB pages instead of
+# SQLite's 4 KiB a commit writes a quarter of the bytes: receive+ack one by one ran
+# about 20% faster here (docs/performance.md).
+PAGE_SIZE = 1024
+_FIRST_PAUSE = 0.001  # seconds: the first sleep while another process holds the write lock
 _RECHECK = 0.1  # seconds between looks for messages that became due by time alone
 _EAGER = 0.05  # seconds of fast polling after a write was seen, until its commit shows
 
@@ -118,6 +124,9 @@ class SQLiteBackend:
             conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
                                    check_same_thread=False)
             conn.execute("PRAGMA cache_size=-16000")  # 16 MB: the hot indexes stay in memory
+            # Only takes effect while the file is still empty: a new database gets small
+            # pages, an existing one keeps its own.
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise StorageError(f"SQLite database {self.path}: could not switch to WAL ({mode})")
@@ -168,11 +177,14 @@ class SQLiteBackend:
         self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
 
     def _patiently(self, attempt: Callable[[], _T]) -> _T:
-        """Run ``attempt`` until the database is not busy, sleeping 0.1 ms, growing to 5 ms,
+        """Run ``attempt`` until the database is not busy, sleeping 1 ms, growing to 5 ms,
         in between. Contention never reaches the caller as "database is locked"; after
         busy_timeout it is a StorageError."""
         deadline = 0.0
-        pause = 0.0001
+        # Not shorter: with more processes than cores, a waiter that wakes every 0.1 ms
+        # takes the CPU from the process holding the lock (measured: 4 processes on 2
+        # cores moved 40% fewer messages than with 1 ms).
+        pause = _FIRST_PAUSE
         while True:
             try:
                 return attempt()
