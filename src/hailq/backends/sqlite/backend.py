@@ -212,12 +212,7 @@ class SQLiteBackend:
         return _Transaction(self, durable)
 
     def _begin(self, conn: sqlite3.Connection) -> None:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
-                raise
-            self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
+        self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
 
     def _patiently(self, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt`` until the database is not busy, sleeping 1 ms, growing to 5 ms,
@@ -393,8 +388,6 @@ class SQLiteBackend:
         if n <= 0:
             return []
         args = {"queue": params.queue, "n": n, "now": now, "lease": params.lease}
-        if n == 1:
-            return conn.execute(Q["message_claim_one"], args).fetchall()
         found = conn.execute(Q["message_claim"], args).fetchall()
         found.sort(key=lambda r: (r[0], r[1]))
         return found
