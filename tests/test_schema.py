@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pytest
 
 import hailq
 
@@ -99,6 +100,53 @@ def test_an_existing_sqlite_database_keeps_its_page_size_and_works(tmp_path: Pat
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_version_2_sqlite_database_migrates_with_its_messages_and_leases(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Migration 3 rebuilds the message table without the id index: every message keeps
+    its id, position and state, and leases taken before it still settle."""
+    from hailq.backends.sqlite import backend
+
+    path = tmp_path / "v2.db"
+    url = f"sqlite:///{path}"
+    with monkeypatch.context() as patch:
+        patch.setattr(backend, "MIGRATIONS", backend.MIGRATIONS[:2])
+        old = hailq.connect(url)
+        assert old.migrate() == 2
+        claims = old.queue("claims", lease=300)
+        claims.send_many([{"claim": n} for n in range(6)])
+        claims.send({"claim": "keyed"}, ordering_key="contract-7")
+        first, second, third = claims.receive(3)
+        old.close()
+    with sqlite3.connect(path) as conn:
+        before = conn.execute("SELECT seq, id, state, token FROM hailq_messages "
+                              "ORDER BY seq").fetchall()
+        assert "sqlite_autoindex_hailq_messages_1" in _index_names(conn)
+
+    broker = hailq.connect(url)
+    assert broker.migrate() == len(backend.MIGRATIONS) == 3
+    with sqlite3.connect(path) as conn:
+        after = conn.execute("SELECT seq, id, state, token FROM hailq_messages "
+                             "ORDER BY seq").fetchall()
+        assert "sqlite_autoindex_hailq_messages_1" not in _index_names(conn)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert after == before
+    claims = broker.queue("claims")
+    legacy = [m.receipt.rpartition(".")[0] for m in (first, second, third)]  # id.token
+    claims.ack(legacy[0])
+    claims.nack(legacy[1], delay=0)
+    assert claims.extend(legacy[2], 60) > 0
+    claims.ack(third)
+    rest = claims.receive(10)
+    assert [m.body["claim"] for m in rest] == [1, 3, 4, 5, "keyed"]
+    claims.ack_many(rest)
+    assert claims.stats().acked == 7
+
+
+def _index_names(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'hailq_messages'")}
 
 
 if __name__ == "__main__":  # regenerate the checked-in files

@@ -20,6 +20,9 @@ Duration = float | int | timedelta
 def seconds(value: Duration | None, what: str, *, allow_zero: bool = True,
             maximum: float = 10 * 365 * 86400.0) -> float:
     """Normalise a duration given as seconds or ``timedelta``; reject bad values."""
+    if (type(value) is int or type(value) is float) and (
+            0 < value <= maximum or (value == 0 and allow_zero)):
+        return float(value)  # the common case, before the general checks below
     if isinstance(value, bool) or value is None:
         raise InvalidArgument(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
     if isinstance(value, timedelta):

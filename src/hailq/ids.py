@@ -15,7 +15,9 @@ _lock = threading.Lock()
 _last = (0, 0)
 
 ID_PATTERN = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
-RECEIPT_PATTERN = re.compile(r"([0-9A-HJKMNP-TV-Z]{26})\.([0-9a-f]{16})")
+# id . lease token [. row position]: the position lets a backend find the row without an
+# index on ids; receipts made before it was added still parse (position None).
+RECEIPT_PATTERN = re.compile(r"([0-9A-HJKMNP-TV-Z]{26})\.([0-9a-f]{16})(?:\.([1-9][0-9]{0,17}))?")
 
 
 def new_message_id() -> str:
@@ -47,13 +49,15 @@ def check_message_id(value: object) -> str:
     return value
 
 
-def make_receipt(message_id: str, token: str) -> str:
-    return f"{message_id}.{token}"
+def make_receipt(message_id: str, token: str, seq: int) -> str:
+    return f"{message_id}.{token}.{seq}"
 
 
-def parse_receipt(receipt: object) -> tuple[str, str]:
-    """Split a receipt into ``(message_id, lease_token)``; reject forged shapes."""
+def parse_receipt(receipt: object) -> tuple[str, str, int | None]:
+    """Split a receipt into ``(message_id, lease_token, row position or None)``; reject
+    forged shapes."""
     match = RECEIPT_PATTERN.fullmatch(receipt) if isinstance(receipt, str) else None
     if match is None:
         raise InvalidArgument(f"not a hailq receipt: {receipt!r}")
-    return match.group(1), match.group(2)
+    seq = match.group(3)
+    return match.group(1), match.group(2), None if seq is None else int(seq)

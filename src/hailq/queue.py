@@ -57,9 +57,9 @@ class Message:
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
                  lease_until: float, receipt: str, seq: int | None = None) -> None:
+        _, self._token, named_seq = parse_receipt(receipt)  # acks send id, token and seq
         self._queue = queue
-        self._seq = seq
-        self._token = receipt.rpartition(".")[2]  # acks send id and token: nothing to parse
+        self._seq = named_seq if seq is None else seq
         self.id = id
         self.body = body
         self.headers = headers
@@ -81,7 +81,7 @@ class Message:
         m.headers = decode_headers(r.headers)
         m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt
         m.enqueued_at, m.lease_until = r.enqueued_at, r.lease_until
-        m.receipt = make_receipt(r.id, r.token)
+        m.receipt = make_receipt(r.id, r.token, r.seq)
         m.settled = False
         return m
 
@@ -233,8 +233,8 @@ class Queue:
         if isinstance(item, Message):  # its own fields: no receipt to parse
             return AckParams(self.name, item.id, item._token, self.settings.on_dead,
                              item.ordering_key, key_known=True, seq=item._seq)
-        message_id, token = parse_receipt(item)
-        return AckParams(self.name, message_id, token, self.settings.on_dead)
+        message_id, token, seq = parse_receipt(item)
+        return AckParams(self.name, message_id, token, self.settings.on_dead, seq=seq)
 
     @contextmanager
     def ack_transaction(self, receipt: str | Message) -> Iterator[Any]:
@@ -245,21 +245,21 @@ class Queue:
     def nack(self, receipt: str, delay: Duration | None = None, error: str | None = None,
              *, attempt: int | None = None) -> None:
         """Give a leased message back (rule 10); after ``max_attempts`` it goes dead."""
-        message_id, token = parse_receipt(receipt)
+        message_id, token, seq = parse_receipt(receipt)
         if delay is None:
             wait = backoff(self.settings.retry, attempt or 1)
         else:
             wait = seconds(delay, "delay")
         self._nack(NackParams(self.name, message_id, token, wait, _error_text(error),
                               self.settings.max_attempts, self.settings.aging,
-                              self.settings.on_dead))
+                              self.settings.on_dead, seq=seq))
 
     def dead_letter(self, receipt: str, reason: str) -> None:
         """Dead-letter a leased message now with ``reason``."""
-        message_id, token = parse_receipt(receipt)
+        message_id, token, seq = parse_receipt(receipt)
         self._nack(NackParams(self.name, message_id, token, 0.0, _error_text(reason),
                               self.settings.max_attempts, self.settings.aging,
-                              self.settings.on_dead, dead=True))
+                              self.settings.on_dead, dead=True, seq=seq))
 
     def _nack(self, params: NackParams) -> None:
         if not self._backend.message_nack(params):
@@ -281,8 +281,9 @@ class Queue:
         items = list(receipts)
         params = []
         for item in items:
-            message_id, token = parse_receipt(item.receipt if isinstance(item, Message) else item)
-            params.append(ExtendParams(self.name, message_id, token, span))
+            message_id, token, seq = parse_receipt(
+                item.receipt if isinstance(item, Message) else item)
+            params.append(ExtendParams(self.name, message_id, token, span, seq))
         results = self._backend.message_extend(params) if params else []
         for item, until in zip(items, results, strict=True):
             if isinstance(item, Message) and until is not None:

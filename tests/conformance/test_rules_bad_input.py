@@ -252,17 +252,37 @@ def test_rule_27_a_well_formed_but_unknown_receipt_is_lease_lost(broker: hailq.B
     q = broker.queue("claims")
     q.send("keep me")
     (m,) = q.receive(lease=30)
-    message_id, token = m.receipt.split(".")
-    forged_token = f"{message_id}.{'0' * 16 if token != '0' * 16 else '1' * 16}"
-    unknown_message = f"{'0' * 26}.{token}"
+    message_id, token, seq = m.receipt.split(".")
+    other = '0' * 16 if token != '0' * 16 else '1' * 16
+    forged_token = f"{message_id}.{other}.{seq}"
+    forged_position = f"{message_id}.{token}.{int(seq) + 1}"
+    unknown_message = f"{'0' * 26}.{token}.{seq}"
+    unknown_without_position = f"{'0' * 26}.{token}"
 
-    for forged in (forged_token, unknown_message):
+    for forged in (forged_token, forged_position, unknown_message, unknown_without_position):
         rejected(broker, lambda r=forged: q.ack(r), LeaseLost)
         rejected(broker, lambda r=forged: q.nack(r, delay=0), LeaseLost)
         rejected(broker, lambda r=forged: q.extend(r, 60), LeaseLost)
 
     m.ack()
     assert q.stats().acked == 1
+
+
+def test_rule_27_a_receipt_without_the_row_position_still_works(
+        broker: hailq.Broker) -> None:
+    """Receipts made before they named the row's position (id.token) stay valid."""
+    q = broker.queue("claims")
+    q.send_many(["extend me", "nack me", "ack me"])
+    first, second, third = q.receive(3, lease=30)
+    def legacy(m: hailq.Message) -> str:
+        return m.receipt.rpartition(".")[0]
+
+    assert q.extend(legacy(first), 120) > first.lease_until
+    q.nack(legacy(second), delay=0)
+    q.ack(legacy(third))
+    q.ack(first)
+    assert [m.body for m in q.receive(5)] == ["nack me"]
+    assert q.stats().acked == 2
 
 
 def test_rule_27_a_receipt_of_another_queue_is_lease_lost(broker: hailq.Broker) -> None:

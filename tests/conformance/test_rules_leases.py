@@ -435,11 +435,12 @@ def test_rule_09_ack_and_receive_settles_finished_work_with_the_next_claim(
     first = claims.receive(max_messages=2)
     [photo] = photos.receive()
     stale = claims.receive(max_messages=1)[0]
+    message_id, token, seq = stale.receipt.split(".")
+    other = "0" * 16 if token != "0" * 16 else "1" * 16
     stale_copy = hailq.Message(claims, id=stale.id, body=stale.body, headers={},
                                priority=0, ordering_key=None, attempt=1,
                                enqueued_at=stale.enqueued_at, lease_until=0,
-                               receipt=stale.receipt[:-1] + ("0" if stale.receipt[-1] != "0"
-                                                             else "1"))
+                               receipt=f"{message_id}.{other}.{seq}")
 
     results, more = claims.ack_and_receive([*first, photo, stale_copy], max_messages=2)
 

@@ -31,8 +31,9 @@ class NewMessage:
     aging: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimParams:
+class ClaimParams(NamedTuple):
+    """What a receive asks for (a tuple: built on every receive)."""
+
     queue: str
     max_messages: int
     lease: float
@@ -84,6 +85,7 @@ class NackParams:
     aging: float | None
     on_dead: str
     dead: bool = False  # dead-letter now, whatever the attempts left
+    seq: int | None = None  # the row's position, when the receipt names it
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ class ExtendParams:
     message_id: str
     token: str
     seconds: float
+    seq: int | None = None  # the row's position, when the receipt names it
 
 
 @dataclass(frozen=True, slots=True)

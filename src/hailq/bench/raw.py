@@ -28,6 +28,7 @@ class RawCycle(Protocol):
 class RawSQLite:
     def __init__(self, path: str) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, timeout=60)
+        self.synchronous = ""
         self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # the same as hailq's files
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("CREATE TABLE IF NOT EXISTS raw_jobs (id INTEGER PRIMARY KEY, "
@@ -36,7 +37,9 @@ class RawSQLite:
                           "WHERE state = 0")
 
     def _tx(self, sync: str, sql: str, args: Any = (), many: bool = False) -> list[Any]:
-        self.conn.execute(f"PRAGMA synchronous={sync}")
+        if sync != self.synchronous:  # as hailq does: only when it changes
+            self.conn.execute(f"PRAGMA synchronous={sync}")
+            self.synchronous = sync
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             if many:

@@ -285,7 +285,8 @@ class PostgresBackend:
                 rows_ = conn.execute(self._q["message_ack_claim"], {
                     **_claim_args(params), "queues": [a.queue for a in plain],
                     "ids": [a.message_id for a in plain],
-                    "tokens": [a.token for a in plain]}).fetchall()
+                    "tokens": [a.token for a in plain],
+                    "seqs": [a.seq for a in plain]}).fetchall()
                 outcome.update({r[3]: bool(r[-1]) for r in rows_ if r[0]})
                 found = _claimed_rows([r[1:-1] for r in rows_ if not r[0]])
                 if not found:
@@ -316,7 +317,7 @@ class PostgresBackend:
         """Ack messages without a key (of any queues) in one statement."""
         return conn.execute(self._q["message_ack_any"], {
             "queues": [a.queue for a in acks], "ids": [a.message_id for a in acks],
-            "tokens": [a.token for a in acks]})
+            "tokens": [a.token for a in acks], "seqs": [a.seq for a in acks]})
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         self._call(False, lambda conn: self._maintain(conn, params))
@@ -396,10 +397,11 @@ class PostgresBackend:
         if len(group) == 1:
             a = group[0]
             return conn.execute(self._q["message_ack_one"], {
-                "queue": queue, "id": a.message_id, "token": a.token}).fetchall()
+                "queue": queue, "id": a.message_id, "token": a.token,
+                "seq": a.seq}).fetchall()
         return conn.execute(self._q["message_ack"], {
             "queue": queue, "ids": [a.message_id for a in group],
-            "tokens": [a.token for a in group]}).fetchall()
+            "tokens": [a.token for a in group], "seqs": [a.seq for a in group]}).fetchall()
 
     @contextmanager
     def message_ack_transaction(self, ack: AckParams) -> Iterator[psycopg.Connection[Any]]:
@@ -422,7 +424,7 @@ class PostgresBackend:
             with conn.transaction():
                 row = conn.execute(self._q["message_nack"], {
                     "id": params.message_id, "queue": params.queue, "token": params.token,
-                    "delay": params.delay, "error": params.error or "nacked",
+                    "seq": params.seq, "delay": params.delay, "error": params.error or "nacked",
                     "max_attempts": params.max_attempts, "aging": params.aging,
                     "park": park, "dead": params.dead, "channel": self.channel,
                 }).fetchone()
@@ -442,7 +444,7 @@ class PostgresBackend:
                 group = [e for e in extends if e.queue == queue]
                 rows_ = conn.execute(self._q["message_extend"], {
                     "queue": queue, "ids": [e.message_id for e in group],
-                    "tokens": [e.token for e in group],
+                    "tokens": [e.token for e in group], "seqs": [e.seq for e in group],
                     "seconds": [e.seconds for e in group]}).fetchall()
                 found.update({i: float(until) for i, until in rows_})
             return [found.get(e.message_id) for e in extends]

@@ -165,8 +165,9 @@ SELECT pg_notify(%(channel)s, %(queue)s) FROM released WHERE state = 'ready';
 -- name: message_ack
 WITH gone AS (
     DELETE FROM {schema}.messages m
-    USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS a(id, token)
-    WHERE m.id = a.id AND m.token = a.token AND m.queue = %(queue)s AND m.state <> 'blocked'
+    USING unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[]) AS a(id, token, seq)
+    WHERE m.id = a.id AND m.token = a.token AND (a.seq IS NULL OR m.seq = a.seq)
+      AND m.queue = %(queue)s AND m.state <> 'blocked'
     RETURNING m.id, m.ordering_key,
               (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
 ), counted AS (
@@ -182,8 +183,10 @@ SELECT id, ordering_key, late FROM gone;
 -- Acks of messages without a key, of any queues, in one statement.
 WITH gone AS (
     DELETE FROM {schema}.messages m
-    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[]) AS a(queue, id, token)
+    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[])
+          AS a(queue, id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
+      AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.ordering_key IS NULL AND m.state <> 'blocked'
     RETURNING m.id, m.queue,
               (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
@@ -200,8 +203,10 @@ SELECT id, queue, late FROM gone;
 -- prepared statement's DELETE over empty arrays got a generic plan that halved them.
 WITH gone AS (
     DELETE FROM {schema}.messages m
-    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[]) AS a(queue, id, token)
+    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[])
+          AS a(queue, id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
+      AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.ordering_key IS NULL AND m.state <> 'blocked'
     RETURNING m.id, m.queue,
               (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
@@ -238,6 +243,7 @@ FROM gone;
 WITH gone AS (
     DELETE FROM {schema}.messages
     WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
+      AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint)
     RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch()) AS late
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
@@ -263,7 +269,7 @@ WITH nacked AS (
         errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
             'attempt', attempt, 'error', %(error)s::text, 'at', {schema}.epoch()))
     WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
-      AND state IN ('leased', 'ready')
+      AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint) AND state IN ('leased', 'ready')
     RETURNING state, ordering_key
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, nacked, dead_lettered)
@@ -278,8 +284,10 @@ SELECT state, ordering_key, (SELECT count(*) FROM woken) FROM nacked;
 
 -- name: message_extend
 UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + e.seconds
-FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(seconds)s::float8[]) AS e(id, token, seconds)
-WHERE m.id = e.id AND m.token = e.token AND m.queue = %(queue)s
+FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[], %(seconds)s::float8[])
+     AS e(id, token, seq, seconds)
+WHERE m.id = e.id AND m.token = e.token AND (e.seq IS NULL OR m.seq = e.seq)
+  AND m.queue = %(queue)s
   AND m.state IN ('leased', 'ready')
 RETURNING m.id, m.lease_until;
 

@@ -10,6 +10,7 @@ failure only causes a redelivery, which at-least-once allows.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -49,6 +50,7 @@ SCHEMA_TABLE = (
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 _REOPEN_AFTER = {8, 10, 14}  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+_ACK_CHUNK = 500  # messages per batch-ack statement: 3 parameters each, SQLite allows 32,766
 _T = TypeVar("_T")
 # A commit copies every page it changed into the WAL; a claim or an ack changes a few rows
 # of about 100 bytes in the table and in three indexes. With 1 KiB pages instead of
@@ -60,8 +62,23 @@ _RECHECK = 0.1  # seconds between looks for messages that became due by time alo
 _EAGER = 0.05  # seconds of fast polling after a write was seen, until its commit shows
 
 
+class _Forks:
+    """How many forks this process is from its start: a connection or lock made in
+    another generation belongs to the parent. Counting at fork replaces a getpid
+    system call on every transaction."""
+
+    generation = 0
+
+    @classmethod
+    def count(cls) -> None:
+        cls.generation += 1
+
+
+os.register_at_fork(after_in_child=_Forks.count)
+
+
 class _Local(threading.local):
-    pid: int = -1
+    generation: int = -1
     conn: sqlite3.Connection | None = None
     synchronous: str = ""
     version: int | None = None
@@ -73,12 +90,12 @@ class _ForkSafeLock:
     """A re-entrant lock that a forked child gets fresh (a parent thread may have held it)."""
 
     def __init__(self) -> None:
-        self._pid = os.getpid()
+        self._generation = _Forks.generation
         self._lock = threading.RLock()
 
     def __enter__(self) -> None:
-        if self._pid != os.getpid():
-            self._pid, self._lock = os.getpid(), threading.RLock()
+        if self._generation != _Forks.generation:
+            self._generation, self._lock = _Forks.generation, threading.RLock()
         self._lock.acquire()
 
     def __exit__(self, *exc: object) -> None:
@@ -159,11 +176,10 @@ class SQLiteBackend:
 
     def _connection(self) -> sqlite3.Connection:
         local = self._local
-        pid = os.getpid()
-        if local.conn is None or local.pid != pid:
+        if local.conn is None or local.generation != _Forks.generation:
             # A connection inherited through fork is dropped, never used or closed here.
             local.conn = self._open()
-            local.pid = pid
+            local.generation = _Forks.generation
             local.synchronous = ""
             local.version = None
             local.watch = None
@@ -365,7 +381,7 @@ class SQLiteBackend:
             if not found and not maintained:
                 self._maintain(conn, params, now)
                 found = self._claim(conn, params, now)
-            redelivered = sum(1 for r in found if r[9] > 1)
+            redelivered = sum(1 for r in found if r[9] > 1) if found else 0
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
         return acked, [ClaimedRow.from_returning(r) for r in found]
@@ -389,7 +405,8 @@ class SQLiteBackend:
             return []
         args = {"queue": params.queue, "n": n, "now": now, "lease": params.lease}
         found = conn.execute(Q["message_claim"], args).fetchall()
-        found.sort(key=lambda r: (r[0], r[1]))
+        if len(found) > 1:  # RETURNING has no order: back to rule 16's
+            found.sort(key=lambda r: (r[0], r[1]))
         return found
 
     def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
@@ -456,32 +473,52 @@ class SQLiteBackend:
 
     def _ack(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
              now: float) -> list[bool | None]:
+        if len(acks) == 1:  # one message, the most common ack: nothing to group
+            one = acks[0]
+            args = {"seq": one.seq, "id": one.message_id, "token": one.token,
+                    "queue": one.queue, "now": now}
+            if one.key_known and one.seq is not None and conn.execute(
+                    Q["message_ack_in_time"], args).rowcount:
+                if one.ordering_key is not None:
+                    self._release(conn, one.queue, one.ordering_key, now)
+                return [False]
+            found = conn.execute(Q["message_ack_one"], args).fetchall()
+            self._acked(conn, one.queue, found, now)
+            return [bool(found[0][2])] if found else [None]
         by_queue: dict[str, list[AckParams]] = {}
         for a in acks:
             by_queue.setdefault(a.queue, []).append(a)
         outcome: dict[str, bool] = {}
         for queue, group in by_queue.items():
-            if len(group) == 1:
-                one = group[0]
-                found = conn.execute(Q["message_ack_one" if one.seq is None else
-                                       "message_ack_one_seq"], {
-                    "seq": one.seq, "id": one.message_id, "token": one.token, "queue": queue,
-                    "now": now}).fetchall()
-            elif all(a.seq is not None for a in group):  # received here: no id lookups
-                pairs = json.dumps([[a.seq, a.message_id, a.token] for a in group])
-                found = conn.execute(Q["message_ack_seq"], {"pairs": pairs, "queue": queue,
-                                                            "now": now}).fetchall()
-            else:
-                pairs = json.dumps([[a.message_id, a.token] for a in group])
-                found = conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
-                                                        "now": now}).fetchall()
-            for key in sorted({k for _, k, _ in found if k is not None}):
-                self._release(conn, queue, key, now)
-            late = sum(1 for _, _, was_late in found if was_late)
-            if late:
-                conn.execute(Q["count_late"], {"queue": queue, "n": late})
+            known = [a for a in group if a.seq is not None]  # found by position
+            found = []
+            for start in range(0, len(known), _ACK_CHUNK):
+                part = known[start:start + _ACK_CHUNK]
+                found += conn.execute(_ack_by_seq(len(part)), [
+                    *[a.seq for a in part], *[a.message_id for a in part],
+                    *[a.token for a in part], queue, now]).fetchall()
+            if len(known) < len(group):
+                pairs = json.dumps([[a.message_id, a.token] for a in group if a.seq is None])
+                found += conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
+                                                         "now": now}).fetchall()
+            self._acked(conn, queue, found, now)
             outcome.update({i: bool(was_late) for i, _, was_late in found})
         return [outcome.get(a.message_id) for a in acks]
+
+    def _acked(self, conn: sqlite3.Connection, queue: str, found: list[Any],
+               now: float) -> None:
+        """After acks of ``queue`` deleted ``found`` (id, key, late): free the keys' next
+        messages, count the late acks."""
+        late = 0
+        keys = set()
+        for _, key, was_late in found:
+            late += was_late
+            if key is not None:
+                keys.add(key)
+        for key in sorted(keys):
+            self._release(conn, queue, key, now)
+        if late:
+            conn.execute(Q["count_late"], {"queue": queue, "n": late})
 
     @contextmanager
     def message_ack_transaction(self, ack: AckParams) -> Iterator[sqlite3.Connection]:
@@ -498,9 +535,10 @@ class SQLiteBackend:
             now = self._clock()
             park = 1 if params.on_dead == "park" else 0
             row = conn.execute(Q["message_nack"], {
-                "id": params.message_id, "queue": params.queue, "token": params.token,
-                "now": now, "delay": params.delay, "error": params.error or "nacked",
-                "max_attempts": params.max_attempts, "aging": params.aging,
+                "id": params.message_id, "seq": params.seq, "queue": params.queue,
+                "token": params.token, "now": now, "delay": params.delay,
+                "error": params.error or "nacked", "max_attempts": params.max_attempts,
+                "aging": params.aging,
                 "park": park, "dead": 1 if params.dead else 0,
             }).fetchone()
             if row is None:
@@ -518,8 +556,8 @@ class SQLiteBackend:
             results: list[float | None] = []
             for e in extends:
                 row = conn.execute(Q["message_extend"], {
-                    "id": e.message_id, "queue": e.queue, "token": e.token, "now": now,
-                    "seconds": e.seconds}).fetchone()
+                    "id": e.message_id, "seq": e.seq, "queue": e.queue, "token": e.token,
+                    "now": now, "seconds": e.seconds}).fetchone()
                 results.append(None if row is None else float(row[0]))
         return results
 
@@ -614,7 +652,7 @@ class SQLiteBackend:
 
     def close(self) -> None:
         conn = self._local.conn
-        if conn is not None and self._local.pid == os.getpid():
+        if conn is not None and self._local.generation == _Forks.generation:
             conn.close()
         self._local.conn = None
 
@@ -630,6 +668,12 @@ def _statements(script: str) -> Iterator[str]:
     if buffer.strip() and not all(
             ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def _ack_by_seq(n: int) -> str:
+    """``message_ack_seq`` for a batch of ``n``: plain parameters, no JSON to parse."""
+    return Q["message_ack_seq"].replace("{marks}", ",".join("?" * n))
 
 
 def _fetch_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Any:

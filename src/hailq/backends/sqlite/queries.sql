@@ -92,9 +92,20 @@ RETURNING sort_key, seq, id, token, body, body_kind, headers, priority, ordering
 -- name: count_redelivered
 UPDATE hailq_counters SET redelivered = redelivered + :n WHERE queue = :queue;
 
--- name: message_ack_one
+-- name: message_ack_in_time
+-- The common ack: the lease still holds and the receiver knows the message's key, so
+-- nothing needs returning (RETURNING costs an ack about a fifth). No row changed: the
+-- caller asks message_ack_one what happened.
 DELETE FROM hailq_messages
-WHERE id = :id AND token = :token AND queue = :queue AND state <> 'blocked'
+WHERE seq = :seq AND id = :id AND token = :token AND queue = :queue
+  AND state = 'leased' AND lease_until >= :now;
+
+-- name: message_ack_one
+-- Rows are found by position (seq); a receipt made before receipts named it is found by a
+-- scan for its id (ids have no index: they cost every ack an index write).
+DELETE FROM hailq_messages
+WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
+  AND id = :id AND token = :token AND queue = :queue AND state <> 'blocked'
 RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
 
 -- name: count_late
@@ -118,23 +129,19 @@ AND NOT EXISTS (
       AND (state IN ('ready', 'scheduled', 'leased') OR (state = 'dead' AND parked = 1))
 );
 
--- name: message_ack_one_seq
-DELETE FROM hailq_messages
-WHERE seq = :seq AND id = :id AND token = :token AND queue = :queue AND state <> 'blocked'
-RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
-
 -- name: message_ack_seq
--- :pairs is a JSON array of [seq, id, token] from received messages: found by row position.
--- The plain `seq IN` is what lets SQLite look rows up by rowid; the row-value test checks
--- that each row still holds that message and lease.
+-- A batch of received messages: {marks} stands for one ? per message, and the parameters
+-- are the seqs, then the ids, then the tokens, then queue and now. A row matches when its
+-- seq, id and token are each among the batch's: a row's seq and id belong together, and a
+-- token is 64 random bits drawn per lease, so a row can only match its own receipt.
 DELETE FROM hailq_messages
-WHERE seq IN (SELECT value ->> 0 FROM json_each(:pairs))
-  AND (seq, id, token) IN (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:pairs))
-  AND queue = :queue AND state <> 'blocked'
-RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
+WHERE seq IN ({marks}) AND id IN ({marks}) AND token IN ({marks})
+  AND queue = ? AND state <> 'blocked'
+RETURNING id, ordering_key, state <> 'leased' OR lease_until < ? AS late;
 
 -- name: message_ack
--- :pairs is a JSON array of [id, token]: one statement for a whole batch.
+-- :pairs is a JSON array of [id, token]: receipts made before receipts named the row's
+-- position. A scan (ids have no index); such receipts only live as long as a lease.
 DELETE FROM hailq_messages
 WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                       FROM json_each(:pairs))
@@ -155,7 +162,8 @@ SET state = CASE WHEN :dead OR attempt >= :max_attempts THEN 'dead'
     lease_until = NULL,
     errors = json_insert(coalesce(errors, '[]'), '$[#]',
                          json_object('attempt', attempt, 'error', :error, 'at', :now))
-WHERE id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
+WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
+  AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
 RETURNING state, ordering_key;
 
 -- name: count_nacked
@@ -167,7 +175,8 @@ UPDATE hailq_counters SET dead_lettered = dead_lettered + :dead WHERE queue = :q
 
 -- name: message_extend
 UPDATE hailq_messages SET state = 'leased', lease_until = :now + :seconds
-WHERE id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
+WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
+  AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
 RETURNING lease_until;
 
 -- name: message_peek

@@ -39,7 +39,7 @@ CREATE TABLE hailq_dedup (
 -- table hailq_messages
 CREATE TABLE hailq_messages (
     seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     queue TEXT NOT NULL,
     state TEXT NOT NULL,
     body BLOB NOT NULL,
