@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from hailq.errors import InvalidArgument, MessageTooLarge
 
@@ -38,7 +40,13 @@ def encode_body(body: Body, max_size: int) -> tuple[bytes, int]:
     return data, kind
 
 
-_decode_json = json.JSONDecoder().decode
+_decoder = json.JSONDecoder()
+_decode_json = _decoder.decode
+# The decoder's own scanner (C where available): hailq stores JSON compact, with no
+# whitespace around it, so the decoder's two whitespace matches can be skipped. That
+# halves the decoding of a small body, which every received message pays.
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    cast(Any, _decoder))  # typeshed names the wrong type for its argument
 
 
 def decode_body(data: bytes, kind: int) -> Body:
@@ -46,7 +54,14 @@ def decode_body(data: bytes, kind: int) -> Body:
         return bytes(data)
     # JSON that hailq stored is always UTF-8: no encoding detection (json.loads on bytes
     # costs twice as much for a small body).
-    return _decode_json((data if isinstance(data, bytes) else bytes(data)).decode())
+    text = (data if isinstance(data, bytes) else bytes(data)).decode()
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        end = -1
+    if end != len(text):  # not hailq's compact form: the full decoder decides (or says why)
+        return _decode_json(text)
+    return value
 
 
 def _check_json(value: object, depth: int) -> None:

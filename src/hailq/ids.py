@@ -49,8 +49,9 @@ def check_message_id(value: object) -> str:
     return value
 
 
-def make_receipt(message_id: str, token: str, seq: int) -> str:
-    return f"{message_id}.{token}.{seq}"
+def make_receipt(message_id: str, token: str, seq: int | None) -> str:
+    """``id.token.seq``; without a known position, the older ``id.token`` form."""
+    return f"{message_id}.{token}" if seq is None else f"{message_id}.{token}.{seq}"
 
 
 def parse_receipt(receipt: object) -> tuple[str, str, int | None]:

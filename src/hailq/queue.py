@@ -51,8 +51,8 @@ class Envelope:
 class Message:
     """A received message and its lease. ``receipt`` names this lease alone."""
 
-    __slots__ = ("_queue", "_seq", "_token", "attempt", "body", "enqueued_at", "headers", "id",
-                 "lease_until", "ordering_key", "priority", "receipt", "settled")
+    __slots__ = ("_queue", "_receipt", "_seq", "_token", "attempt", "body", "enqueued_at",
+                 "headers", "id", "lease_until", "ordering_key", "priority", "settled")
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
@@ -68,7 +68,7 @@ class Message:
         self.attempt = attempt
         self.enqueued_at = enqueued_at
         self.lease_until = lease_until
-        self.receipt = receipt
+        self._receipt: str | None = receipt
         self.settled = False  # acked, nacked or dead-lettered through this object
 
     @classmethod
@@ -81,9 +81,16 @@ class Message:
         m.headers = decode_headers(r.headers)
         m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt
         m.enqueued_at, m.lease_until = r.enqueued_at, r.lease_until
-        m.receipt = make_receipt(r.id, r.token, r.seq)
+        m._receipt = None  # written when first asked for: acks of a Message do not need it
         m.settled = False
         return m
+
+    @property
+    def receipt(self) -> str:
+        """The receipt of this lease, a plain string: ``queue.ack(receipt)`` works later."""
+        if self._receipt is None:
+            self._receipt = make_receipt(self.id, self._token, self._seq)
+        return self._receipt
 
     @property
     def queue(self) -> str:
@@ -232,7 +239,7 @@ class Queue:
     def _ack_params(self, item: str | Message) -> AckParams:
         if isinstance(item, Message):  # its own fields: no receipt to parse
             return AckParams(self.name, item.id, item._token, self.settings.on_dead,
-                             item.ordering_key, key_known=True, seq=item._seq)
+                             item.ordering_key, True, item._seq)
         message_id, token, seq = parse_receipt(item)
         return AckParams(self.name, message_id, token, self.settings.on_dead, seq=seq)
 

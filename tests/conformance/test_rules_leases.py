@@ -252,6 +252,46 @@ def test_rule_09_stale_receipt_raises_lease_lost_and_changes_nothing(
     assert q.stats().acked == 1
 
 
+def test_rule_09_each_receipt_of_a_batch_names_its_own_message_alone(
+        broker: hailq.Broker) -> None:
+    """One receive of several messages is one lease per message: a receipt acks its own
+    message only, and one stitched from two receipts of the batch acks nothing."""
+    q = broker.queue("claims")
+    q.send_many(["photo check", "fraud check", "payout"])
+    first, second, third = q.receive(3)
+    receipts = [first.receipt, second.receipt, third.receipt]
+    assert len(set(receipts)) == 3
+    first_id, first_token, _ = first.receipt.split(".")
+    _, _, second_seq = second.receipt.split(".")
+
+    stitched = f"{first_id}.{first_token}.{second_seq}"
+    assert q.ack_many([stitched]) == [None]
+    with pytest.raises(LeaseLost):
+        q.ack(stitched)
+    assert q.stats().in_flight == 3
+
+    q.ack(second.receipt)
+
+    assert q.stats().in_flight == 2
+    assert q.ack_many([first, third]) == [False, False]
+    assert (q.stats().acked, q.stats().in_flight) == (3, 0)
+
+
+def test_rule_09_a_new_receive_of_a_batch_fences_every_old_receipt(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims", lease=0.2)
+    q.send_many(["a", "b"])
+    old = q.receive(2)
+    time.sleep(0.3)
+    new = q.receive(2)
+    assert sorted(m.id for m in new) == sorted(m.id for m in old)
+
+    assert q.ack_many(old) == [None, None]
+
+    assert q.ack_many(new) == [False, False]
+    assert q.stats().acked == 2
+
+
 def test_rule_09_ack_many_reports_each_receipt(broker: hailq.Broker) -> None:
     q = broker.queue("claims")
     q.send_many(["lost", "late", "in time"])

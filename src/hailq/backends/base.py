@@ -56,11 +56,17 @@ class ClaimedRow(NamedTuple):
     enqueued_at: float
     lease_until: float
     seq: int  # the row's position: lets the receiver's ack find it without an id lookup
+    sort_key: float  # rule 16's order, with seq: a claim's rows are sorted by these two
 
     @classmethod
     def from_returning(cls, row: Sequence[Any]) -> ClaimedRow:
-        """From a claim's RETURNING row: ``sort_key, seq, id, token, ..., lease_until``."""
-        return cls._make((*row[2:], row[1]))
+        """From a claim's RETURNING row, whose columns come in this class's order."""
+        return tuple.__new__(cls, row)
+
+
+def delivery_order(row: Sequence[Any]) -> tuple[Any, Any]:
+    """The sort key of a claim's RETURNING row (``sort_key, seq``): RETURNING has no order."""
+    return row[11], row[10]
 
 
 class AckParams(NamedTuple):

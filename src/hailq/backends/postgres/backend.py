@@ -33,6 +33,7 @@ from hailq.backends.base import (
     NackParams,
     NewMessage,
     RedriveParams,
+    delivery_order,
 )
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
@@ -287,7 +288,7 @@ class PostgresBackend:
                     "ids": [a.message_id for a in plain],
                     "tokens": [a.token for a in plain],
                     "seqs": [a.seq for a in plain]}).fetchall()
-                outcome.update({r[3]: bool(r[-1]) for r in rows_ if r[0]})
+                outcome.update({r[1]: bool(r[-1]) for r in rows_ if r[0]})  # r[1]: id
                 found = _claimed_rows([r[1:-1] for r in rows_ if not r[0]])
                 if not found:
                     found = self._claim_with_upkeep(conn, params)
@@ -560,7 +561,7 @@ def _claim_args(params: ClaimParams) -> dict[str, Any]:
 
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
-    found.sort(key=lambda r: (r[0], r[1]))  # RETURNING has no order: back to rule 16's
+    found.sort(key=delivery_order)  # RETURNING has no order: back to rule 16's
     return [ClaimedRow.from_returning(r) for r in found]
 
 

@@ -127,8 +127,8 @@ WITH picked AS (
         token = substr(md5(gen_random_uuid()::text), 1, 16),
         lease_until = {schema}.epoch() + %(lease)s
     FROM picked WHERE m.id = picked.id
-    RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
-              m.ordering_key, m.attempt, m.enqueued_at, m.lease_until
+    RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
+              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key
 ), counted AS (
     -- Written only when something was redelivered: first deliveries cost nothing here.
     INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
@@ -226,8 +226,8 @@ WITH gone AS (
         token = substr(md5(gen_random_uuid()::text), 1, 16),
         lease_until = {schema}.epoch() + %(lease)s
     FROM picked WHERE m.id = picked.id
-    RETURNING m.sort_key, m.seq, m.id, m.token, m.body, m.body_kind, m.headers, m.priority,
-              m.ordering_key, m.attempt, m.enqueued_at, m.lease_until
+    RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
+              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key
 ), redelivered AS (
     INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
     SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
@@ -236,7 +236,7 @@ WITH gone AS (
 )
 SELECT false AS acked, *, NULL::boolean FROM claimed
 UNION ALL
-SELECT true, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, late
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, late
 FROM gone;
 
 -- name: message_ack_one

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -34,6 +35,7 @@ from hailq.backends.base import (
     NackParams,
     NewMessage,
     RedriveParams,
+    delivery_order,
 )
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.backends.sqlite.watch import FolderWatch
@@ -381,7 +383,7 @@ class SQLiteBackend:
             if not found and not maintained:
                 self._maintain(conn, params, now)
                 found = self._claim(conn, params, now)
-            redelivered = sum(1 for r in found if r[9] > 1) if found else 0
+            redelivered = sum(1 for r in found if r[7] > 1) if found else 0
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
         return acked, [ClaimedRow.from_returning(r) for r in found]
@@ -403,10 +405,11 @@ class SQLiteBackend:
             n = min(n, params.max_in_flight - int(leased))
         if n <= 0:
             return []
-        args = {"queue": params.queue, "n": n, "now": now, "lease": params.lease}
+        args = {"queue": params.queue, "n": n, "now": now, "lease": params.lease,
+                "token": secrets.token_hex(8)}
         found = conn.execute(Q["message_claim"], args).fetchall()
         if len(found) > 1:  # RETURNING has no order: back to rule 16's
-            found.sort(key=lambda r: (r[0], r[1]))
+            found.sort(key=delivery_order)
         return found
 
     def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:

@@ -77,17 +77,18 @@ RETURNING state, ordering_key;
 SELECT count(*) FROM hailq_messages WHERE queue = :queue AND state = 'leased';
 
 -- name: message_claim
+-- One lease token for the claim's rows, drawn by the caller: a receipt still names one
+-- lease (id, token and position), and no row pays for random numbers of its own.
 UPDATE hailq_messages
-SET state = 'leased', attempt = attempt + 1, token = lower(hex(randomblob(8))),
-    lease_until = :now + :lease
+SET state = 'leased', attempt = attempt + 1, token = :token, lease_until = :now + :lease
 WHERE seq IN (
     SELECT seq FROM hailq_messages
     WHERE queue = :queue AND state = 'ready'
     ORDER BY sort_key, seq
     LIMIT :n
 )
-RETURNING sort_key, seq, id, token, body, body_kind, headers, priority, ordering_key,
-          attempt, enqueued_at, lease_until;
+RETURNING id, token, body, body_kind, headers, priority, ordering_key, attempt,
+          enqueued_at, lease_until, seq, sort_key;
 
 -- name: count_redelivered
 UPDATE hailq_counters SET redelivered = redelivered + :n WHERE queue = :queue;
