@@ -27,6 +27,17 @@ from hailq.bench.workers import (
 )
 
 
+def test_a_ratio_pairs_each_run_with_the_baseline_of_its_own_turn() -> None:
+    """A neighbour that halves the second turn halves both sides of it: the paired
+    ratio stays 0.5, while the two medians come from different turns."""
+    drifting = Figure("receive+ack", "msgs/s", hailq=100.0, raw=400.0,
+                      runs=[100.0, 50.0, 100.0], raw_runs=[200.0, 100.0, 400.0])
+    assert drifting.ratio == pytest.approx(0.5)
+    assert drifting.hailq / drifting.raw == pytest.approx(0.25)
+    unpaired = Figure("latency", "ms", hailq=0.2, raw=0.1)
+    assert unpaired.ratio == pytest.approx(2.0)
+
+
 def test_percentile() -> None:
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile([1.0, 2.0], 50) == 1.5

@@ -28,12 +28,16 @@ class Figure:
     hailq: float
     raw: float
     runs: list[float] = field(default_factory=list)
+    raw_runs: list[float] = field(default_factory=list)  # the baseline's, in the same turns
 
     @property
     def ratio(self) -> float:
-        """hailq as a share of raw for rates, raw as a share of hailq for latencies."""
-        if self.unit == "msgs/s":
-            return self.hailq / self.raw if self.raw else 0.0
+        """hailq ÷ raw. Where each run has its own baseline, the median of the runs'
+        ratios: a neighbour that slows one turn slows both sides of that turn, while the
+        two medians may come from different turns."""
+        if self.runs and len(self.runs) == len(self.raw_runs) and all(self.raw_runs):
+            return statistics.median(h / r for h, r in zip(self.runs, self.raw_runs,
+                                                           strict=True))
         return self.hailq / self.raw if self.raw else 0.0
 
 
@@ -79,7 +83,8 @@ def vacuum(url: str) -> None:
 
 
 def _paired_rates(n: int, runs: int, setup: Callable[[], None], hailq_work: Callable[[], None],
-                  raw_work: Callable[[], None]) -> tuple[float, float, list[float]]:
+                  raw_work: Callable[[], None],
+                  ) -> tuple[float, float, list[float], list[float]]:
     """Median rates of hailq and raw, measured in turns so both meet the same noise."""
     ours: list[float] = []
     theirs: list[float] = []
@@ -89,7 +94,7 @@ def _paired_rates(n: int, runs: int, setup: Callable[[], None], hailq_work: Call
             start = time.perf_counter()
             work()
             rates.append(n / (time.perf_counter() - start))
-    return statistics.median(ours), statistics.median(theirs), ours
+    return statistics.median(ours), statistics.median(theirs), ours, theirs
 
 
 def bench_send(url: str, runs: int, n_one: int, n_batch: int) -> list[Figure]:
@@ -112,8 +117,8 @@ def bench_send(url: str, runs: int, n_one: int, n_batch: int) -> list[Figure]:
         for _ in range(n_one):
             raw.send_one(raw_body)
 
-    h, r, hr = _paired_rates(n_one, runs, clear, hailq_one, raw_one)
-    figures.append(Figure("send, one by one", "msgs/s", h, r, hr))
+    h, r, hr, rr = _paired_rates(n_one, runs, clear, hailq_one, raw_one)
+    figures.append(Figure("send, one by one", "msgs/s", h, r, hr, rr))
 
     def hailq_batches() -> None:
         for _ in range(n_batch // 100):
@@ -123,8 +128,8 @@ def bench_send(url: str, runs: int, n_one: int, n_batch: int) -> list[Figure]:
         for _ in range(n_batch // 100):
             raw.send_batch([raw_body] * 100)
 
-    h, r, hr = _paired_rates(n_batch, runs, clear, hailq_batches, raw_batches)
-    figures.append(Figure("send, batches of 100", "msgs/s", h, r, hr))
+    h, r, hr, rr = _paired_rates(n_batch, runs, clear, hailq_batches, raw_batches)
+    figures.append(Figure("send, batches of 100", "msgs/s", h, r, hr, rr))
     clear()
     raw.close()
     return figures
@@ -191,7 +196,7 @@ def bench_cycle(url: str, runs: int, n: int, procs: int, batch: int) -> Figure:
     label = f"receive+ack, {procs} consumer{'s' if procs > 1 else ''}" + (
         " (processes)" if procs > 1 else "") + f", batch {batch}"
     return Figure(label, "msgs/s", statistics.median(hailq_rates),
-                  statistics.median(raw_rates), hailq_rates)
+                  statistics.median(raw_rates), hailq_rates, raw_rates)
 
 
 def bench_latency(url: str, backlogs: list[int], samples: int,
