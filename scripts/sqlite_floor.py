@@ -70,8 +70,9 @@ def sql_loop(folder: str, n: int, batch: int) -> float:
         if not rows:
             break
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(_ack_by_seq(len(rows)), [*[r[10] for r in rows], *[r[0] for r in rows],
-                                             *[r[1] for r in rows], "bench", now]).fetchall()
+        conn.execute(_ack_by_seq(len(rows)), [
+            *[r[10] for r in rows], *[v for r in rows for v in (r[10], r[0], r[1])],
+            "bench", now]).fetchall()
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - start
     conn.close()

@@ -292,6 +292,25 @@ def test_rule_09_a_new_receive_of_a_batch_fences_every_old_receipt(
     assert q.stats().acked == 2
 
 
+def test_rule_09_a_stale_receipt_beside_a_current_one_of_the_same_claim_acks_nothing(
+        broker: hailq.Broker) -> None:
+    """Two messages received again together: a batch ack holding the first one's stale
+    receipt and the second one's current receipt acks the second alone."""
+    q = broker.queue("claims", lease=0.2)
+    q.send_many(["a", "b"])
+    old_a, old_b = q.receive(2)
+    time.sleep(0.3)
+    new_a, new_b = q.receive(2)
+    assert (new_a.id, new_b.id) == (old_a.id, old_b.id)
+
+    assert q.ack_many([old_a.receipt, new_b.receipt]) == [None, False]
+    results, more = q.ack_and_receive([old_b, new_a])
+
+    assert results == [None, False]
+    assert more == []
+    assert (q.stats().acked, q.stats().in_flight) == (2, 0)
+
+
 def test_rule_09_ack_many_reports_each_receipt(broker: hailq.Broker) -> None:
     q = broker.queue("claims")
     q.send_many(["lost", "late", "in time"])

@@ -52,7 +52,7 @@ SCHEMA_TABLE = (
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 _REOPEN_AFTER = {8, 10, 14}  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
-_ACK_CHUNK = 500  # messages per batch-ack statement: 3 parameters each, SQLite allows 32,766
+_ACK_CHUNK = 500  # messages per batch-ack statement: 4 parameters each, SQLite allows 32,766
 _T = TypeVar("_T")
 # A commit copies every page it changed into the WAL; a claim or an ack changes a few rows
 # of about 100 bytes in the table and in three indexes. With 1 KiB pages instead of
@@ -498,8 +498,9 @@ class SQLiteBackend:
             for start in range(0, len(known), _ACK_CHUNK):
                 part = known[start:start + _ACK_CHUNK]
                 found += conn.execute(_ack_by_seq(len(part)), [
-                    *[a.seq for a in part], *[a.message_id for a in part],
-                    *[a.token for a in part], queue, now]).fetchall()
+                    *[a.seq for a in part],
+                    *[v for a in part for v in (a.seq, a.message_id, a.token)],
+                    queue, now]).fetchall()
             if len(known) < len(group):
                 pairs = json.dumps([[a.message_id, a.token] for a in group if a.seq is None])
                 found += conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
@@ -676,7 +677,8 @@ def _statements(script: str) -> Iterator[str]:
 @functools.lru_cache(maxsize=64)
 def _ack_by_seq(n: int) -> str:
     """``message_ack_seq`` for a batch of ``n``: plain parameters, no JSON to parse."""
-    return Q["message_ack_seq"].replace("{marks}", ",".join("?" * n))
+    return Q["message_ack_seq"].replace("{marks}", ",".join("?" * n)).replace(
+        "{receipts}", ",".join(["(?, ?, ?)"] * n))
 
 
 def _fetch_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Any:

@@ -131,12 +131,14 @@ AND NOT EXISTS (
 );
 
 -- name: message_ack_seq
--- A batch of received messages: {marks} stands for one ? per message, and the parameters
--- are the seqs, then the ids, then the tokens, then queue and now. A row matches when its
--- seq, id and token are each among the batch's: a row's seq and id belong together, and a
--- token is 64 random bits drawn per lease, so a row can only match its own receipt.
+-- A batch of received messages: {marks} stands for one ? per message and {receipts} for
+-- one (?, ?, ?) per message; the parameters are the seqs, then seq, id and token of each
+-- receipt, then queue and now. The seqs find the rows; each row must then match one
+-- receipt whole. (Matching seq, id and token each against the batch's lists is not
+-- enough: one claim's messages share a token, so a stale receipt beside a current one
+-- of the same claim would match.)
 DELETE FROM hailq_messages
-WHERE seq IN ({marks}) AND id IN ({marks}) AND token IN ({marks})
+WHERE seq IN ({marks}) AND (seq, id, token) IN (VALUES {receipts})
   AND queue = ? AND state <> 'blocked'
 RETURNING id, ordering_key, state <> 'leased' OR lease_until < ? AS late;
 
