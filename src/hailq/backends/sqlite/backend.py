@@ -383,10 +383,11 @@ class SQLiteBackend:
             if not found and not maintained:
                 self._maintain(conn, params, now)
                 found = self._claim(conn, params, now)
-            redelivered = sum(1 for r in found if r[7] > 1) if found else 0
+            claimed = [ClaimedRow.from_returning(r) for r in found]
+            redelivered = sum(1 for r in claimed if r.attempt > 1)
             if redelivered:
                 conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
-        return acked, [ClaimedRow.from_returning(r) for r in found]
+        return acked, claimed
 
     def queue_upkeep(self, params: ClaimParams) -> None:
         with self._transaction(durable=False) as conn:
