@@ -42,7 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 import hailq  # noqa: E402
-from hailq.backends.sqlite.backend import PAGE_SIZE, Q, SQLiteBackend, _ack_by_seq  # noqa: E402
+from hailq.backends.sqlite.backend import (  # noqa: E402
+    PAGE_SIZE,
+    Q,
+    SQLiteBackend,
+    _ack_by_seq,
+    _claim_mark,
+)
 from hailq.bench.raw import RawSQLite  # noqa: E402
 
 BODY = {"claim": 8311}
@@ -138,8 +144,11 @@ def sql_loop(folder: str, n: int, batch: int) -> float:
     while True:
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
-        rows = conn.execute(claim, {"queue": "bench", "n": batch, "now": now, "lease": 60,
-                                    "token": secrets.token_hex(8)}).fetchall()
+        token, lease_until = secrets.token_hex(8), now + 60
+        rows = conn.execute(claim, {"queue": "bench", "n": batch, "token": token,
+                                    "lease_until": lease_until}).fetchall()
+        if rows:
+            conn.execute(_claim_mark(len(rows)), [token, lease_until, *[r[10] for r in rows]])
         conn.execute("COMMIT")
         if not rows:
             break

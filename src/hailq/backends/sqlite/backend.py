@@ -35,7 +35,6 @@ from hailq.backends.base import (
     NackParams,
     NewMessage,
     RedriveParams,
-    delivery_order,
 )
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.backends.sqlite.watch import FolderWatch
@@ -406,11 +405,13 @@ class SQLiteBackend:
             n = min(n, params.max_in_flight - int(leased))
         if n <= 0:
             return []
-        args = {"queue": params.queue, "n": n, "now": now, "lease": params.lease,
-                "token": secrets.token_hex(8)}
-        found = conn.execute(Q["message_claim"], args).fetchall()
-        if len(found) > 1:  # RETURNING has no order: back to rule 16's
-            found.sort(key=delivery_order)
+        token = secrets.token_hex(8)
+        lease_until = now + params.lease
+        found = conn.execute(Q["message_claim"], {
+            "queue": params.queue, "n": n, "token": token, "lease_until": lease_until,
+        }).fetchall()
+        if found:
+            conn.execute(_claim_mark(len(found)), [token, lease_until, *[r[10] for r in found]])
         return found
 
     def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
@@ -673,6 +674,12 @@ def _statements(script: str) -> Iterator[str]:
     if buffer.strip() and not all(
             ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def _claim_mark(n: int) -> str:
+    """``message_claim_mark`` for ``n`` rows."""
+    return Q["message_claim_mark"].replace("{marks}", ",".join("?" * n))
 
 
 @functools.lru_cache(maxsize=64)

@@ -77,18 +77,25 @@ RETURNING state, ordering_key;
 SELECT count(*) FROM hailq_messages WHERE queue = :queue AND state = 'leased';
 
 -- name: message_claim
--- One lease token for the claim's rows, drawn by the caller: a receipt still names one
--- lease (id, token and position), and no row pays for random numbers of its own.
+-- The claim's read: the next rows in rule 16's order, one range of the ready index, with
+-- the values message_claim_mark gives them (one lease token for all of them, drawn by
+-- the caller: a receipt still names one lease, and no row pays for random numbers of its
+-- own). A read and then an update by position, inside the claim's write transaction, costs
+-- a fifth fewer instructions than UPDATE ... RETURNING, which writes its rows to a
+-- temporary table first and hands them back in no particular order.
+SELECT id, :token, body, body_kind, headers, priority, ordering_key, attempt + 1,
+       enqueued_at, :lease_until, seq, sort_key
+FROM hailq_messages
+WHERE queue = :queue AND state = 'ready'
+ORDER BY sort_key, seq
+LIMIT :n;
+
+-- name: message_claim_mark
+-- {marks} stands for one ? per row read by message_claim; the parameters are the token,
+-- the lease's end, then the rows' seqs.
 UPDATE hailq_messages
-SET state = 'leased', attempt = attempt + 1, token = :token, lease_until = :now + :lease
-WHERE seq IN (
-    SELECT seq FROM hailq_messages
-    WHERE queue = :queue AND state = 'ready'
-    ORDER BY sort_key, seq
-    LIMIT :n
-)
-RETURNING id, token, body, body_kind, headers, priority, ordering_key, attempt,
-          enqueued_at, lease_until, seq, sort_key;
+SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?
+WHERE seq IN ({marks});
 
 -- name: count_redelivered
 UPDATE hailq_counters SET redelivered = redelivered + :n WHERE queue = :queue;

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""CPU instructions per message of a SQLite receive+ack cycle, counted by callgrind.
+
+    .venv/bin/python scripts/cycle_instructions.py --batch 10
+
+Wall-clock rates on a shared machine move by a third between runs; an instruction count
+does not. Each loop runs twice under ``valgrind --tool=callgrind``, once with no cycles
+and once with ``--cycles``, on a database filled the same way both times; the difference
+divided by the messages cycled is the cost of one message's claim and ack, Python
+included, without start-up and fill. Loops: ``raw`` (the benchmark's bare loop),
+``raw, same job`` (its lease doing a lease's job, see ``sqlite_floor.py``) and ``hailq``
+(``queue.receive(batch)`` then ``queue.ack_many(...)``). Time in the kernel (writing the
+WAL) is not counted. Needs valgrind; not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from sqlite_floor import RawLeases, fill  # noqa: E402
+
+from hailq.bench.raw import RawSQLite  # noqa: E402
+
+LOOPS = ("raw", "raw, same job", "hailq")
+
+
+def run_child(loop: str, batch: int, cycles: int, fill_to: int) -> None:
+    """Fill ``fill_to`` messages, then do ``cycles`` claims of ``batch`` and their acks."""
+    with tempfile.TemporaryDirectory(prefix="hailq-instr-") as folder:
+        if loop == "hailq":
+            queue = fill(folder, fill_to)
+            for _ in range(cycles):
+                queue.ack_many(queue.receive(batch))
+            return
+        raw = (RawLeases if loop == "raw, same job" else RawSQLite)(f"{folder}/raw.db")
+        raw.fill(fill_to)
+        for _ in range(cycles):
+            raw.ack(raw.claim(batch))
+        raw.close()
+
+
+def count(loop: str, batch: int, cycles: int, fill_to: int) -> int:
+    """Instructions callgrind collected for one child run."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+         __file__, "--child", loop, "--batch", str(batch), "--cycles", str(cycles),
+         "--fill", str(fill_to)], capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count from callgrind:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--cycles", type=int, default=200)
+    parser.add_argument("--fill", type=int, default=0, help="messages sent first "
+                        "(default: enough for the cycles)")
+    parser.add_argument("--child", choices=LOOPS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    fill_to = args.fill or args.batch * args.cycles
+    if args.child:
+        run_child(args.child, args.batch, args.cycles, fill_to)
+        return
+    messages = args.batch * args.cycles
+    per: dict[str, float] = {}
+    for loop in LOOPS:
+        spent = count(loop, args.batch, args.cycles, fill_to) - count(loop, args.batch, 0,
+                                                                      fill_to)
+        per[loop] = spent / messages
+    print(f"instructions per message, claims of {args.batch}, {messages:,} messages")
+    for loop, value in per.items():
+        print(f"  {loop:14s} {value:>9,.0f}   raw / this: {per['raw'] / value:.2f}   "
+              f"raw, same job / this: {per['raw, same job'] / value:.2f}")
+
+
+if __name__ == "__main__":
+    main()
