@@ -328,6 +328,33 @@ def test_rule_09_ack_many_reports_each_receipt(broker: hailq.Broker) -> None:
     assert (stats.acked, stats.late_acks, stats.in_flight) == (2, 1, 1)
 
 
+@pytest.mark.parametrize("path", ["ack_many", "ack_and_receive"])
+def test_rule_09_acks_of_one_claim_report_each_message(broker: hailq.Broker,
+                                                        path: str) -> None:
+    q = broker.queue("claims")
+    q.send_many(["in time", "lost", "late", "extended", "next"])
+    batch = q.receive(max_messages=4, lease=0.3)
+    in_time, lost, _late, extended = batch
+    in_time.extend(30)
+    extended.extend(30)
+    time.sleep(0.4)
+    (lost_again,) = q.receive(lease=30)
+    assert lost_again.id == lost.id
+
+    if path == "ack_many":
+        results = q.ack_many(batch)
+    else:
+        results, more = q.ack_and_receive(batch)
+        assert [m.body for m in more] == ["next"]
+
+    assert results == [False, None, True, False]
+    stats = q.stats()
+    assert (stats.acked, stats.late_acks) == (3, 1)
+    assert q.ack_many([lost_again]) == [False]
+    stats = q.stats()
+    assert (stats.ready, stats.in_flight) == ((0, 1) if path == "ack_and_receive" else (1, 0))
+
+
 # -- rule 10: nack and extend --------------------------------------------------------------
 
 

@@ -132,6 +132,20 @@ def test_rule_17_different_keys_flow_in_parallel(broker: hailq.Broker) -> None:
     assert q.stats().blocked == 8
 
 
+def test_rule_17_acking_the_heads_of_one_claim_together_frees_each_key(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+    q.send_many([Envelope(f"{key}-{n}", ordering_key=key)
+                 for n in range(2) for key in ("a", "b", "c")] + [Envelope("free")])
+    heads = q.receive(max_messages=10)
+    assert sorted(m.body for m in heads) == ["a-0", "b-0", "c-0", "free"]
+
+    assert q.ack_many(heads) == [False] * 4
+
+    assert sorted(m.body for m in q.receive(max_messages=10)) == ["a-1", "b-1", "c-1"]
+    assert q.stats().blocked == 0
+
+
 def test_rule_17_continue_lets_the_key_flow_after_its_head_dies(broker: hailq.Broker) -> None:
     q = broker.queue("claims", on_dead="continue", max_attempts=1)
     q.send_many([Envelope("head", ordering_key="acct-1"), Envelope("next", ordering_key="acct-1")])

@@ -215,8 +215,12 @@ WITH gone AS (
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
 ), picked AS (
+    -- Not the rows this statement deletes: its parts see one snapshot, where a message
+    -- acked late (its lease ended, nobody received it since) is still ready, and SKIP
+    -- LOCKED does not skip this transaction's own locks. Without this, such a message
+    -- was handed back to the caller that had just acked it.
     SELECT id FROM {schema}.messages
-    WHERE queue = %(queue)s AND state = 'ready'
+    WHERE queue = %(queue)s AND state = 'ready' AND id NOT IN (SELECT id FROM gone)
     ORDER BY sort_key, seq
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED

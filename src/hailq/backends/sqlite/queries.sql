@@ -149,6 +149,19 @@ WHERE seq IN ({marks}) AND (seq, id, token) IN (VALUES {receipts})
   AND queue = ? AND state <> 'blocked'
 RETURNING id, ordering_key, state <> 'leased' OR lease_until < ? AS late;
 
+-- name: message_ack_claim_in_time
+-- A batch of Message objects of one claim (one lease token), all still leased in time:
+-- nothing needs returning, so no row is staged for RETURNING. {marks} stands for one ?
+-- per message; the parameters are the seqs, the token, the ids, then queue and now. The
+-- caller compares the count of deleted rows with the batch and, when they differ, rolls
+-- the transaction back and acks through message_ack_seq. A row that holds the token at
+-- one of the seqs is the message that claim leased there (positions of live rows do not
+-- change, tokens are drawn per claim), and its id must be one of the batch's. The unary +
+-- keeps the planner on the seqs instead of the leased index.
+DELETE FROM hailq_messages
+WHERE seq IN ({marks}) AND token = ? AND id IN ({marks})
+  AND queue = ? AND +state = 'leased' AND +lease_until >= ?;
+
 -- name: message_ack
 -- :pairs is a JSON array of [id, token]: receipts made before receipts named the row's
 -- position. A scan (ids have no index); such receipts only live as long as a lease.
