@@ -46,8 +46,7 @@ from hailq.backends.sqlite.backend import (  # noqa: E402
     PAGE_SIZE,
     Q,
     SQLiteBackend,
-    _ack_by_seq,
-    _claim_mark,
+    _for_rows,
 )
 from hailq.bench.raw import RawSQLite  # noqa: E402
 
@@ -148,12 +147,13 @@ def sql_loop(folder: str, n: int, batch: int) -> float:
         rows = conn.execute(claim, {"queue": "bench", "n": batch, "token": token,
                                     "lease_until": lease_until}).fetchall()
         if rows:
-            conn.execute(_claim_mark(len(rows)), [token, lease_until, *[r[10] for r in rows]])
+            conn.execute(_for_rows("message_claim_mark", len(rows)),
+                         [token, lease_until, *[r[10] for r in rows]])
         conn.execute("COMMIT")
         if not rows:
             break
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(_ack_by_seq(len(rows)), [
+        conn.execute(_for_rows("message_ack_seq", len(rows)), [
             *[r[10] for r in rows], *[v for r in rows for v in (r[10], r[0], r[1])],
             "bench", now]).fetchall()
         conn.execute("COMMIT")

@@ -372,10 +372,7 @@ class SQLiteBackend:
 
     def message_ack_claim(self, acks: Sequence[AckParams], params: ClaimParams,
                           ) -> tuple[list[bool | None], list[ClaimedRow]]:
-        try:
-            return self._ack_claim(acks, params, fast=True)
-        except _NotAllInTime:  # rolled back before the claim: again, acking row by row
-            return self._ack_claim(acks, params, fast=False)
+        return _fast_first(lambda fast: self._ack_claim(acks, params, fast))
 
     def _ack_claim(self, acks: Sequence[AckParams], params: ClaimParams, fast: bool,
                    ) -> tuple[list[bool | None], list[ClaimedRow]]:
@@ -418,7 +415,8 @@ class SQLiteBackend:
             "queue": params.queue, "n": n, "token": token, "lease_until": lease_until,
         }).fetchall()
         if found:
-            conn.execute(_claim_mark(len(found)), [token, lease_until, *[r[10] for r in found]])
+            conn.execute(_for_rows("message_claim_mark", len(found)),
+                         [token, lease_until, *[r[10] for r in found]])
         return found
 
     def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
@@ -480,12 +478,11 @@ class SQLiteBackend:
     # -- finishing ---------------------------------------------------------------------
 
     def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
-        try:
+        def run(fast: bool) -> list[bool | None]:
             with self._transaction(durable=False) as conn:
-                return self._ack(conn, acks, self._clock(), fast=True)
-        except _NotAllInTime:
-            with self._transaction(durable=False) as conn:
-                return self._ack(conn, acks, self._clock())
+                return self._ack(conn, acks, self._clock(), fast)
+
+        return _fast_first(run)
 
     def _ack(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
              now: float, fast: bool = False) -> list[bool | None]:
@@ -517,7 +514,7 @@ class SQLiteBackend:
             found = []
             for start in range(0, len(known), _ACK_CHUNK):
                 part = known[start:start + _ACK_CHUNK]
-                found += conn.execute(_ack_by_seq(len(part)), [
+                found += conn.execute(_for_rows("message_ack_seq", len(part)), [
                     *[a.seq for a in part],
                     *[v for a in part for v in (a.seq, a.message_id, a.token)],
                     queue, now]).fetchall()
@@ -534,13 +531,12 @@ class SQLiteBackend:
         queue = acks[0].queue
         for start in range(0, len(acks), _ACK_CHUNK):
             part = acks[start:start + _ACK_CHUNK]
-            deleted = conn.execute(_ack_in_time_sql(len(part)), [
+            deleted = conn.execute(_for_rows("message_ack_claim_in_time", len(part)), [
                 *[a.seq for a in part], part[0].token, *[a.message_id for a in part],
                 queue, now]).rowcount
             if deleted != len(part):
                 raise _NotAllInTime
-        for key in sorted({a.ordering_key for a in acks if a.ordering_key is not None}):
-            self._release(conn, queue, key, now)
+        self._acked(conn, queue, [(a.message_id, a.ordering_key, False) for a in acks], now)
 
     def _acked(self, conn: sqlite3.Connection, queue: str, found: list[Any],
                now: float) -> None:
@@ -707,14 +703,17 @@ def _statements(script: str) -> Iterator[str]:
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
 
 
-@functools.lru_cache(maxsize=64)
-def _claim_mark(n: int) -> str:
-    """``message_claim_mark`` for ``n`` rows."""
-    return Q["message_claim_mark"].replace("{marks}", ",".join("?" * n))
-
-
 class _NotAllInTime(Exception):
     """A fast batch ack deleted fewer rows than it was given: roll back, ack row by row."""
+
+
+def _fast_first(run: Callable[[bool], _T]) -> _T:
+    """``run(True)``, a transaction that tries the fast batch ack; when that raised
+    _NotAllInTime (rolled back, nothing written), ``run(False)``."""
+    try:
+        return run(True)
+    except _NotAllInTime:
+        return run(False)
 
 
 def _one_claim(acks: Sequence[AckParams]) -> bool:
@@ -727,16 +726,11 @@ def _one_claim(acks: Sequence[AckParams]) -> bool:
             and len({a.seq for a in acks}) == len(acks))
 
 
-@functools.lru_cache(maxsize=64)
-def _ack_in_time_sql(n: int) -> str:
-    """``message_ack_claim_in_time`` for ``n`` messages."""
-    return Q["message_ack_claim_in_time"].replace("{marks}", ",".join("?" * n))
-
-
-@functools.lru_cache(maxsize=64)
-def _ack_by_seq(n: int) -> str:
-    """``message_ack_seq`` for a batch of ``n``: plain parameters, no JSON to parse."""
-    return Q["message_ack_seq"].replace("{marks}", ",".join("?" * n)).replace(
+@functools.lru_cache(maxsize=256)
+def _for_rows(name: str, n: int) -> str:
+    """Statement ``name`` for ``n`` rows: ``{marks}`` becomes one ``?`` per row and
+    ``{receipts}`` one ``(?, ?, ?)`` per row (plain parameters, no JSON to parse)."""
+    return Q[name].replace("{marks}", ",".join("?" * n)).replace(
         "{receipts}", ",".join(["(?, ?, ?)"] * n))
 
 
