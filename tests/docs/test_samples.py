@@ -34,11 +34,13 @@ HAILQ = str(Path(sys.executable).with_name("hailq"))
 # Pages in docs/ written by others; the site build stubs them while they are missing.
 OWNED_ELSEWHERE = ("performance.md", "reliability.md")
 
-PAGES = sorted(p for p in DOCS.rglob("*.md") if p.name not in OWNED_ELSEWHERE)
+# The README's quick start is a page like the others: its samples run too.
+PAGES = [ROOT / "README.md",
+         *sorted(p for p in DOCS.rglob("*.md") if p.name not in OWNED_ELSEWHERE)]
 
 
 def _page_id(page: Path) -> str:
-    return str(page.relative_to(DOCS))
+    return str(page.relative_to(DOCS if page.is_relative_to(DOCS) else ROOT))
 
 
 def test_docs_have_pages_with_samples() -> None:
