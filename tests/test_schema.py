@@ -7,8 +7,10 @@ reviewed as a diff, and migrations never drift from what a fresh install gets.
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -163,3 +165,33 @@ if __name__ == "__main__":  # regenerate the checked-in files
     POSTGRES_SCHEMA.write_text(postgres_schema(PG_URL, name))
     drop_schema(name)
     sys.exit(0)
+
+
+def _first_use(url: str, n: int, start: float) -> str:
+    """One process of a fleet starting together: wait for the common start, then connect
+    (migrating the fresh database) and send one message."""
+    time.sleep(max(0.0, start - time.time()))
+    broker = hailq.connect(url)
+    message_id = broker.queue("claims").send({"process": n})
+    broker.close()
+    return message_id
+
+
+def test_processes_starting_together_on_a_fresh_database_all_work(url: str) -> None:
+    """Eight workers started at once by a deploy all find, or make, one schema: none fails
+    on a table another is creating, no migration runs twice, every send lands."""
+    start = time.time() + 1.5  # after every child has imported hailq
+    with multiprocessing.get_context("spawn").Pool(8) as pool:
+        ids = pool.starmap(_first_use, [(url, n, start) for n in range(8)])
+    broker = hailq.connect(url)
+    queue = broker.queue("claims")
+    got = queue.receive(max_messages=10)
+    assert sorted(m.id for m in got) == sorted(ids)
+    assert sorted(m.body["process"] for m in got) == list(range(8))
+    assert broker.migrate() == _newest_migration(url)  # each migration ran, once
+    broker.close()
+
+
+def _newest_migration(url: str) -> int:
+    folder = ROOT / ("postgres" if url.startswith("postgresql") else "sqlite") / "migrations"
+    return max(int(p.name.split("_", 1)[0]) for p in folder.glob("*.sql"))
