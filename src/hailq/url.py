@@ -34,6 +34,13 @@ def parse_url(url: object) -> BrokerURL:
             raise InvalidArgument(
                 f"SQLite URL needs a file path: sqlite:///relative.db or sqlite:////abs/path.db, "
                 f"got {_safe(url)!r}")
+        if path == ":memory:" or path.startswith("file::memory:"):
+            # An in-memory database lives in one connection: hailq's other threads and
+            # processes, and its workers, would each see an empty database of their own.
+            raise InvalidArgument(
+                f"hailq needs a database file that every thread and process can open, not "
+                f"an in-memory database ({_safe(url)!r}); for tests use a temporary file: "
+                "sqlite:////tmp/test-hailq.db")
         _only(query, SQLITE_OPTIONS, "sqlite")
         return BrokerURL("sqlite", path, query, f"sqlite:///{path}")
     if scheme in ("postgresql", "postgres"):

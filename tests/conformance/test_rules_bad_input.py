@@ -375,10 +375,11 @@ def test_rule_27_bad_subscription_filters_are_rejected(broker: hailq.Broker) -> 
     ("sqlite:///{dir}/x.db?busy_timeout=-1", "busy_timeout"),
     ("sqlite:///{dir}/x.db?synchronous=maybe", "synchronous"),
     ("sqlite:///{dir}/x.db?poll_interval=0", "poll_interval"), (None, "sqlite:///"),
-    (42, "url"),
+    (42, "url"), ("sqlite:///:memory:", "in-memory"), ("sqlite:///file::memory:", "in-memory"),
 ], ids=repr)
 def test_rule_27_bad_urls_are_rejected_and_create_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: Any, hint: str) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative path would create its file here
     if isinstance(url, str):
         url = url.format(dir=tmp_path)
     if url is None:  # no URL: HAILQ_URL is used, here a bad one
