@@ -251,13 +251,22 @@ class Queue:
 
     def nack(self, receipt: str, delay: Duration | None = None, error: str | None = None,
              *, attempt: int | None = None) -> None:
-        """Give a leased message back (rule 10); after ``max_attempts`` it goes dead."""
+        """Give a leased message back (rule 10); after ``max_attempts`` it goes dead.
+
+        Without ``delay`` the wait is the retry backoff of the message's attempt:
+        ``attempt`` when the caller knows it (``Message.nack``), else read first."""
         message_id, token, seq = parse_receipt(receipt)
-        if delay is None:
-            wait = backoff(self.settings.retry, attempt or 1)
-        else:
+        text = _error_text(error)
+        if delay is not None:
             wait = seconds(delay, "delay")
-        self._nack(NackParams(self.name, message_id, token, wait, _error_text(error),
+        else:
+            if attempt is None:  # a bare receipt: the backoff grows with the attempt
+                attempt = self._backend.message_attempt(self.name, message_id, token, seq)
+                if attempt is None:
+                    raise LeaseLost(f"message {message_id}: the receipt no longer holds its "
+                                    "lease; nothing changed")
+            wait = backoff(self.settings.retry, attempt)
+        self._nack(NackParams(self.name, message_id, token, wait, text,
                               self.settings.max_attempts, self.settings.aging,
                               self.settings.on_dead, seq=seq))
 

@@ -372,6 +372,33 @@ def test_rule_10_nack_without_delay_uses_the_retry_backoff(broker: hailq.Broker)
     assert again.id == m.id
 
 
+@pytest.mark.parametrize("how", ["message", "receipt"])
+def test_rule_10_the_retry_backoff_grows_with_the_attempt(broker: hailq.Broker,
+                                                          how: str) -> None:
+    """The third failure waits base * factor**2, nacked through the Message or through
+    its bare receipt string (a consumer that kept only the receipt)."""
+    q = broker.queue("claims", max_attempts=10,
+                     retry={"base": 100, "factor": 2, "max": 10_000, "jitter": 0})
+    q.send("flaky")
+    for _ in range(2):
+        (m,) = q.receive()
+        m.nack(delay=0)
+    (m,) = q.receive()
+    assert m.attempt == 3
+
+    before = time.time()
+    if how == "message":
+        m.nack()
+    else:
+        q.nack(m.receipt)
+
+    (held,) = q.peek()
+    assert 400 - 5 <= held.available_at - before <= 400 + 5
+    with pytest.raises(LeaseLost):  # the lease ended with the nack: nothing changes
+        q.nack(m.receipt)
+    assert q.peek()[0].available_at == held.available_at
+
+
 def test_rule_10_nack_with_delay_zero_gives_back_now(broker: hailq.Broker) -> None:
     q = broker.queue("claims", retry={"base": 300})
     q.send("flaky")

@@ -184,6 +184,12 @@ class Backend(Protocol):
         """Give the message back (or dead-letter it); False if the lease was lost."""
         ...
 
+    def message_attempt(self, queue: str, message_id: str, token: str,
+                        seq: int | None) -> int | None:
+        """The attempt of the lease the receipt names, or None if it no longer holds it
+        (the attempt changes only with a new lease, so it stays right for this one)."""
+        ...
+
     def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
         """Move each lease's end, in one transaction; per lease the new deadline, or None
         if the lease was lost."""

@@ -438,6 +438,12 @@ class PostgresBackend:
 
         return self._call(False, run)
 
+    def message_attempt(self, queue: str, message_id: str, token: str,
+                        seq: int | None) -> int | None:
+        found = self._all(False, "message_attempt", {"queue": queue, "id": message_id,
+                                                     "token": token, "seq": seq})
+        return int(found[0][0]) if found else None
+
     def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
         def run(conn: psycopg.Connection[Any]) -> list[float | None]:
             found: dict[str, float] = {}

@@ -256,6 +256,11 @@ WITH gone AS (
 )
 SELECT id, ordering_key, late FROM gone;
 
+-- name: message_attempt
+SELECT attempt FROM {schema}.messages
+WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
+  AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint) AND state IN ('leased', 'ready');
+
 -- name: message_nack
 WITH nacked AS (
     UPDATE {schema}.messages

@@ -583,6 +583,12 @@ class SQLiteBackend:
                 self._release(conn, params.queue, key, now)
             return True
 
+    def message_attempt(self, queue: str, message_id: str, token: str,
+                        seq: int | None) -> int | None:
+        found = self._read(Q["message_attempt"], {"queue": queue, "id": message_id,
+                                                  "token": token, "seq": seq})
+        return int(found[0][0]) if found else None
+
     def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
         with self._transaction(durable=False) as conn:
             now = self._clock()

@@ -189,6 +189,11 @@ WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
 RETURNING state, ordering_key;
 
+-- name: message_attempt
+SELECT attempt FROM hailq_messages
+WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
+  AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready');
+
 -- name: count_nacked
 UPDATE hailq_counters SET nacked = nacked + 1, dead_lettered = dead_lettered + :dead
 WHERE queue = :queue;
