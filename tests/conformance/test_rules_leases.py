@@ -372,6 +372,32 @@ def test_rule_10_nack_without_delay_uses_the_retry_backoff(broker: hailq.Broker)
     assert again.id == m.id
 
 
+@pytest.mark.parametrize("how", ["ack_many", "ack_and_receive", "receipts"])
+def test_rule_09_a_stale_receipt_beside_the_current_one_is_lost(broker: hailq.Broker,
+                                                                how: str) -> None:
+    """The same message twice in one batch: its old lease (ended, received again since)
+    and its current one. Only the current one acks; the stale one reports lost."""
+    q = broker.queue("claims", lease=0.3)
+    q.send("slow")
+    (old,) = q.receive()
+    time.sleep(0.5)
+    (new,) = q.receive()
+    assert (new.id, new.attempt) == (old.id, 2)
+
+    if how == "ack_many":
+        results = q.ack_many([old, new])
+    elif how == "ack_and_receive":
+        results, got = q.ack_and_receive([old, new], 5)
+        assert got == []
+    else:
+        results = q.ack_many([old.receipt, new.receipt])
+
+    assert results == [None, False]
+    assert not old.settled
+    stats = q.stats()
+    assert (stats.acked, stats.in_flight, stats.late_acks) == (1, 0, 0)
+
+
 @pytest.mark.parametrize("how", ["message", "receipt"])
 def test_rule_10_the_retry_backoff_grows_with_the_attempt(broker: hailq.Broker,
                                                           how: str) -> None:

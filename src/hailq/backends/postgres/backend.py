@@ -275,9 +275,11 @@ class PostgresBackend:
         keyed = [a for a in acks if not (a.key_known and a.ordering_key is None)]
 
         def run(conn: psycopg.Connection[Any]) -> tuple[list[bool | None], list[ClaimedRow]]:
-            outcome: dict[str, bool | None] = {}
+            # By receipt (id and token): a stale receipt beside the current one of the
+            # same message gets None, not the current one's answer.
+            outcome: dict[tuple[str, str], bool | None] = {}
             if keyed:  # keys need their locks and releases: a transaction of their own
-                outcome.update(zip((a.message_id for a in keyed),
+                outcome.update(zip(((a.message_id, a.token) for a in keyed),
                                    self._ack(conn, keyed, in_transaction=False), strict=True))
             found: list[ClaimedRow] = []
             due = time.monotonic() - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY
@@ -288,16 +290,16 @@ class PostgresBackend:
                     "ids": [a.message_id for a in plain],
                     "tokens": [a.token for a in plain],
                     "seqs": [a.seq for a in plain]}).fetchall()
-                outcome.update({r[1]: bool(r[-1]) for r in rows_ if r[0]})  # r[1]: id
+                outcome.update({(r[1], r[2]): bool(r[-1]) for r in rows_ if r[0]})  # id, token
                 found = _claimed_rows([r[1:-1] for r in rows_ if not r[0]])
                 if not found:
                     found = self._claim_with_upkeep(conn, params)
             else:
                 if plain:
                     acked_rows = self._ack_cursor(conn, plain).fetchall()
-                    outcome.update({i: bool(late) for i, _, late in acked_rows})
+                    outcome.update({(r[0], r[3]): bool(r[2]) for r in acked_rows})
                 found = self._claim_with_upkeep(conn, params)
-            return [outcome.get(a.message_id) for a in acks], found
+            return [outcome.get((a.message_id, a.token)) for a in acks], found
 
         return self._call(False, run)
 
@@ -377,7 +379,7 @@ class PostgresBackend:
 
     def _ack(self, conn: psycopg.Connection[Any], acks: Sequence[AckParams],
              in_transaction: bool) -> list[bool | None]:
-        outcome: dict[str, bool] = {}
+        outcome: dict[tuple[str, str], bool] = {}  # by receipt: see message_ack_claim
         groups: defaultdict[tuple[str, bool], list[AckParams]] = defaultdict(list)
         for a in acks:
             plain = a.key_known and a.ordering_key is None
@@ -389,9 +391,9 @@ class PostgresBackend:
             else:
                 with conn.transaction():
                     found = self._ack_rows(conn, queue, group)
-                    self._release(conn, queue, [k for _, k, _ in found if k is not None])
-            outcome.update({i: bool(late) for i, _, late in found})
-        return [outcome.get(a.message_id) for a in acks]
+                    self._release(conn, queue, [r[1] for r in found if r[1] is not None])
+            outcome.update({(r[0], r[3]): bool(r[2]) for r in found})
+        return [outcome.get((a.message_id, a.token)) for a in acks]
 
     def _ack_rows(self, conn: psycopg.Connection[Any], queue: str,
                   group: list[AckParams]) -> list[Any]:

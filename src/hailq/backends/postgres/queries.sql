@@ -169,7 +169,7 @@ WITH gone AS (
     WHERE m.id = a.id AND m.token = a.token AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.queue = %(queue)s AND m.state <> 'blocked'
     RETURNING m.id, m.ordering_key,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
 ), counted AS (
     -- Written only for late acks: acked itself is derived (sent - present - purged).
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
@@ -177,7 +177,7 @@ WITH gone AS (
     HAVING count(*) > 0
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
 )
-SELECT id, ordering_key, late FROM gone;
+SELECT id, ordering_key, late, token FROM gone;
 
 -- name: message_ack_any
 -- Acks of messages without a key, of any queues, in one statement.
@@ -189,13 +189,13 @@ WITH gone AS (
       AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.ordering_key IS NULL AND m.state <> 'blocked'
     RETURNING m.id, m.queue,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
 )
-SELECT id, queue, late FROM gone;
+SELECT id, queue, late, token FROM gone;
 
 -- name: message_ack_claim
 -- Acks of messages without a key, then a claim: one statement, one round trip.
@@ -209,7 +209,7 @@ WITH gone AS (
       AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.ordering_key IS NULL AND m.state <> 'blocked'
     RETURNING m.id, m.queue,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
 ), late_counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
@@ -240,7 +240,7 @@ WITH gone AS (
 )
 SELECT false AS acked, *, NULL::boolean FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, late
+SELECT true, id, token, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, late
 FROM gone;
 
 -- name: message_ack_one
@@ -248,13 +248,14 @@ WITH gone AS (
     DELETE FROM {schema}.messages
     WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
       AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint)
-    RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch()) AS late
+    RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch()) AS late,
+              token
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT %(queue)s, pg_backend_pid() %% 16, 1 FROM gone WHERE late
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + 1
 )
-SELECT id, ordering_key, late FROM gone;
+SELECT id, ordering_key, late, token FROM gone;
 
 -- name: message_attempt
 SELECT attempt FROM {schema}.messages

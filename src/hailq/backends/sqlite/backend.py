@@ -508,7 +508,9 @@ class SQLiteBackend:
         by_queue: dict[str, list[AckParams]] = {}
         for a in acks:
             by_queue.setdefault(a.queue, []).append(a)
-        outcome: dict[str, bool] = {}
+        # By receipt (id and token), not id: a stale receipt beside the current one of
+        # the same message gets None, not the current one's answer.
+        outcome: dict[tuple[str, str], bool] = {}
         for queue, group in by_queue.items():
             known = [a for a in group if a.seq is not None]  # found by position
             found = []
@@ -523,8 +525,8 @@ class SQLiteBackend:
                 found += conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
                                                          "now": now}).fetchall()
             self._acked(conn, queue, found, now)
-            outcome.update({i: bool(was_late) for i, _, was_late in found})
-        return [outcome.get(a.message_id) for a in acks]
+            outcome.update({(r[0], r[3]): bool(r[2]) for r in found})
+        return [outcome.get((a.message_id, a.token)) for a in acks]
 
     def _ack_in_time(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
                      now: float) -> None:
@@ -540,11 +542,12 @@ class SQLiteBackend:
 
     def _acked(self, conn: sqlite3.Connection, queue: str, found: list[Any],
                now: float) -> None:
-        """After acks of ``queue`` deleted ``found`` (id, key, late): free the keys' next
-        messages, count the late acks."""
+        """After acks of ``queue`` deleted ``found`` (id, key, late, ...): free the keys'
+        next messages, count the late acks."""
         late = 0
         keys = set()
-        for _, key, was_late in found:
+        for row in found:
+            key, was_late = row[1], row[2]
             late += was_late
             if key is not None:
                 keys.add(key)

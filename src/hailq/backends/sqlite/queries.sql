@@ -147,7 +147,7 @@ AND NOT EXISTS (
 DELETE FROM hailq_messages
 WHERE seq IN ({marks}) AND (seq, id, token) IN (VALUES {receipts})
   AND queue = ? AND state <> 'blocked'
-RETURNING id, ordering_key, state <> 'leased' OR lease_until < ? AS late;
+RETURNING id, ordering_key, state <> 'leased' OR lease_until < ? AS late, token;
 
 -- name: message_ack_claim_in_time
 -- A batch of Message objects of one claim (one lease token), all still leased in time:
@@ -169,7 +169,7 @@ DELETE FROM hailq_messages
 WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                       FROM json_each(:pairs))
   AND queue = :queue AND state <> 'blocked'
-RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
+RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late, token;
 
 -- name: message_nack
 UPDATE hailq_messages
