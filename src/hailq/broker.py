@@ -41,7 +41,10 @@ class Broker:
         current = QueueSettings.from_json(stored) if stored else None
         wanted = QueueSettings.build(current, **settings)
         if stored is None or wanted != current:
-            self.backend.queue_save(name, wanted.to_json())
+            # Messages already queued take the new aging too, or old and new ones would
+            # be ordered by different rules (rule 16).
+            resort = current is not None and wanted.aging != current.aging
+            self.backend.queue_save(name, wanted.to_json(), wanted.aging, resort)
         return Queue(self.backend, name, wanted)
 
     def get_queue(self, name: str) -> Queue:

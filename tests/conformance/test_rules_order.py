@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 import hailq
 from hailq import Envelope
 
@@ -80,6 +82,26 @@ def test_rule_16_equal_priority_with_aging_stays_fifo(broker: hailq.Broker) -> N
     ids = q.send_many([Envelope(n, priority=4) for n in range(20)])
 
     assert [m.id for m in receive_all(q, batch=6)] == ids
+
+
+@pytest.mark.parametrize(("before", "after", "expected"), [
+    # Under the new setting the p1 message sent after the change goes between them.
+    (None, 1000.0, ["old-p9", "new-p1", "old-p0"]),
+    (1.0, 1000.0, ["old-p9", "new-p1", "old-p0"]),
+    # Back to strict priority: plain priority order, whenever a message was sent.
+    (60.0, None, ["old-p9", "new-p1", "old-p0"]),
+], ids=["strict-to-aging", "aging-changed", "aging-to-strict"])
+def test_rule_16_changing_aging_reorders_the_messages_already_queued(
+        broker: hailq.Broker, before: float | None, after: float | None,
+        expected: list[str]) -> None:
+    q = broker.queue("claims", aging=before)
+    q.send("old-p0", priority=0)
+    q.send("old-p9", priority=9)
+
+    q = broker.queue("claims", aging=after)
+    q.send("new-p1", priority=1)
+
+    assert [m.body for m in receive_all(q, batch=2)] == expected
 
 
 # -- rule 17: per-key order --------------------------------------------------------------------

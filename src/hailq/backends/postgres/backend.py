@@ -178,8 +178,13 @@ class PostgresBackend:
 
     # -- queues ------------------------------------------------------------------------
 
-    def queue_save(self, name: str, settings_json: str) -> None:
-        self._all_exec("queue_save", {"name": name, "settings": settings_json})
+    def queue_save(self, name: str, settings_json: str, aging: float | None,
+                   resort: bool) -> None:
+        def save(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(self._q["queue_save"], {"name": name, "settings": settings_json})
+            if resort:
+                conn.execute(self._q["queue_resort"], {"queue": name, "aging": aging})
+        self._call(True, save)
 
     def _all_exec(self, name: str, params: dict[str, Any]) -> int:
         return self._call(True, lambda c: c.execute(self._q[name], params).rowcount)

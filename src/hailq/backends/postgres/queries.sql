@@ -6,6 +6,15 @@ INSERT INTO {schema}.queues (name, settings, created_at)
 VALUES (%(name)s, %(settings)s, {schema}.epoch())
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings;
 
+-- name: queue_resort
+-- A queue's aging changed: give its live messages the keys they would have had under the
+-- new setting (rule 16), so old and new messages are ordered alike. Dead ones get theirs
+-- when redriven.
+UPDATE {schema}.messages
+SET sort_key = CASE WHEN %(aging)s::float8 IS NULL THEN -priority
+                    ELSE available_at - priority * %(aging)s::float8 END
+WHERE queue = %(queue)s AND state <> 'dead';
+
 -- name: queue_load
 SELECT settings FROM {schema}.queues WHERE name = %(name)s;
 

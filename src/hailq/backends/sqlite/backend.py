@@ -288,11 +288,14 @@ class SQLiteBackend:
 
     # -- queues ------------------------------------------------------------------------
 
-    def queue_save(self, name: str, settings_json: str) -> None:
+    def queue_save(self, name: str, settings_json: str, aging: float | None,
+                   resort: bool) -> None:
         with self._transaction(durable=True) as conn:
             conn.execute(Q["queue_save"], {"name": name, "settings": settings_json,
                                            "now": self._clock()})
             conn.execute(Q["counters_create"], {"queue": name})
+            if resort:
+                conn.execute(Q["queue_resort"], {"queue": name, "aging": aging})
 
     def queue_load(self, name: str) -> str | None:
         found = self._read(Q["queue_load"], {"name": name})

@@ -4,6 +4,14 @@
 INSERT INTO hailq_queues (name, settings, created_at) VALUES (:name, :settings, :now)
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings;
 
+-- name: queue_resort
+-- A queue's aging changed: give its live messages the keys they would have had under the
+-- new setting (rule 16), so old and new messages are ordered alike. Dead ones get theirs
+-- when redriven.
+UPDATE hailq_messages
+SET sort_key = CASE WHEN :aging IS NULL THEN -priority ELSE available_at - priority * :aging END
+WHERE queue = :queue AND state <> 'dead';
+
 -- name: counters_create
 INSERT INTO hailq_counters (queue) VALUES (:queue) ON CONFLICT (queue) DO NOTHING;
 
