@@ -51,11 +51,12 @@ def test_backoff_with_factor_one_is_constant() -> None:
     assert {backoff(policy, a) for a in range(1, 20)} == {7}
 
 
-@given(base=st.floats(0.001, 100), factor=st.floats(1, 10), cap=st.floats(0.001, 1000),
+@given(base=st.floats(0.001, 100), factor=st.floats(1, 10), above=st.floats(0, 1000),
        jitter=st.floats(0, 1), attempt=st.integers(1, 200), seed=st.integers(0, 2**32))
 def test_backoff_with_jitter_stays_between_the_jittered_share_and_the_full_delay(
-        base: float, factor: float, cap: float, jitter: float, attempt: int,
+        base: float, factor: float, above: float, jitter: float, attempt: int,
         seed: int) -> None:
+    cap = base + above
     policy = RetryPolicy(base=base, factor=factor, max=cap, jitter=jitter)
     full = backoff(RetryPolicy(base=base, factor=factor, max=cap, jitter=0), attempt)
 
@@ -168,6 +169,7 @@ def test_settings_are_frozen() -> None:
     ({"on_dead": "drop"}, "on_dead"), ({"retry": 5}, "retry"),
     ({"retry": {"bogus": 1}}, "bogus"), ({"retry": {"factor": 0.5}}, "factor"),
     ({"retry": {"jitter": 1.5}}, "jitter"), ({"retry": {"base": -1}}, "base"),
+    ({"retry": {"base": 60, "max": 30}}, "retry base"), ({"retry": {"max": 0.5}}, "retry max"),
 ], ids=repr)
 def test_settings_reject_bad_values_naming_the_setting(changes: dict[str, object],
                                                        named: str) -> None:
@@ -175,6 +177,14 @@ def test_settings_reject_bad_values_naming_the_setting(changes: dict[str, object
         QueueSettings.build(**changes)  # type: ignore[arg-type]
 
     assert named in str(caught.value)
+
+
+def test_duration_errors_read_as_seconds_and_days_not_exponents() -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        QueueSettings.build(aging=timedelta(days=365))
+
+    assert str(caught.value) == (
+        "aging must be at most 2592000 seconds (30 days), got 31536000 seconds (365 days)")
 
 
 def test_settings_reject_bad_values_on_update_too() -> None:

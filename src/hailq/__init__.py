@@ -17,6 +17,7 @@ from hailq.errors import (
     Retry,
     SchemaError,
     StorageError,
+    TopicNotFound,
 )
 from hailq.inbox import Inbox, inbox
 from hailq.models import (
@@ -56,6 +57,7 @@ __all__ = [
     "StorageError",
     "Subscription",
     "Topic",
+    "TopicNotFound",
     "Worker",
     "WorkerInfo",
     "connect",

@@ -36,7 +36,15 @@ def seconds(value: Duration | None, what: str, *, allow_zero: bool = True,
         raise InvalidArgument(f"{what} must be a finite number of seconds, got {value!r}")
     if result < 0 or (result == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidArgument(f"{what} must be {bound} seconds, got {result:g}")
+        raise InvalidArgument(f"{what} must be {bound} seconds, got {span(result)}")
     if result > maximum:
-        raise InvalidArgument(f"{what} must be at most {maximum:g} seconds, got {result:g}")
+        raise InvalidArgument(f"{what} must be at most {span(maximum)}, got {span(result)}")
     return result
+
+
+def span(value: float) -> str:
+    """Seconds for a person to read: ``2592000 seconds (30 days)``, never ``2.592e+06``."""
+    text = f"{value:.15g} seconds"
+    if abs(value) >= 86400:
+        text += f" ({value / 86400:.4g} days)"
+    return text

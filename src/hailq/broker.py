@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Clock, system_clock
-from hailq.errors import InvalidArgument, QueueNotFound
+from hailq.errors import InvalidArgument, QueueNotFound, TopicNotFound
 from hailq.models import WorkerInfo
 from hailq.queue import Queue
 from hailq.settings import QueueSettings, check_name
@@ -67,10 +67,10 @@ class Broker:
         return Topic(self, name)
 
     def get_topic(self, name: str) -> Topic:
-        """An existing topic; QueueNotFound if it was never declared (writes nothing)."""
+        """An existing topic; TopicNotFound if it was never declared (writes nothing)."""
         check_name(name, "topic name")
         if name not in self.backend.topic_list():
-            raise QueueNotFound(f"no topic named {name!r}; declare it with broker.topic()")
+            raise TopicNotFound(f"no topic named {name!r}; declare it with broker.topic()")
         return Topic(self, name)
 
     def topics(self) -> list[str]:

@@ -19,7 +19,14 @@ class MessageTooLarge(InvalidArgument):
 
 
 class QueueNotFound(HailqError, LookupError):
-    """The named queue (or topic) has never been declared."""
+    """The named queue has never been declared."""
+
+
+class TopicNotFound(QueueNotFound):
+    """The named topic has never been declared.
+
+    A ``QueueNotFound`` too, so code that catches that for both keeps working.
+    """
 
 
 class LeaseLost(HailqError):

@@ -43,6 +43,10 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "base", seconds(self.base, "retry base"))
         object.__setattr__(self, "max", seconds(self.max, "retry max"))
+        if self.base > self.max:
+            raise InvalidArgument(
+                f"retry base ({self.base:g} s) must not be longer than retry max "
+                f"({self.max:g} s): the backoff would never reach base")
         if isinstance(self.factor, bool) or not isinstance(self.factor, int | float) \
                 or not 1.0 <= float(self.factor) <= 100.0:
             raise InvalidArgument(

@@ -331,7 +331,8 @@ def test_rule_27_bad_operator_arguments_are_rejected(broker: hailq.Broker) -> No
     {"leese": 5}, {"lease": 0}, {"lease": -1}, {"lease": "30"}, {"lease": math.nan},
     {"max_attempts": 0}, {"max_attempts": True}, {"max_attempts": 2.5},
     {"aging": 0}, {"aging": -1}, {"retry": {"bogus": 1}}, {"retry": {"factor": 0.5}},
-    {"retry": {"jitter": 2}}, {"retry": 5}, {"dedup_window": -1}, {"max_message_size": 0},
+    {"retry": {"jitter": 2}}, {"retry": 5}, {"retry": {"base": 10, "max": 5}},
+    {"dedup_window": -1}, {"max_message_size": 0},
     {"max_message_size": 10**12}, {"max_in_flight": 0}, {"max_in_flight": False},
     {"on_dead": "drop"}, {"on_dead": None},
 ], ids=repr)

@@ -43,6 +43,17 @@ def test_rule_01_declaring_again_updates_only_the_given_settings(
     assert [q.name for q in broker.queues()] == ["claims"]
 
 
+def test_rule_01_unknown_queues_and_topics_are_named_errors_and_write_nothing(
+        broker: hailq.Broker) -> None:
+    with pytest.raises(hailq.QueueNotFound, match="no queue named 'claims'"):
+        broker.get_queue("claims")
+    with pytest.raises(hailq.TopicNotFound, match="no topic named 'claims'"):
+        broker.get_topic("claims")
+
+    assert broker.queues() == [] and broker.topics() == []
+    assert issubclass(hailq.TopicNotFound, hailq.QueueNotFound)
+
+
 def test_rule_01_durations_may_be_given_as_timedelta(broker: hailq.Broker) -> None:
     q = broker.queue("claims", lease=timedelta(minutes=5), aging=timedelta(milliseconds=250),
                      dedup_window=timedelta(hours=2), retry={"base": timedelta(seconds=3)})
