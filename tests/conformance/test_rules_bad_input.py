@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import hailq
@@ -397,3 +398,17 @@ def test_rule_27_bad_postgres_url_options_are_rejected(pg_url: str) -> None:
     for option in ("pool_size=abc", "pool_size=0", "poll_interval=-1"):
         with pytest.raises(InvalidArgument, match=option.split("=")[0]):
             hailq.connect(f"{pg_url}&{option}")
+
+
+@pytest.mark.parametrize("schema", ["claims.prod", "s" * 64, "claims-prod", "9claims", "Claims",
+                                    ""])
+def test_rule_27_bad_postgres_schema_names_are_refused_not_changed(pg_url: str,
+                                                                  schema: str) -> None:
+    base = pg_url.rsplit("schema=", 1)[0].rstrip("?&")
+    with pytest.raises(InvalidArgument, match="schema name"):
+        hailq.connect(f"{base}?schema={schema}")
+
+    with psycopg.connect(base) as conn:
+        made = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname IN (%s, %s, %s)",
+                            (schema, schema.replace(".", "_"), schema[:63])).fetchall()
+    assert made == []

@@ -10,8 +10,10 @@ retried on fresh connections for a few seconds, then reported as StorageError.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -39,13 +41,31 @@ from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
-from hailq.settings import check_name
 
 T = TypeVar("T")
 _RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
+SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failures
 _MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
+
+
+def _check_schema(schema: str) -> str:
+    """A schema name kept as given: PostgreSQL would cut one over 63 bytes short and a dot
+    would name a schema inside another, so both are refused rather than changed."""
+    if not SCHEMA_PATTERN.fullmatch(schema):
+        raise InvalidArgument(
+            f"invalid PostgreSQL schema name {schema!r}: use 1-63 characters from "
+            "a-z 0-9 _, starting with a letter or _ (names psql needs no quotes for)")
+    return schema
+
+
+def _channel(schema: str) -> str:
+    """The LISTEN/NOTIFY channel of a schema, within PostgreSQL's 63-byte identifiers."""
+    name = f"hailq_{schema}"
+    if len(name) <= 63:
+        return name
+    return f"hailq_{schema[:40]}_{hashlib.sha1(schema.encode()).hexdigest()[:16]}"
 
 
 class PostgresBackend:
@@ -55,14 +75,14 @@ class PostgresBackend:
                  pool_size: int = 10, poll_interval: float = 1.0) -> None:
         self._conninfo = conninfo
         self.url_for_display = display
-        self.schema = check_name(schema, "schema name").replace(".", "_")
+        self.schema = _check_schema(schema)
         self._pool_size = max(int(pool_size), 1)
         self._poll_interval = poll_interval
         ident = {"schema": sql.Identifier(self.schema)}
         # Rendered once: psycopg then caches and prepares each query by its text.
         self._q = {name: sql.SQL(text).format(**ident).as_string(None)
                    for name, text in _RAW.items()}
-        self.channel = f"hailq_{self.schema}"[:63]
+        self.channel = _channel(self.schema)
         self._pid = -1
         self._durable: ConnectionPool | None = None
         self._fast: ConnectionPool | None = None
