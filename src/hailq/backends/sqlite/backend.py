@@ -252,8 +252,9 @@ class SQLiteBackend:
                 elif now > deadline:
                     raise StorageError(
                         f"SQLite database {self.path}: still busy after "
-                        f"{self._busy_timeout:g} s (another process holds the write "
-                        "lock)") from None
+                        f"{self._busy_timeout:g} s: another connection holds the write "
+                        "lock (another process, or a transaction of yours left open, "
+                        "e.g. after send(connection=...) without commit)") from None
             time.sleep(pause)
             pause = min(pause * 1.5, 0.005)
 
