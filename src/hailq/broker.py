@@ -104,10 +104,13 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
     """Open a broker: ``sqlite:///path.db`` or ``postgresql://user@host:port/db``.
 
     Without ``url``, ``HAILQ_URL`` is used, else ``sqlite:///hailq.db``.
-    SQLite options: ``?synchronous=full|normal|off`` (durability of sends),
-    ``busy_timeout=SECONDS``. PostgreSQL options: ``?schema=NAME`` (default
-    ``hailq``), ``pool_size=N``. The schema is created or upgraded unless
-    ``migrate=False``.
+    SQLite options: ``?synchronous=full|extra|normal|off`` (durability of sends,
+    default ``full``), ``busy_timeout=SECONDS`` (default 60), ``poll_interval=SECONDS``.
+    PostgreSQL options: ``?schema=NAME`` (default ``hailq``), ``pool_size=N``,
+    ``poll_interval=SECONDS``; any other option goes to libpq. ``clock`` replaces the
+    SQLite backend's clock (tests; PostgreSQL always uses the database's). The schema
+    is created or upgraded unless ``migrate=False``. Bad URLs and options raise
+    InvalidArgument before anything is created. See docs/reference/settings.md.
     """
     parsed = parse_url(url if url is not None else os.environ.get("HAILQ_URL", DEFAULT_URL))
     backend: Backend
@@ -129,7 +132,7 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
         backend = PostgresBackend(
             parsed.target, display=parsed.display,
             schema=parsed.options.get("schema", "hailq"),
-            pool_size=int(_float_option(parsed.options, "pool_size", 10)),
+            pool_size=_int_option(parsed.options, "pool_size", 10),
             poll_interval=_float_option(parsed.options, "poll_interval", 1.0))
     broker = Broker(backend)
     if migrate:
@@ -139,6 +142,13 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
             backend.close()
             raise
     return broker
+
+
+def _int_option(options: dict[str, str], key: str, default: int) -> int:
+    value = _float_option(options, key, default)
+    if value != int(value):
+        raise InvalidArgument(f"URL option {key} must be a whole number, got {options[key]!r}")
+    return int(value)
 
 
 def _float_option(options: dict[str, str], key: str, default: float | None = None) -> float:

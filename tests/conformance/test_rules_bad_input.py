@@ -395,7 +395,7 @@ def test_rule_27_bad_urls_are_rejected_and_create_nothing(
 
 
 def test_rule_27_bad_postgres_url_options_are_rejected(pg_url: str) -> None:
-    for option in ("pool_size=abc", "pool_size=0", "poll_interval=-1"):
+    for option in ("pool_size=abc", "pool_size=0", "pool_size=2.5", "poll_interval=-1"):
         with pytest.raises(InvalidArgument, match=option.split("=")[0]):
             hailq.connect(f"{pg_url}&{option}")
 
