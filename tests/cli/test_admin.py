@@ -3,20 +3,56 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import click
 
 import hailq
 from hailq.cli.main import _load
+from hailq.url import parse_url
 
 from .conftest import Hailq
 
 
-def worker(id: str, host: str, pid: int, queues: list[str], in_flight: int) -> hailq.WorkerInfo:
+def worker(id: str, host: str, pid: int, queues: list[str], in_flight: int,
+           state: str = "running") -> hailq.WorkerInfo:
     return hailq.WorkerInfo(id=id, host=host, pid=pid, queues=queues, concurrency=4,
                             in_flight=in_flight, started_at=time.time() - 3600,
-                            last_seen=0.0, state="running")
+                            last_seen=0.0, state=state)
+
+
+def age_workers(url: str, seconds: float) -> None:
+    """Move every worker's last report ``seconds`` into the past, in the database itself
+    (PostgreSQL stamps reports with its own clock, so no injected clock can do this)."""
+    parsed = parse_url(url)
+    if parsed.scheme == "sqlite":
+        with sqlite3.connect(parsed.target) as conn:
+            conn.execute("UPDATE hailq_workers SET last_seen = last_seen - ?", (seconds,))
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(parsed.target, autocommit=True) as conn:
+        conn.execute(sql.SQL("UPDATE {}.workers SET last_seen = last_seen - %s").format(
+            sql.Identifier(parsed.options["schema"])), (seconds,))
+
+
+CHECKERS = textwrap.dedent("""
+    from hailq import App
+
+    app = App()
+
+    @app.handler("claims")
+    def check(message):
+        pass
+""")
 
 
 def test_workers_marks_silent_ones_dead(hq: Hailq, sqlite_url: str) -> None:
@@ -33,6 +69,50 @@ def test_workers_marks_silent_ones_dead(hq: Hailq, sqlite_url: str) -> None:
     for text in ("w-alive", "img-01", "101", "3/4", "running", "w-gone", "dead",
                  "claims, audit"):
         assert text in table
+
+
+def test_workers_that_stopped_cleanly_are_stopped_not_dead(
+        hq_any: Hailq, api_any: hailq.Broker, url: str) -> None:
+    for id, state in [("w-stopped", "stopped"), ("w-draining", "draining"),
+                      ("w-running", "running")]:
+        api_any.backend.worker_save(worker(id, "img-01", 101, ["claims"], 0, state))
+    age_workers(url, 60)
+    found = {w["id"]: w for w in hq_any("workers", "--json").json()}
+    assert (found["w-stopped"]["status"], found["w-stopped"]["alive"]) == ("stopped", False)
+    # Silent without having stopped: killed, whatever it last said.
+    assert (found["w-draining"]["status"], found["w-draining"]["alive"]) == ("dead", False)
+    assert (found["w-running"]["status"], found["w-running"]["alive"]) == ("dead", False)
+    rows = {line.split("│")[1].strip(): line.split("│")[-2].strip()
+            for line in hq_any("workers").out.splitlines() if "w-" in line}
+    assert rows == {"w-stopped": "stopped", "w-draining": "dead", "w-running": "dead"}
+
+
+def test_a_worker_stopped_by_sigterm_shows_stopped_and_a_killed_one_dead(
+        hq: Hailq, sqlite_url: str, tmp_path: Path) -> None:
+    (tmp_path / "checkers.py").write_text(CHECKERS)
+    env = {k: v for k, v in os.environ.items() if k not in ("HAILQ_URL", "PYTHONPATH")}
+    hq("migrate")
+    started = [subprocess.Popen([sys.executable, "-m", "hailq.cli.main", "worker",
+                                 "checkers:app", "--url", sqlite_url], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 30
+        while len(hq("workers", "--json").json()) < 2:
+            assert time.monotonic() < deadline, "the workers never reported"
+            time.sleep(0.1)
+        stopped, killed = started
+        stopped.send_signal(signal.SIGTERM)
+        killed.send_signal(signal.SIGKILL)
+        assert stopped.wait(30) == 0
+        killed.wait(30)
+    finally:
+        for process in started:
+            process.kill()
+            process.wait(30)
+    age_workers(sqlite_url, 60)  # long after: a killed worker has gone silent by now
+    status = {w["pid"]: w["status"] for w in hq("workers", "--json").json()}
+    assert status == {stopped.pid: "stopped", killed.pid: "dead"}
 
 
 def test_workers_when_there_are_none(hq_any: Hailq, api_any: hailq.Broker) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
+import hailq
 from hailq.cli.context import common_options, current_app
 from hailq.cli.output import age, record
 
 # A worker reports itself every few seconds; one silent for longer has died.
 DEAD_AFTER = 15.0
+STOPPED = "stopped"  # what a worker records as it shuts down cleanly (runtime/registry.py)
 
 
 @click.command("workers")
@@ -16,30 +18,38 @@ DEAD_AFTER = 15.0
 def workers() -> None:
     """List the worker processes with their queues and in-flight messages.
 
-    A worker not heard from for more than 15 seconds (by the database's clock)
-    is shown as dead: it was killed, or its machine or network went away. Its
-    leased messages return to their queues when their leases end.
+    STATUS is what the worker last recorded: running, draining (stopping,
+    finishing what it holds) or stopped (it shut down cleanly; it holds
+    nothing). A worker that has not stopped and was not heard from for more
+    than 15 seconds (by the database's clock) is shown as dead: it was
+    killed, or its machine or network went away. Its leased messages return
+    to their queues when their leases end. With --json, "alive" is true for
+    a running or draining worker heard from in time.
     """
     app = current_app()
     with app.broker() as broker:
         found = broker.workers()
         now = broker.now()
     found.sort(key=lambda w: (w.host, w.pid, w.id))
-
-    def status(last_seen: float, state: str) -> str:
-        return "dead" if now - last_seen > DEAD_AFTER else state
-
     if app.out.json:
-        app.out.emit_json([{**record(w), "status": status(w.last_seen, w.state),
-                            "alive": now - w.last_seen <= DEAD_AFTER,
+        app.out.emit_json([{**record(w), "status": worker_status(w, now),
+                            "alive": worker_status(w, now) in ("running", "draining"),
                             "last_seen_age": max(now - w.last_seen, 0.0)} for w in found])
         return
     app.out.table(
         ["ID", "HOST", "PID", "QUEUES", "IN FLIGHT", "SINCE", "LAST SEEN", "STATUS"],
         [[w.id, w.host, w.pid, ", ".join(w.queues), f"{w.in_flight}/{w.concurrency}",
           age(now - w.started_at), age(now - w.last_seen) + " ago",
-          status(w.last_seen, w.state)] for w in found],
+          worker_status(w, now)] for w in found],
         empty="no workers have reported; start one with 'hailq worker'")
+
+
+def worker_status(worker: hailq.WorkerInfo, now: float) -> str:
+    """``stopped`` once recorded (a stopped worker no longer reports, so its silence
+    says nothing), ``dead`` for any other state gone silent, else the state itself."""
+    if worker.state == STOPPED:
+        return STOPPED
+    return "dead" if now - worker.last_seen > DEAD_AFTER else worker.state
 
 
 @click.command("migrate")
