@@ -1,8 +1,9 @@
 """``hailq demo`` end to end through the ``hailq`` console script, small and fast.
 
 The story's promises hold on each backend, the exit code says whether they
-did, and the broker URL and ``--json`` are taken as every hailq command takes
-them: after the command name, before it, or from ``HAILQ_URL``.
+did, and ``--url`` and ``--json`` are taken as every hailq command takes
+them: after the command name or before it. ``HAILQ_URL`` names the user's own
+broker, so the demo never runs in it.
 """
 
 from __future__ import annotations
@@ -121,7 +122,6 @@ def _steal(database: Path, url: str, count: int, stolen: list[int]) -> None:
 
 
 @pytest.mark.parametrize("args, env, chosen", [
-    (["demo"], {"HAILQ_URL": "nosuch://env"}, "nosuch://env"),
     (["--url", "nosuch://before", "demo"], {"HAILQ_URL": "nosuch://env"}, "nosuch://before"),
     (["--url", "nosuch://before", "demo", "--url", "nosuch://after"], {}, "nosuch://after"),
     (["demo", "--url", "nosuch://after"], {"HAILQ_URL": "nosuch://env"}, "nosuch://after"),
@@ -140,10 +140,26 @@ def test_the_demo_never_writes_into_an_existing_sqlite_broker(tmp_path: Path) ->
     with hailq.connect(f"sqlite:///{database}") as broker:
         broker.queue("claims").send({"claim": 8311})
     before = database.read_bytes()
-    done = hailq_cli("demo", *FAST, env={"HAILQ_URL": f"sqlite:///{database}"}, timeout=30)
+    done = hailq_cli("demo", "--url", f"sqlite:///{database}", *FAST, timeout=30)
     assert done.returncode == 1
     assert "already exists" in done.stderr
     assert database.read_bytes() == before
+
+
+def test_after_the_quick_start_export_the_demo_runs_in_its_own_workspace(
+        tmp_path: Path) -> None:
+    # The README's quick start: export HAILQ_URL=sqlite:///claims.db, a worker fills it.
+    database = tmp_path / "claims.db"
+    with hailq.connect(f"sqlite:///{database}") as broker:
+        broker.queue("claims").send({"claim": 8311})
+    before = database.read_bytes()
+    done = hailq_cli("demo", "--json", *FAST, env={"HAILQ_URL": f"sqlite:///{database}"})
+    report = report_of(done)
+    assert done.returncode == 0 and report["ok"] is True, report
+    assert report["backend"] == "sqlite" and report["claims"] == 2000
+    assert database.read_bytes() == before  # the user's broker was never opened
+    assert done.stderr.startswith("hailq: note: the demo does not use HAILQ_URL")
+    assert str(database) not in done.stderr
 
 
 def test_keep_refuses_a_directory_with_an_earlier_run(tmp_path: Path) -> None:

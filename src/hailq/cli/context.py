@@ -65,6 +65,11 @@ def given_url(*, from_env: bool = True) -> str | None:
     return str(url) if url else None
 
 
+def env_url_set() -> bool:
+    """Whether ``HAILQ_URL`` is set, for a command that does not use it to say so."""
+    return bool(os.environ.get(ENV_URL))
+
+
 def json_requested() -> bool:
     """Whether ``--json`` was given, before or after the command name."""
     return bool(click.get_current_context().meta.get(_JSON_KEY))

@@ -89,7 +89,8 @@ def cli() -> None:
 
     Every command takes --url (or HAILQ_URL; default sqlite:///hailq.db) and
     --json, before or after the command name; bench, which empties what it
-    measures, takes neither. Output is a table on a terminal
+    measures, takes neither, and demo runs in a workspace of its own unless
+    given --url (never in HAILQ_URL). Output is a table on a terminal
     and JSON with --json. Errors are one line on stderr starting with
     'hailq: error:'. Exit codes: 0 success, 1 error, 2 bad command line,
     130 interrupted. Passwords in URLs are never printed.

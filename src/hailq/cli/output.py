@@ -58,6 +58,10 @@ class Output:
         """A warning on stderr, in both modes: it never pollutes JSON on stdout."""
         click.echo(f"hailq: warning: {text}", err=True)
 
+    def note(self, text: str) -> None:
+        """Information on stderr, in both modes (see ``note``)."""
+        note(text)
+
     def table(self, columns: Sequence[str], rows: Iterable[Sequence[Cell]],
               title: str | None = None, empty: str = "nothing to show") -> None:
         self.console.print(make_table(columns, rows, title, empty))
@@ -83,6 +87,11 @@ class Output:
                       TimeRemainingColumn(), console=self.err_console, transient=True) as bar:
             task = bar.add_task(what, total=total)
             yield lambda n: bar.advance(task, n)
+
+
+def note(text: str) -> None:
+    """Print ``hailq: note: text`` on stderr: worth knowing, not a problem, never on stdout."""
+    click.echo(f"hailq: note: {text}", err=True)
 
 
 def make_table(columns: Sequence[str], rows: Iterable[Sequence[Cell]],

@@ -3,6 +3,11 @@
 Loaded by the ``hailq`` group (``hailq.cli.main``) when asked for, so ``--url``
 and ``--json`` may come before the command name as for every hailq command;
 ``python -m hailq.demo.command`` runs the command on its own.
+
+Unlike the other commands the demo does not read ``HAILQ_URL``: the variable
+names the user's own broker (the README's quick start exports one), and the
+demo, which counts everything it finds, must never run in it. Only an explicit
+``--url`` chooses the demo's broker.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from hailq.cli.context import ENV_URL, given_url, json_requested, options_with
+from hailq.cli.context import ENV_URL, env_url_set, given_url, json_requested, options_with
+from hailq.cli.output import note
 from hailq.demo.report import Report
 from hailq.demo.run import Progress, Run
 from hailq.demo.story import ODD_CHECKERS, Plan
@@ -24,9 +30,10 @@ from hailq.errors import HailqError
 
 
 @click.command("demo", context_settings={"help_option_names": ["-h", "--help"]})
-@options_with(f"Broker URL, also accepted before 'demo' [env {ENV_URL}]; default: a fresh "
-              "SQLite file in a temporary directory. A SQLite file must not exist yet; on "
-              "PostgreSQL the demo works in a schema of its own.",
+@options_with(f"Broker URL, also accepted before 'demo'; default: a fresh SQLite file in a "
+              f"temporary directory ({ENV_URL} is not used: it names your own broker). A "
+              "SQLite file must not exist yet; on PostgreSQL the demo works in a schema of "
+              "its own.",
               "Print the report as JSON; no live view. Also accepted before 'demo'.")
 @click.option("--claims", type=click.IntRange(100, 1_000_000), default=20_000,
               show_default=True, help="Claims the portal sends in the burst.")
@@ -54,7 +61,10 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
     twice, one dead letter, ...), 1 otherwise.
     """
     ctx = click.get_current_context()
-    url = given_url()
+    url = given_url(from_env=False)
+    if url is None and env_url_set():
+        note(f"the demo does not use {ENV_URL} (your own broker); it runs in a workspace of "
+             "its own. Give --url to choose its broker.")
     as_json = json_requested()
     plan = Plan(claims=claims, checkers=checkers, scale=scale, seed=seed)
     try:
