@@ -35,6 +35,24 @@ def test_dead_filters(hq: Hailq, api: hailq.Broker) -> None:
     assert "no dead messages" in hq("dead", "jobs", "--grep", "nothing like it").out
 
 
+def test_dead_says_on_stderr_how_many_it_left_out(hq_any: Hailq,
+                                                api_any: hailq.Broker) -> None:
+    kill_messages(api_any, "jobs", [1, 2, 3, 4, 5], ["ValueError: a", "KeyError: b",
+                                                      "ValueError: c", "ValueError: d", "e"])
+    cut = hq_any("dead", "jobs", "--limit", "2", "--json")
+    assert [d["body"] for d in cut.json()] == [1, 2]  # still valid JSON, oldest first
+    assert cut.err == ("hailq: note: showing 2 of 5 dead letters of jobs; "
+                       "use --limit to see more (up to 100,000)\n")
+    assert "showing 2 of 5 dead letters of jobs" in hq_any("dead", "jobs", "-n", "2").err
+    assert hq_any("dead", "jobs", "--limit", "5").err == ""
+    # Filtered lists are not counted: one row beyond --limit tells that more match.
+    grep = hq_any("dead", "jobs", "--grep", "ValueError", "--limit", "2", "--json")
+    assert [d["body"] for d in grep.json()] == [1, 3]
+    assert ("showing 2 of more than 2 dead letters of jobs that match; use --limit"
+            in grep.err)
+    assert hq_any("dead", "jobs", "--grep", "ValueError", "--limit", "3").err == ""
+
+
 def test_redrive_dry_run_changes_nothing(hq_any: Hailq, api_any: hailq.Broker) -> None:
     ids = kill_messages(api_any, "jobs", [1, 2], ["boom", "boom"])
     result = hq_any("redrive", "jobs", "--dry-run", "--json").json()

@@ -115,3 +115,23 @@ def test_peek_escapes_markup_and_control_characters(hq: Hailq, api: hailq.Broker
     table = hq("peek", "claims").out
     assert "[bold red]boo[/]" in table
     assert "\x1b" not in table
+
+
+def test_peek_says_on_stderr_how_many_it_left_out(hq_any: Hailq, api_any: hailq.Broker) -> None:
+    arrange(api_any)  # claims: 5 live (ready, scheduled, in flight, blocked)
+    kill_one(api_any)  # ... and 1 dead, which peek never shows
+    cut = hq_any("peek", "claims", "--limit", "3", "--json")
+    assert len(cut.json()) == 3  # stdout is still one JSON document
+    assert cut.err == ("hailq: note: showing 3 of 5 live messages of claims; "
+                       "use --limit to see more (up to 100,000)\n")
+    assert "showing 3 of 5 live messages" in hq_any("peek", "claims", "--limit", "3").err
+    whole = hq_any("peek", "claims", "--limit", "5")
+    assert whole.code == 0 and whole.err == ""
+
+
+def test_peek_counts_a_big_queue_with_thousands_separators(hq: Hailq,
+                                                          api: hailq.Broker) -> None:
+    api.queue("claims").send_many([{"n": n} for n in range(1234)])
+    result = hq("peek", "claims")
+    assert result.out.count('{"n":') == 10
+    assert "showing 10 of 1,234 live messages of claims" in result.err

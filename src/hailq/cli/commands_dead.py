@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+import hailq
 from hailq.cli.context import check_queue_name, common_options, current_app
 from hailq.cli.output import age, clean, preview, record
 
@@ -44,22 +45,41 @@ def dead(queue_name: str, grep: str | None, older_than: float | None,
 
     With --json every message carries the error of each attempt.
     "(parked)" after the key marks a message that holds its ordering key
-    (on_dead="park") until it is redriven or purged.
+    (on_dead="park") until it is redriven or purged. When more than --limit
+    are dead (or match the filters), a note on stderr says so.
     """
     app = current_app()
+    filtered = grep is not None or older_than is not None or ordering_key is not None
     with app.broker() as broker:
-        letters = app.queue(broker, queue_name).dead_letters(
-            error_contains=grep, older_than=older_than, ordering_key=ordering_key, limit=limit)
+        queue = app.queue(broker, queue_name)
+        # A filtered list is not counted; one row more than --limit tells whether more match.
+        asked = min(limit + 1, MAX_LIMIT) if filtered else limit
+        letters = queue.dead_letters(error_contains=grep, older_than=older_than,
+                                     ordering_key=ordering_key, limit=asked)
+        total = _dead_total(queue, letters, limit, filtered)
+        letters = letters[:limit]
         now = broker.backend.clock_now()
     if app.out.json:
         app.out.emit_json([{**record(d), "last_error": d.last_error} for d in letters])
-        return
-    app.out.table(
-        ["ID", "KEY", "ATTEMPTS", "DIED", "LAST ERROR", "BODY"],
-        [[d.id, (d.ordering_key or "-") + (" (parked)" if d.parked else ""), d.attempt,
-          age(now - d.dead_at) + " ago", _error(d.last_error), preview(d.body, 40)]
-         for d in letters],
-        title=f"dead letters of {queue_name}", empty="no dead messages")
+    else:
+        app.out.table(
+            ["ID", "KEY", "ATTEMPTS", "DIED", "LAST ERROR", "BODY"],
+            [[d.id, (d.ordering_key or "-") + (" (parked)" if d.parked else ""), d.attempt,
+              age(now - d.dead_at) + " ago", _error(d.last_error), preview(d.body, 40)]
+             for d in letters],
+            title=f"dead letters of {queue_name}", empty="no dead messages")
+    what = f"dead letters of {queue_name}" + (" that match" if filtered else "")
+    app.out.note_cut_short(len(letters), total, what, limit=limit, most=MAX_LIMIT)
+
+
+def _dead_total(queue: hailq.Queue, letters: list[hailq.DeadMessage], limit: int,
+                filtered: bool) -> int | None:
+    """How many dead letters there are; None if only known to be more than ``limit``."""
+    if len(letters) < limit:
+        return len(letters)
+    if filtered:  # at --limit's maximum no extra row was asked for: said to be complete
+        return None if len(letters) > limit else limit
+    return max(queue.stats().dead, len(letters))
 
 
 def _error(text: str | None, length: int = 80) -> str:

@@ -15,6 +15,7 @@ import hailq
 from hailq.cli.context import App, check_queue_name, common_options, current_app
 from hailq.cli.output import age, make_table, preview, record
 
+MAX_PEEK = 100_000  # the most Queue.peek returns at once
 COUNTERS = ("sent", "acked", "nacked", "redelivered", "dead_lettered", "late_acks")
 
 
@@ -134,27 +135,38 @@ def stats_view(found: list[hailq.QueueStats]) -> RenderableType:
 
 @click.command("peek")
 @click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
-@click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=10, show_default=True,
+@click.option("--limit", "-n", type=click.IntRange(1, MAX_PEEK), default=10, show_default=True,
               help="Show at most this many messages.")
 @common_options
 def peek(queue_name: str, limit: int) -> None:
     """Show the live messages of QUEUE in delivery order, without receiving them.
 
-    Nothing changes: no lease is taken and no attempt is counted.
+    Nothing changes: no lease is taken and no attempt is counted. When the
+    queue holds more than --limit, a note on stderr says how many were left out.
     """
     app = current_app()
     with app.broker() as broker:
-        found = app.queue(broker, queue_name).peek(limit)
+        queue = app.queue(broker, queue_name)
+        found = queue.peek(limit)
+        # Counted only when the list is full: a shorter one is the whole queue.
+        live = _live(queue.stats()) if len(found) == limit else len(found)
         now = broker.backend.clock_now()
     if app.out.json:
         app.out.emit_json([record(m) for m in found])
-        return
-    app.out.table(
-        ["ID", "STATE", "PRIORITY", "KEY", "ATTEMPT", "AGE", "DUE IN", "BODY"],
-        [[m.id, m.state, m.priority, m.ordering_key, m.attempt, age(now - m.enqueued_at),
-          age(m.available_at - now) if m.available_at > now else "now", preview(m.body)]
-         for m in found],
-        title=f"queue {queue_name}", empty="no live messages")
+    else:
+        app.out.table(
+            ["ID", "STATE", "PRIORITY", "KEY", "ATTEMPT", "AGE", "DUE IN", "BODY"],
+            [[m.id, m.state, m.priority, m.ordering_key, m.attempt, age(now - m.enqueued_at),
+              age(m.available_at - now) if m.available_at > now else "now", preview(m.body)]
+             for m in found],
+            title=f"queue {queue_name}", empty="no live messages")
+    app.out.note_cut_short(len(found), live, f"live messages of {queue_name}", limit=limit,
+                           most=MAX_PEEK)
+
+
+def _live(s: hailq.QueueStats) -> int:
+    """The messages ``peek`` can show: every one that is not dead."""
+    return s.backlog + s.in_flight
 
 
 COMMANDS = [queues, stats, peek]

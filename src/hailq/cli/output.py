@@ -62,6 +62,20 @@ class Output:
         """Information on stderr, in both modes (see ``note``)."""
         note(text)
 
+    def note_cut_short(self, shown: int, total: int | None, what: str, *, limit: int,
+                       most: int) -> None:
+        """Say on stderr that a list stopped at ``--limit`` with more left out.
+
+        ``total`` is how many there are, or None when only "more" is known (a
+        filtered list is not counted); nothing is said when nothing was left out.
+        """
+        if total is not None and total <= shown:
+            return
+        of = f"{total:,}" if total is not None else f"more than {shown:,}"
+        hint = (f"use --limit to see more (up to {most:,})" if limit < most
+                else f"--limit {most:,} is the most")
+        note(f"showing {shown:,} of {of} {what}; {hint}")
+
     def table(self, columns: Sequence[str], rows: Iterable[Sequence[Cell]],
               title: str | None = None, empty: str = "nothing to show") -> None:
         self.console.print(make_table(columns, rows, title, empty))
