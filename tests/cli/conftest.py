@@ -26,9 +26,11 @@ class Result:
         assert self.code == 0, self.err
         return json.loads(self.out)
 
-    def assert_clean_error(self) -> str:
-        """A failure: non-zero exit, nothing on stdout, one 'hailq: error:' line on stderr."""
+    def assert_clean_error(self, code: int | None = None) -> str:
+        """A failure: non-zero exit (``code`` if given), nothing on stdout, one
+        'hailq: error:' line on stderr."""
         assert self.code != 0, self.out
+        assert code is None or self.code == code, (self.code, self.err)
         assert self.out == ""
         lines = self.err.splitlines()
         assert len(lines) == 1, self.err

@@ -135,3 +135,44 @@ def test_json_before_or_after_the_command(hq: Hailq) -> None:
     before = hq("--json", "queues").json()
     after = hq("queues", "--json").json()
     assert [q["queue"] for q in before] == [q["queue"] for q in after] == ["claims"]
+
+
+# 2: bad input, refused before anything was done; 1: a failure while doing it.
+EXIT_CODES = [
+    (["send", "no spaces", "1"], 2, "queue name"),
+    (["send", "claims", "1", "--priority", "10"], 2, "--priority"),
+    (["send", "claims", "hello"], 2, "not valid JSON"),
+    (["send", "claims", "1", "--ordering-key", "k" * 300], 2, "ordering_key"),
+    (["send", "claims"], 2, "BODY or --file"),
+    (["sned", "claims", "1"], 2, "No such command"),
+    (["queues", "--frobnicate"], 2, "--frobnicate"),
+    (["stats", "--count", "2"], 2, "--watch"),
+    (["purge", "claims"], 2, "pass --yes"),
+    (["worker", "not-a-target"], 2, "module:function"),
+    (["worker", "no_such_module_here:app"], 2, "cannot import module"),
+    (["peek", "ghost"], 1, "no queue named 'ghost'"),
+    (["dead", "ghost"], 1, "no queue named 'ghost'"),
+    (["publish", "ghost", "1"], 1, "no topic named 'ghost'"),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "says"), EXIT_CODES,
+                         ids=[" ".join(a)[:30] for a, _, _ in EXIT_CODES])
+def test_exit_code_is_2_for_bad_input_and_1_for_a_failure(
+        hq: Hailq, api: hailq.Broker, args: list[str], code: int, says: str) -> None:
+    api.queue("claims").send(1)
+    assert says in hq(*args).assert_clean_error(code)
+
+
+@pytest.mark.parametrize(("url", "code", "says"), [
+    ("mysql://db/x", 2, "unsupported broker URL"),
+    ("sqlite:///x.db?colour=red", 2, "unknown sqlite URL option"),
+    ("postgresql://postgres@127.0.0.1:5432/test?pool_size=lots", 2, "pool_size"),
+    ("sqlite:///missing.db", 1, "no hailq database"),
+    ("sqlite:///junk.db", 1, "not a database"),
+    ("postgresql://postgres@127.0.0.1:1/test", 1, "connection failed"),
+])
+def test_a_bad_url_exits_2_and_a_database_that_fails_exits_1(
+        url: str, code: int, says: str, tmp_path: Path) -> None:
+    (tmp_path / "junk.db").write_text("not a database, only text " * 10)
+    assert says in run_hailq("queues", url=url, cwd=tmp_path).assert_clean_error(code)

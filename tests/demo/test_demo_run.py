@@ -130,7 +130,7 @@ def test_the_broker_url_is_chosen_as_for_every_hailq_command(
         args: list[str], env: dict[str, str], chosen: str) -> None:
     # An unknown scheme stops the demo before anything runs, naming the URL it chose.
     done = hailq_cli(*args, *FAST, env=env, timeout=30)
-    assert done.returncode == 1
+    assert done.returncode == 2  # bad input; 1 means a promise was broken
     assert done.stderr.startswith("hailq: error:")
     assert f"unsupported broker URL '{chosen}'" in done.stderr
 
@@ -141,7 +141,7 @@ def test_the_demo_never_writes_into_an_existing_sqlite_broker(tmp_path: Path) ->
         broker.queue("claims").send({"claim": 8311})
     before = database.read_bytes()
     done = hailq_cli("demo", "--url", f"sqlite:///{database}", *FAST, timeout=30)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "already exists" in done.stderr
     assert database.read_bytes() == before
 
@@ -165,7 +165,7 @@ def test_after_the_quick_start_export_the_demo_runs_in_its_own_workspace(
 def test_keep_refuses_a_directory_with_an_earlier_run(tmp_path: Path) -> None:
     (tmp_path / "results.db").write_bytes(b"")
     done = hailq_cli("demo", "--keep", str(tmp_path), *FAST, timeout=30)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "already holds a demo run (results.db)" in done.stderr
 
 

@@ -168,7 +168,7 @@ def purge(queue_name: str, dead_only: bool, yes: bool) -> None:
 
 def _confirm(question: str) -> None:
     if not sys.stdin.isatty():
-        raise click.ClickException(
+        raise click.UsageError(
             "refusing to purge without confirmation: no terminal to ask on; pass --yes")
     if not click.confirm(question, default=False, err=True):
         raise click.ClickException("purge cancelled; nothing was deleted")

@@ -1,7 +1,17 @@
 """Turn any failure into one line on stderr and an exit code, never a traceback.
 
-Exit codes: 0 success, 1 an error (hailq refused or failed), 2 a bad command
-line, 130 interrupted. Every message passes through ``scrub``, which removes
+Exit codes, one convention for every command:
+
+- 0 success;
+- 2 bad input, refused before anything was done: an unknown command or option,
+  a bad value, body, message, URL or worker target (click's usage errors and
+  every ``hailq.InvalidArgument``), options that do not go together;
+- 1 a failure while doing it: the database is unreachable or broken
+  (``StorageError``), the database file, queue or topic named does not exist
+  there, a batch failed, a purge was declined, or any other error;
+- 130 interrupted.
+
+Every message passes through ``scrub``, which removes
 the password of any URL on the command line or in ``HAILQ_URL``, so a database
 password cannot leak even through an error text hailq does not control.
 """
@@ -45,6 +55,8 @@ def run_safely(invoke: Callable[[], int], argv: Sequence[str]) -> int:
         return report("aborted", secrets, FAILED, prefix="hailq: ")
     except KeyboardInterrupt:
         return report("interrupted", secrets, INTERRUPTED, prefix="hailq: ")
+    except hailq.InvalidArgument as exc:  # hailq checked an argument the user gave
+        return report(str(exc) or type(exc).__name__, secrets, USAGE)
     except hailq.HailqError as exc:
         return report(str(exc) or type(exc).__name__, secrets, FAILED)
     except BrokenPipeError:

@@ -92,8 +92,11 @@ def cli() -> None:
     measures, takes neither, and demo runs in a workspace of its own unless
     given --url (never in HAILQ_URL). Output is a table on a terminal
     and JSON with --json. Errors are one line on stderr starting with
-    'hailq: error:'. Exit codes: 0 success, 1 error, 2 bad command line,
-    130 interrupted. Passwords in URLs are never printed.
+    'hailq: error:'. Exit codes: 0 success; 2 bad input, refused before
+    anything was done (unknown option, bad value, body, message, URL or
+    worker target); 1 a failure while doing it (database unreachable, no such
+    database file, queue or topic, ...); 130 interrupted. Passwords in URLs are
+    never printed.
     """
 
 

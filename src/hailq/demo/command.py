@@ -58,7 +58,8 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
     statistics program each get a copy. One of the checkers is killed
     mid-claim, one claim has a corrupt photo, one checker is slower than its
     lease. Exit code 0 when every invariant holds (nothing lost, nothing done
-    twice, one dead letter, ...), 1 otherwise.
+    twice, one dead letter, ...), 1 otherwise; 2 when it cannot start with the
+    --url or --keep given.
     """
     ctx = click.get_current_context()
     url = given_url(from_env=False)
@@ -69,8 +70,8 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
     plan = Plan(claims=claims, checkers=checkers, scale=scale, seed=seed)
     try:
         workspace = Workspace.create(url, keep)
-    except HailqError as exc:
-        raise click.ClickException(str(exc)) from None
+    except HailqError as exc:  # a URL or --keep it cannot use: exit 2, as for any bad input
+        raise click.UsageError(str(exc)) from None
     try:
         report = _run(plan, workspace, as_json)
     except HailqError as exc:
