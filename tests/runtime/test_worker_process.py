@@ -93,12 +93,12 @@ def _run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(("args", "code", "says"), [
-    (["handlers:work"], 1, "--queue"),
+    (["handlers:work"], 2, "--queue"),
     (["handlers:app", "-q", "claims", "--weights", "claims=1"], 2, "not both"),
-    (["handlers:app", "-q", "nobody"], 1, "no handler for queue 'nobody'"),
+    (["handlers:app", "-q", "nobody"], 2, "no handler for queue 'nobody'"),
     (["handlers:app", "--weights", "claims=x"], 2, "integer"),
-    (["handlers:nothing_here"], 1, "no attribute"),
-    (["not-a-target"], 1, "module:function"),
+    (["handlers:nothing_here"], 2, "no attribute"),
+    (["not-a-target"], 2, "module:function"),
     (["handlers:app", "--concurrency", "0"], 2, "concurrency"),
 ])
 def test_command_line_mistakes_fail_clearly(sqlite_url: str, args: list[str], code: int,
