@@ -132,25 +132,67 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0,
 # -- work done in child processes (top-level so the "spawn" start method can find it) ------
 
 
-def compete(url: str, queue: str, start: Any, out: str) -> None:
-    """Receive 10 at a time and ack each until nothing is left; log every lease to ``out``."""
+def compete(url: str, queue: str, ready: Any, out: str) -> None:
+    """Receive 10 at a time and ack each until nothing is left; log every lease to ``out``.
+
+    ``ready`` is a barrier shared with the test and the other consumers: nobody receives
+    before every consumer has connected, so a slow start cannot leave one without work.
+    Each ack goes through ``ack_many`` and logs its result (``False``: acked while the
+    lease was still valid). A short pause per batch stands for the handler's work.
+    """
     import json
 
     log: list[dict[str, Any]] = []
     with hailq.connect(url) as broker:
         q = broker.get_queue(queue)
-        start.wait(60)
+        ready.wait(60)
         while True:
             messages = q.receive(max_messages=10, lease=300)
             if not messages:
                 break
+            time.sleep(0.002)
             for m in messages:
                 received = time.time()
-                m.ack()
+                (late,) = q.ack_many([m])
                 log.append({"id": m.id, "attempt": m.attempt, "receipt": m.receipt,
-                            "received": received, "acked": time.time(), "body": m.body})
+                            "received": received, "acked": time.time(), "late": late,
+                            "lease_until": m.lease_until, "body": m.body})
     with open(out, "w") as f:
         json.dump(log, f)
+
+
+def consume_on_a_skewed_host(url: str, queue: str, skew: float, after: float,
+                             out: str) -> None:
+    """A consumer on a host whose clock is ``skew`` seconds off the database's.
+
+    ``time.time`` is skewed first and hailq is then imported afresh, so no part of it
+    can hold the real clock from import time. Once the broker's clock (the database's)
+    has passed ``after``, receive up to 10 with a 30 s lease, send one message, and
+    write what was received, with the host's own idea of the time, to ``out``.
+    """
+    import importlib
+    import json
+    import sys
+
+    real_time = time.time
+    time.time = lambda: real_time() + skew
+    for name in [n for n in sys.modules if n == "hailq" or n.startswith("hailq.")]:
+        del sys.modules[name]
+    fresh = importlib.import_module("hailq")
+
+    with fresh.connect(url) as broker:
+        q = broker.get_queue(queue)
+        while broker.now() <= after:
+            time.sleep(0.02)
+        got = q.receive(max_messages=10, lease=30)
+        host_now = time.time()
+        q.send(f"sent by a host {skew:+g} s off")
+        result = {"host_now": host_now, "db_now": broker.now(),
+                  "received": [{"body": m.body, "attempt": m.attempt,
+                                "lease_until": m.lease_until, "receipt": m.receipt}
+                               for m in got]}
+    with open(out, "w") as f:
+        json.dump(result, f)
 
 
 def hammer(url: str, queue: str, worker: int, count: int, start: Any, out: str) -> None:

@@ -7,7 +7,7 @@ import time
 import hailq
 from hailq import Envelope
 
-from .helpers import drain, receive_all
+from .helpers import receive_all
 
 # -- rule 13: becoming dead ------------------------------------------------------------------
 
@@ -192,24 +192,50 @@ def test_rule_14_purge_live_deletes_live_messages_and_keeps_the_dead(
 
 
 def test_rule_15_poison_message_goes_dead_while_1000_others_flow(broker: hailq.Broker) -> None:
+    """The others flow between the poison's attempts (during its backoff), not only after
+    it is dead, and go on flowing once it is dead.
+
+    "Between" counts only receives made after the poison was nacked and before it came
+    back: others that shared a claim with the poison do not count. Each other message
+    takes a millisecond of work, so the 1,000 outlast the poison's three attempts (its
+    backoff is 0.05 s, then 0.1 s) by far, however fast the machine.
+    """
     q = broker.queue("claims", max_attempts=3, retry={"base": 0.05, "factor": 2, "jitter": 0})
     poison = q.send({"poison": True})
     q.send_many([{"claim": n} for n in range(1000)])
     acked: list[int] = []
     poison_attempts: list[int] = []
+    claims: list[tuple[int | None, int]] = []  # per receive: poison attempt in it, others
 
     def handle(m: hailq.Message) -> None:
         if m.body.get("poison"):
             poison_attempts.append(m.attempt)
             m.nack(error=f"cannot parse claim (attempt {m.attempt})")
         else:
+            time.sleep(0.001)
             acked.append(m.body["claim"])
             m.ack()
 
-    drain(q, handle)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        messages = q.receive(max_messages=10, wait=0.2)
+        attempt = next((m.attempt for m in messages if m.body.get("poison")), None)
+        claims.append((attempt, sum(1 for m in messages if not m.body.get("poison"))))
+        for m in messages:
+            handle(m)
+        if not messages:
+            stats = q.stats()
+            if stats.backlog == 0 and stats.in_flight == 0:
+                break
 
     assert sorted(acked) == list(range(1000))
     assert poison_attempts == [1, 2, 3]
+    at = {attempt: i for i, (attempt, _) in enumerate(claims) if attempt is not None}
+    for start, end, when in ((at[1], at[2], "between attempts 1 and 2"),
+                             (at[2], at[3], "between attempts 2 and 3"),
+                             (at[3], len(claims), "after the poison died")):
+        others = sum(n for _, n in claims[start + 1:end])
+        assert others > 0, f"no other message was received {when}"
     (dead,) = q.dead_letters()
     assert (dead.id, dead.attempt) == (poison, 3)
     assert [e.error for e in dead.errors] == [

@@ -14,7 +14,7 @@ import pytest
 import hailq
 from hailq import LeaseLost
 
-from .helpers import RawDatabase, ack_late, compete, receive_and_die
+from .helpers import RawDatabase, ack_late, compete, consume_on_a_skewed_host, receive_and_die
 
 # -- rule 6: receive ------------------------------------------------------------------------
 
@@ -55,6 +55,26 @@ def test_rule_06_long_poll_returns_as_soon_as_a_message_arrives(broker: hailq.Br
     assert 0.25 <= waited < 20
 
 
+def test_rule_06_long_poll_returns_when_a_delayed_message_becomes_due(
+        broker: hailq.Broker, url: str, raw: RawDatabase) -> None:
+    """Nothing is sent during the wait: time alone makes the message receivable.
+
+    The receive must return soon after the delay ends, far from the end of its wait.
+    On PostgreSQL the consumer's fallback poll is set longer than the wait, so only
+    the wait's own look at the next due time can wake it.
+    """
+    consumer_url = url if raw.is_sqlite else f"{url}&poll_interval=60"
+    with hailq.connect(consumer_url) as consumer:
+        consumer.queue("claims")
+        sent = broker.get_queue("claims").send("due soon", delay=0.5)
+        started = time.monotonic()
+        received = consumer.get_queue("claims").receive(wait=20)
+        waited = time.monotonic() - started
+
+    assert [m.id for m in received] == [sent]
+    assert 0.4 <= waited < 10, f"returned after {waited:.2f} s of a 20 s wait"
+
+
 def test_rule_06_long_poll_on_an_empty_queue_returns_empty_after_wait(
         broker: hailq.Broker) -> None:
     q = broker.queue("claims")
@@ -84,31 +104,41 @@ def test_rule_06_each_receive_adds_one_to_attempt(broker: hailq.Broker) -> None:
 
 def test_rule_07_four_processes_compete_for_2000_messages_without_sharing_a_lease(
         broker: hailq.Broker, url: str, tmp_path: Path) -> None:
+    """Four consumer processes start together (a barrier) and drain 2,000 messages.
+
+    Every message is received exactly once, on attempt 1, and acked while its lease
+    was still valid (``ack_many`` says not late); and every process got a share of
+    the work, so the consumers really competed instead of one taking everything.
+    """
     q = broker.queue("claims", lease=300)
     sent = set(q.send_many(range(1000)) + q.send_many(range(1000, 2000)))
     ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
+    ready = ctx.Barrier(5)
     logs = [tmp_path / f"consumer-{i}.json" for i in range(4)]
-    consumers = [ctx.Process(target=compete, args=(url, "claims", start, str(log)))
+    consumers = [ctx.Process(target=compete, args=(url, "claims", ready, str(log)))
                  for log in logs]
 
     for p in consumers:
         p.start()
-    start.set()
+    ready.wait(60)
     for p in consumers:
         p.join(120)
     assert [p.exitcode for p in consumers] == [0, 0, 0, 0]
 
-    leases = [entry for log in logs for entry in json.loads(log.read_text())]
+    per_process = [json.loads(log.read_text()) for log in logs]
+    leases = [entry for log in per_process for entry in log]
     times_received = Counter(entry["id"] for entry in leases)
     assert set(times_received) == sent
     assert max(times_received.values()) == 1, "a message was leased twice"
+    assert len(leases) == 2000
     assert {entry["attempt"] for entry in leases} == {1}
+    assert {entry["late"] for entry in leases} == {False}, "an ack came after its lease"
     assert sorted(entry["body"] for entry in leases) == list(range(2000))
-    per_process = [len(json.loads(log.read_text())) for log in logs]
-    assert sum(per_process) == 2000
+    assert all(len(log) > 0 for log in per_process), (
+        f"a consumer got no work: {[len(log) for log in per_process]} messages per process")
     stats = q.stats()
-    assert (stats.acked, stats.ready, stats.in_flight, stats.redelivered) == (2000, 0, 0, 0)
+    assert (stats.acked, stats.ready, stats.in_flight, stats.redelivered, stats.late_acks) \
+        == (2000, 0, 0, 0, 0)
 
 
 def test_rule_07_threads_of_one_process_never_share_a_lease(broker: hailq.Broker) -> None:
@@ -526,23 +556,100 @@ def test_rule_11_lease_deadline_is_on_the_database_clock(broker: hailq.Broker,
 
 
 def test_rule_11_consumers_with_skewed_clocks_agree_on_leases(
-        broker: hailq.Broker, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    q = broker.queue("claims", lease=30)
-    q.send("x")
-    (held,) = q.receive()
-    real_time = time.time
+        broker: hailq.Broker, url: str, raw: RawDatabase, tmp_path: Path) -> None:
+    """PostgreSQL: the database's clock rules, whatever the consumers' hosts think.
 
-    with hailq.connect(url) as skewed_host:
-        other = skewed_host.get_queue("claims")
-        monkeypatch.setattr(time, "time", lambda: real_time() + 3600)
-        assert other.receive() == [], "a host an hour ahead stole a valid lease"
-        other.send("from the future")
-        monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
-        assert [m.body for m in other.receive()] == ["from the future"]
-        monkeypatch.undo()
+    Two consumer processes run with ``time.time`` an hour ahead and an hour behind
+    (hailq imported afresh after the skew, so not even an import-time copy of the
+    clock is real). Each finds one lease still valid on the database clock and one
+    that has ended there, and must take exactly the ended one: the host ahead would
+    think both ended long ago, the host behind that both run for another hour. The
+    new deadline is database time + lease, not host time; what they send is
+    receivable at once, stamped with database time; the valid lease still acks in time.
 
-    held.ack()
-    assert q.stats().late_acks == 0
+    SQLite: there is no database clock and no second host. An embedded database
+    lives on one machine, so its consumers share that machine's clock; hailq's one
+    clock is then the host's, which ``connect(clock=...)`` replaces. Two consumers
+    given clocks an hour apart would disagree, but the rule's skewed hosts cannot
+    arise on SQLite. What the test asserts instead: every lease decision follows the one
+    clock and nothing else. With that clock an hour ahead of real time and moved on
+    by hand, the deadline is clock + lease, a second consumer cannot take the lease
+    until the clock passes the deadline (no real time passes), then it can, and the
+    first receipt is stale. A lease set or ended on the real clock would fail this.
+    """
+    if raw.is_sqlite:
+        _one_clock_decides_every_lease_on_sqlite(url)
+    else:
+        _hosts_with_skewed_clocks_agree_on_postgres(broker, url, raw, tmp_path)
+
+
+def _one_clock_decides_every_lease_on_sqlite(url: str) -> None:
+    skew = [3600.0]
+
+    def clock() -> float:
+        return time.time() + skew[0]
+
+    with hailq.connect(url, clock=clock) as first, hailq.connect(url, clock=clock) as second:
+        q = first.queue("claims", lease=30)
+        q.send("x")
+        (held,) = q.receive()
+        assert clock() + 29 <= held.lease_until <= clock() + 31
+        other = second.get_queue("claims")
+
+        assert other.receive(max_messages=10) == []
+        skew[0] += 25  # 25 s later on the one clock: the lease still holds
+        assert other.receive(max_messages=10) == [], "a lease ended before its deadline"
+        skew[0] += 10  # 35 s later: it has ended
+        taken = other.receive(max_messages=10)
+        assert [(m.id, m.attempt) for m in taken] == [(held.id, 2)], (
+            "the lease did not end when the one clock passed its deadline")
+        (again,) = taken
+        assert clock() + 29 <= again.lease_until <= clock() + 31
+        with pytest.raises(LeaseLost):
+            held.ack()
+        again.ack()
+        assert q.stats().acked == 1
+
+
+def _hosts_with_skewed_clocks_agree_on_postgres(broker: hailq.Broker, url: str,
+                                               raw: RawDatabase, tmp_path: Path) -> None:
+    hour = 3600.0
+    held, ended, ends_at = {}, {}, 0.0
+    for name in ("ahead", "behind"):
+        q = broker.queue(name, lease=30)
+        q.send("held")
+        (held[name],) = q.receive()  # valid for 30 s on the database clock
+        q.send("ended")
+        (ended[name],) = q.receive(lease=0.3)
+        ends_at = max(ends_at, ended[name].lease_until)
+    ctx = multiprocessing.get_context("spawn")
+    outs = {name: tmp_path / f"{name}.json" for name in held}
+    hosts = [ctx.Process(target=consume_on_a_skewed_host,
+                         args=(url, name, skew, ends_at + 0.05, str(outs[name])))
+             for name, skew in (("ahead", hour), ("behind", -hour))]
+    for p in hosts:
+        p.start()
+    for p in hosts:
+        p.join(60)
+    assert [p.exitcode for p in hosts] == [0, 0]
+    after = raw.now()
+
+    for name, skew in (("ahead", hour), ("behind", -hour)):
+        seen = json.loads(outs[name].read_text())
+        assert seen["host_now"] - seen["db_now"] == pytest.approx(skew, abs=60)
+        got = seen["received"]
+        assert [(m["body"], m["attempt"]) for m in got] == [("ended", 2)], (
+            f"the host {skew:+g} s off took {got}: only the ended lease was free")
+        assert after - 60 < got[0]["lease_until"] - 30 <= after, "a deadline on the host clock"
+        q = broker.get_queue(name)
+        with pytest.raises(LeaseLost):
+            ended[name].ack()
+        assert q.ack_many([held[name]]) == [False], "the held lease did not hold"
+        (sent,) = q.receive(max_messages=10)
+        assert sent.body == f"sent by a host {skew:+g} s off"
+        assert abs(sent.enqueued_at - after) < 60
+        assert q.ack_many([got[0]["receipt"], sent]) == [False, False]
+        assert q.stats().late_acks == 0
 
 
 # -- rule 12: at-least-once ----------------------------------------------------------------

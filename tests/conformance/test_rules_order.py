@@ -1,20 +1,22 @@
 """SPEC rules 16-18: priority with and without aging, per-key order, several queues.
 
-Rule 18's weighting is the worker's job and is tested with the worker; here we
-test what the broker offers a multi-queue consumer: queues are independent and
-each can be drained on its own.
+Rule 18 runs a real ``hailq.Worker`` over several queues (one slot, so each pick
+of the order policy is one message) and checks the order it handled them in.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
 import hailq
 from hailq import Envelope
 
-from .helpers import receive_all
+from .helpers import receive_all, wait_until
 
 # -- rule 16: priority and aging -----------------------------------------------------------
 
@@ -240,21 +242,142 @@ def test_rule_17_ten_thousand_keys_all_flow(broker: hailq.Broker) -> None:
     assert q.stats().acked == 10_000
 
 
+def test_rule_17_concurrent_consumers_never_lease_two_of_one_key_and_keep_its_order(
+        broker: hailq.Broker, url: str) -> None:
+    """Six consumers (threads, each with its own connection) race over 4 keys x 25
+    messages plus 20 without a key, 3 per receive.
+
+    A key is marked held from the moment a receive returns its message until just
+    before that message is acked, and each holder keeps it a few milliseconds: a
+    second lease of a held key, in the same claim or another consumer's, is caught.
+    Each key's messages arrive in send order, every message exactly once, and
+    different keys were held at the same time (the keys did flow in parallel).
+    """
+    keys = ["acct-1", "acct-2", "acct-3", "acct-4"]
+    q = broker.queue("claims", lease=60)
+    q.send_many([Envelope({"key": key, "n": n}, ordering_key=key)
+                 for n in range(25) for key in keys]
+                + [Envelope({"key": None, "n": n}) for n in range(20)])
+    total = 4 * 25 + 20
+    lock = threading.Lock()
+    held: set[str] = set()
+    most_held = [0]
+    order: dict[str | None, list[int]] = {key: [] for key in [*keys, None]}
+    problems: list[str] = []
+
+    def consume() -> None:
+        try:
+            with hailq.connect(url) as own:
+                mine = own.get_queue("claims")
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    with lock:
+                        if sum(map(len, order.values())) == total:
+                            return
+                    batch = mine.receive(max_messages=3, wait=0.1)
+                    with lock:
+                        for m in batch:
+                            key = m.ordering_key
+                            order[key].append(m.body["n"])
+                            if key is None:
+                                continue
+                            if key in held:
+                                problems.append(f"two leases of {key} at once ({m.body})")
+                            held.add(key)
+                        most_held[0] = max(most_held[0], len(held))
+                    for m in batch:
+                        time.sleep(0.003)
+                        with lock:
+                            held.discard(m.ordering_key or "")
+                        m.ack()
+        except Exception as exc:  # reported by the test below
+            problems.append(f"{type(exc).__name__}: {exc}")
+
+    consumers = [threading.Thread(target=consume) for _ in range(6)]
+    for t in consumers:
+        t.start()
+    for t in consumers:
+        t.join(90)
+
+    assert problems == []
+    for key in keys:
+        assert order[key] == list(range(25)), f"{key} out of send order"
+    assert sorted(order[None]) == list(range(20))
+    assert most_held[0] >= 2, "the keys never flowed in parallel"
+    stats = q.stats()
+    assert (stats.acked, stats.redelivered, stats.backlog, stats.in_flight) == (total, 0, 0, 0)
+
+
 # -- rule 18: several queues -------------------------------------------------------------------
 
 
-def test_rule_18_queues_are_independent_so_a_consumer_can_drain_them_in_order(
+def run_worker(broker: hailq.Broker, handlers: Mapping[str, Callable[[hailq.Message], Any]],
+               expected: int, handled: list[Any], **order: Any) -> None:
+    """Run a real one-slot ``hailq.Worker`` until ``handled`` holds ``expected`` entries."""
+    worker = hailq.Worker(broker, handlers, concurrency=1, grace=5, poll=0.2, **order)
+    thread = threading.Thread(target=worker.run, kwargs={"handle_signals": False})
+    thread.start()
+    try:
+        assert wait_until(lambda: len(handled) >= expected, timeout=30), (
+            f"the worker handled {len(handled)} of {expected}: {handled}")
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    time.sleep(0.1)
+    assert len(handled) == expected, f"more than expected: {handled}"
+
+
+def test_rule_18_strict_order_drains_the_first_queue_before_the_next(
         broker: hailq.Broker) -> None:
+    """``queues=[high, low]``: every high message before any low one, and a high message
+    that arrives while low is being drained is the very next one taken."""
     high = broker.queue("claims.high")
     low = broker.queue("claims.low")
-    low.send_many(["low 1", "low 2"])
-    high.send_many(["high 1", "high 2"])
+    low.send_many([f"low {n}" for n in range(4)])
+    high.send_many([f"high {n}" for n in range(4)])
+    handled: list[str] = []
 
-    drained = []
-    for q in (high, low):  # strict order: drain the first, then the next
-        while batch := q.receive():
-            drained.append(batch[0].body)
-            batch[0].ack()
+    def handle(m: hailq.Message) -> None:
+        handled.append(m.body)
+        if m.body == "low 0":
+            high.send("high late")
 
-    assert drained == ["high 1", "high 2", "low 1", "low 2"]
-    assert (high.stats().acked, low.stats().acked) == (2, 2)
+    run_worker(broker, {"claims.low": handle, "claims.high": handle}, 9, handled,
+               queues=["claims.high", "claims.low"])
+
+    assert handled == ["high 0", "high 1", "high 2", "high 3",
+                       "low 0", "high late", "low 1", "low 2", "low 3"]
+    assert wait_until(lambda: (high.stats().acked, low.stats().acked) == (5, 4))
+
+
+def test_rule_18_weights_share_the_worker_and_bound_each_queues_wait(
+        broker: hailq.Broker) -> None:
+    """``weights={high: 3, low: 1}`` with both queues full: every run of 4 picks holds
+    3 high and 1 low, so low never waits more than 4 picks (its weight's bound) and
+    high never more than 2; once high is empty, low takes every pick."""
+    high = broker.queue("claims.high")
+    low = broker.queue("claims.low")
+    high.send_many([f"high {n}" for n in range(24)])
+    low.send_many([f"low {n}" for n in range(16)])
+    handled: list[str] = []
+
+    def handle(m: hailq.Message) -> None:
+        handled.append(m.queue)
+
+    run_worker(broker, {"claims.high": handle, "claims.low": handle}, 40, handled,
+               weights={"claims.high": 3, "claims.low": 1})
+
+    both_full = handled[:32]  # 24 high take 32 picks at 3 of every 4
+    for start in range(0, 32, 4):
+        run = both_full[start:start + 4]
+        assert sorted(run) == ["claims.high"] * 3 + ["claims.low"], (
+            f"picks {start}-{start + 3} were {run}: {handled}")
+    for start in range(0, 29):
+        assert "claims.low" in both_full[start:start + 4], f"low waited too long: {handled}"
+    for start in range(0, 31):
+        assert "claims.high" in both_full[start:start + 2], f"high waited too long: {handled}"
+    assert handled[32:] == ["claims.low"] * 8
+    assert wait_until(lambda: (high.stats().acked, low.stats().acked) == (24, 16))
+
+
