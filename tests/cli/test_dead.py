@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import hailq
 
 from .conftest import Hailq, kill_messages
@@ -121,3 +123,58 @@ def test_purge_of_an_empty_queue_needs_no_confirmation(hq: Hailq, api: hailq.Bro
     api.queue("jobs")
     result = hq("purge", "jobs", "--dead")
     assert result.code == 0 and "deleted 0" in result.out
+
+
+def test_redrive_stops_at_limit_and_says_what_is_left(hq_any: Hailq,
+                                                      api_any: hailq.Broker) -> None:
+    kill_messages(api_any, "jobs", [1, 2, 3, 4, 5], ["ValueError: a", "KeyError: b",
+                                                      "ValueError: c", "ValueError: d", "e"])
+    q = api_any.get_queue("jobs")
+    first = hq_any("redrive", "jobs", "--limit", "2", "--json")
+    assert first.json()["redriven"] == 2 and first.json()["more_left"] is True
+    assert "redrove the 2 oldest; more dead letters of jobs are still dead" in first.err
+    assert [d.body for d in q.dead_letters()] == [3, 4, 5]  # the oldest deaths went first
+    # Filtered: the two oldest that match, then the one left, then nothing is said.
+    grep = hq_any("redrive", "jobs", "--grep", "ValueError", "--limit", "1", "--json")
+    assert grep.json()["more_left"] is True and "that match are still dead" in grep.err
+    assert [d.body for d in q.dead_letters()] == [4, 5]
+    last = hq_any("redrive", "jobs", "--grep", "ValueError", "--limit", "1", "--json")
+    assert last.json() == {"queue": "jobs", "dry_run": False, "redriven": 1,
+                           "missing": [], "more_left": False}
+    assert last.err == ""
+    assert [d.body for d in q.dead_letters()] == [5]
+
+
+def test_redrive_dry_run_at_limit_says_more_would_stay(hq_any: Hailq,
+                                                       api_any: hailq.Broker) -> None:
+    kill_messages(api_any, "jobs", [1, 2, 3], ["a", "b", "c"])
+    dry = hq_any("redrive", "jobs", "--dry-run", "--limit", "2", "--json")
+    assert [d["body"] for d in dry.json()["would_redrive"]] == [1, 2]
+    assert dry.json()["more_left"] is True and "more dead letters of jobs would stay" in dry.err
+    exact = hq_any("redrive", "jobs", "--dry-run", "--limit", "3", "--json")
+    assert exact.json()["more_left"] is False and exact.err == ""
+    assert api_any.get_queue("jobs").stats().dead == 3
+
+
+def test_more_dead_than_one_command_handles(hq: Hailq, api: hailq.Broker) -> None:
+    """After a hailstorm: 100,001 dead, one more than a list or a filtered redrive takes."""
+    q = api.queue("storm", max_attempts=1, lease=1)
+    for _ in range(100):
+        q.send_many([{"claim": n} for n in range(1000)])
+    q.send("the last")
+    while q.receive(1000):  # every lease ends unacked: each message's one attempt is spent
+        pass
+    time.sleep(1.1)
+    assert q.stats().dead == 100_001
+    listed = hq("dead", "storm", "--grep", "lease expired", "--limit", "100000", "--json")
+    assert len(listed.json()) == 100_000
+    assert "there may be more: --limit 100,000 is the most" in listed.err
+    first = hq("redrive", "storm", "--grep", "lease expired", "--json")
+    assert (first.json()["redriven"], first.json()["more_left"]) == (100_000, True)
+    assert "still dead: run the command again" in first.err
+    (left,) = q.dead_letters()
+    assert left.body == "the last"  # the oldest deaths were redriven first
+    second = hq("redrive", "storm", "--grep", "lease expired", "--json")
+    assert (second.json()["redriven"], second.json()["more_left"]) == (1, False)
+    stats = q.stats()
+    assert (stats.dead, stats.ready) == (0, 100_001)

@@ -16,7 +16,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 MAX_LIMIT = 100_000
 
 
-def filter_options(default_limit: int) -> Callable[[F], F]:
+def filter_options(default_limit: int | None) -> Callable[[F], F]:
     """The dead-letter filters shared by ``dead`` and ``redrive``."""
     def decorate(f: F) -> F:
         for option in reversed([
@@ -27,7 +27,7 @@ def filter_options(default_limit: int) -> Callable[[F], F]:
             click.option("--ordering-key", "-k", metavar="KEY",
                          help="Only messages with this ordering key."),
             click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT),
-                         default=default_limit, show_default=True,
+                         default=default_limit, show_default=default_limit is not None,
                          help="Consider at most this many, oldest death first."),
         ]):
             f = option(f)
@@ -69,6 +69,10 @@ def dead(queue_name: str, grep: str | None, older_than: float | None,
              for d in letters],
             title=f"dead letters of {queue_name}", empty="no dead messages")
     what = f"dead letters of {queue_name}" + (" that match" if filtered else "")
+    if filtered and len(letters) == MAX_LIMIT:  # no row beyond the most can be asked for
+        app.out.note(f"showing {MAX_LIMIT:,} {what}; there may be more: --limit "
+                     f"{MAX_LIMIT:,} is the most, narrow the filters to see the rest")
+        return
     app.out.note_cut_short(len(letters), total, what, limit=limit, most=MAX_LIMIT)
 
 
@@ -77,7 +81,7 @@ def _dead_total(queue: hailq.Queue, letters: list[hailq.DeadMessage], limit: int
     """How many dead letters there are; None if only known to be more than ``limit``."""
     if len(letters) < limit:
         return len(letters)
-    if filtered:  # at --limit's maximum no extra row was asked for: said to be complete
+    if filtered:
         return None if len(letters) > limit else limit
     return max(queue.stats().dead, len(letters))
 
@@ -93,38 +97,58 @@ def _error(text: str | None, length: int = 80) -> str:
 @click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
 @click.option("--id", "ids", multiple=True, metavar="ID", help="Redrive this message; repeat "
               "for more. Without --id and filters: every dead message.")
-@filter_options(default_limit=MAX_LIMIT)
+@filter_options(default_limit=None)
 @click.option("--dry-run", is_flag=True, help="List what would be redriven and change nothing.")
 @common_options
 def redrive(queue_name: str, ids: tuple[str, ...], grep: str | None, older_than: float | None,
-            ordering_key: str | None, limit: int, dry_run: bool) -> None:
+            ordering_key: str | None, limit: int | None, dry_run: bool) -> None:
     """Return dead messages of QUEUE to ready with attempt 0, keeping ordering-key order.
 
-    Choose them with --id and/or the same filters as 'hailq dead'.
+    Choose them with --id and/or the same filters as 'hailq dead'. Without
+    --limit, every dead message (or every one that matches, up to 100,000 at a
+    time); with it, the oldest deaths first. When more are left dead than were
+    redriven, a note on stderr says so: run the command again for the rest.
     """
     app = current_app()
     filtered = grep is not None or older_than is not None or ordering_key is not None
+    everything = not (ids or filtered or limit is not None or dry_run)
+    most = MAX_LIMIT if limit is None else limit
     with app.broker() as broker:
         queue = app.queue(broker, queue_name)
-        letters = queue.dead_letters(error_contains=grep, older_than=older_than,
-                                     ordering_key=ordering_key, limit=limit)
-        if ids:
-            wanted = set(ids)
-            letters = [d for d in letters if d.id in wanted]
-        chosen = [d.id for d in letters]
-        missing = [i for i in dict.fromkeys(ids) if i not in set(chosen)]
-        if dry_run:
-            count = len(chosen)
-        elif ids or filtered:
-            count = queue.redrive(chosen) if chosen else 0
-        else:
+        if everything:  # one statement, however many there are
+            letters, more = [], False
             count = queue.redrive()
+        else:
+            def matching(n: int) -> list[hailq.DeadMessage]:
+                return queue.dead_letters(error_contains=grep, older_than=older_than,
+                                          ordering_key=ordering_key, limit=n)
+
+            # One row beyond the limit tells a dry run whether more would be left behind.
+            letters = matching(min(most + 1, MAX_LIMIT))
+            more = len(letters) > most or len(letters) == MAX_LIMIT
+            if ids:
+                wanted = set(ids)
+                letters = [d for d in letters if d.id in wanted]
+            letters = letters[:most]
+            chosen = [d.id for d in letters]
+            count = len(chosen) if dry_run or not chosen else queue.redrive(chosen)
+            if ids:
+                more = False  # only the named ones were asked for
+            elif more and not dry_run:
+                more = bool(matching(1))  # after the redrive: exact
+        missing = [i for i in dict.fromkeys(ids) if i not in {d.id for d in letters}]
     if missing:
         app.out.warn(f"{len(missing)} id(s) are not dead messages of {queue_name} "
                      f"(or not matched by the filters): {', '.join(missing)}")
+    if more:
+        which = f"dead letters of {queue_name}" + (" that match" if filtered else "")
+        app.out.note(f"would redrive the {count:,} oldest; more {which} would stay dead"
+                     if dry_run else f"redrove the {count:,} oldest; more {which} are still "
+                     "dead: run the command again for them")
     if app.out.json:
         result: dict[str, Any] = {"queue": queue_name, "dry_run": dry_run,
-                                  "redriven": 0 if dry_run else count, "missing": missing}
+                                  "redriven": 0 if dry_run else count, "missing": missing,
+                                  "more_left": more}
         if dry_run:
             result["would_redrive"] = [record(d) for d in letters]
         app.out.emit_json(result)
