@@ -86,6 +86,8 @@ class Broker:
         return self.backend.clock_now()
 
     def close(self) -> None:
+        """Close this broker's database connections. Using it again afterwards opens new
+        ones, as after a fork: ``close`` frees resources, it does not fence anything off."""
         self.backend.close()
 
     def __enter__(self) -> Broker:

@@ -32,6 +32,8 @@ def encode_body(body: Body, max_size: int) -> tuple[bytes, int]:
                               separators=(",", ":")).encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidArgument(f"body holds a string that is not valid Unicode: {exc}") from None
+        except ValueError as exc:  # an integer past Python's digit limit for str()
+            raise InvalidArgument(f"body cannot be written as JSON: {exc}") from None
         kind = JSON
     if len(data) > max_size:
         raise MessageTooLarge(
@@ -132,6 +134,18 @@ def check_plain_text(text: str, what: str) -> None:
     if "\x00" in text:
         raise InvalidArgument(f"{what} must not contain NUL characters")
     _check_text(text, what)
+
+
+def storable_text(text: str) -> str:
+    """Diagnostic text (an error, a reason) made storable as it is written: a NUL or a
+    lone surrogate, which a handler's exception may well hold, becomes its escape."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def check_key(value: object, what: str) -> str | None:

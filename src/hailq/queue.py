@@ -20,7 +20,16 @@ from hailq.backends.base import (
     NewMessage,
     RedriveParams,
 )
-from hailq.codec import Body, check_key, decode_body, decode_headers, encode_body, encode_headers
+from hailq.codec import (
+    Body,
+    check_key,
+    check_plain_text,
+    decode_body,
+    decode_headers,
+    encode_body,
+    encode_headers,
+    storable_text,
+)
 from hailq.errors import InvalidArgument, LeaseLost
 from hailq.ids import check_message_id, make_receipt, new_message_id, parse_receipt
 from hailq.models import DeadMessage, PeekedMessage, QueueStats
@@ -167,7 +176,8 @@ class Queue:
     def send_many(self, items: Iterable[Body | Envelope], *, connection: Any = None,
                   ) -> list[str]:
         """Enqueue a batch atomically, all or none; items are bodies or ``Envelope``s."""
-        messages = [self._new(i if isinstance(i, Envelope) else Envelope(i)) for i in items]
+        messages = [self._new(i if isinstance(i, Envelope) else Envelope(i))
+                    for i in check_batch(items, "send_many")]
         if not messages:
             return []
         return self._backend.message_insert(messages, connection)
@@ -220,7 +230,8 @@ class Queue:
         if self.ack_many([receipt])[0] is None:
             text = receipt.receipt if isinstance(receipt, Message) else receipt
             raise LeaseLost(f"receipt {text} no longer holds the lease of its message "
-                            "(received again since, or already gone); nothing changed")
+                            "(received again since, already gone, or a receipt of another "
+                            "queue); nothing changed")
 
     def ack_many(self, receipts: Iterable[str | Message]) -> list[bool | None]:
         """Ack several leases in one transaction.
@@ -228,7 +239,7 @@ class Queue:
         Per receipt: ``False`` acked in time, ``True`` a late ack (the lease had
         ended but nobody received the message since), ``None`` lease lost.
         """
-        items = list(receipts)
+        items = check_batch(receipts, "ack_many")
         acks = [self._ack_params(r) for r in items]
         results = self._backend.message_ack(acks) if acks else []
         for item, result in zip(items, results, strict=True):
@@ -272,8 +283,10 @@ class Queue:
 
     def dead_letter(self, receipt: str, reason: str) -> None:
         """Dead-letter a leased message now with ``reason``."""
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"reason must be a string, got {type(reason).__name__}")
         message_id, token, seq = parse_receipt(receipt)
-        self._nack(NackParams(self.name, message_id, token, 0.0, _error_text(reason),
+        self._nack(NackParams(self.name, message_id, token, 0.0, _error_text(reason, "reason"),
                               self.settings.max_attempts, self.settings.aging,
                               self.settings.on_dead, dead=True, seq=seq))
 
@@ -294,12 +307,13 @@ class Queue:
         """Extend several leases in one transaction; per lease the new deadline or None
         (lease lost). Messages given as ``Message`` get their ``lease_until`` updated."""
         span = seconds(seconds_, "extend seconds", allow_zero=False, maximum=12 * 3600)
-        items = list(receipts)
+        items = check_batch(receipts, "extend_many")
         params = []
         for item in items:
             message_id, token, seq = parse_receipt(
                 item.receipt if isinstance(item, Message) else item)
-            params.append(ExtendParams(self.name, message_id, token, span, seq))
+            params.append(ExtendParams(self.name, message_id, token, span,
+                                       self.settings.max_attempts, seq))
         results = self._backend.message_extend(params) if params else []
         for item, until in zip(items, results, strict=True):
             if isinstance(item, Message) and until is not None:
@@ -325,8 +339,10 @@ class Queue:
                      older_than: Duration | None = None, ordering_key: str | None = None,
                      limit: int = 1000) -> list[DeadMessage]:
         """Dead messages, oldest death first, each with the error of every attempt."""
-        if error_contains is not None and not isinstance(error_contains, str):
-            raise InvalidArgument("error_contains must be a string")
+        if error_contains is not None:
+            if not isinstance(error_contains, str):
+                raise InvalidArgument("error_contains must be a string")
+            check_plain_text(error_contains, "error_contains")
         params = DeadListParams(
             self.name, error_contains,
             None if older_than is None else seconds(older_than, "older_than"),
@@ -336,7 +352,7 @@ class Queue:
 
     def redrive(self, ids: Iterable[str] | None = None) -> int:
         """Return dead messages (all, or these ids) to ready with attempt 0, in key order."""
-        chosen = None if ids is None else [check_message_id(i) for i in ids]
+        chosen = None if ids is None else [check_message_id(i) for i in check_batch(ids, "redrive")]
         self._upkeep()
         return self._backend.dead_redrive(RedriveParams(self.name, chosen, self.settings.aging))
 
@@ -389,12 +405,22 @@ def _until(when: datetime | float, now: Any) -> float:
     return seconds(max(target - float(now()), 0.0), "not_before", maximum=366 * 86400)
 
 
-def _error_text(error: object) -> str | None:
+def _error_text(error: object, what: str = "error") -> str | None:
     if error is None:
         return None
     if not isinstance(error, str):
-        raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
-    return error[:MAX_ERROR_LENGTH]
+        raise InvalidArgument(f"{what} must be a string, got {type(error).__name__}")
+    return storable_text(error[:MAX_ERROR_LENGTH])
+
+
+def check_batch(items: object, what: str) -> list[Any]:
+    """A batch argument as a list: any iterable of items, but not one item by itself
+    (a string, bytes or a dict is iterable, and would quietly become many)."""
+    if isinstance(items, str | bytes | bytearray | memoryview | dict) \
+            or not isinstance(items, Iterable):
+        raise InvalidArgument(f"{what} takes a list (or another iterable) of items, got "
+                              f"{type(items).__name__}; put a single item in a list")
+    return list(items)
 
 
 def _max_messages(value: object) -> int:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from hailq._time import Duration
 from hailq.codec import Body, check_plain_text
-from hailq.errors import InvalidArgument
+from hailq.errors import InvalidArgument, MessageTooLarge
 from hailq.models import Subscription
-from hailq.queue import Envelope, Queue, build_message
-from hailq.settings import QueueSettings, check_name
+from hailq.queue import Envelope, Queue, build_message, check_batch
+from hailq.settings import MAX_MESSAGE_SIZE_LIMIT, QueueSettings, check_name
 
 if TYPE_CHECKING:
     from hailq.backends.base import NewMessage
@@ -64,19 +64,30 @@ class Topic:
         Items are bodies or ``Envelope``s; returns, per item, ``{subscription:
         message id}`` as ``publish`` does.
         """
-        envelopes = [i if isinstance(i, Envelope) else Envelope(i) for i in items]
+        envelopes = [i if isinstance(i, Envelope) else Envelope(i)
+                     for i in check_batch(items, "publish_many")]
         backend = self._broker.backend
-        for e in envelopes:  # bad input fails even with no subscriptions
-            build_message(self.name, QueueSettings(), e, backend.clock_now)
+        # Bad input fails even with no subscriptions; each copy is then held to its own
+        # subscription's max_message_size as it is built.
+        loosest = QueueSettings(max_message_size=MAX_MESSAGE_SIZE_LIMIT)
+        for e in envelopes:
+            build_message(self.name, loosest, e, backend.clock_now)
         for sub in backend.subscription_list(self.name):  # warm the cache outside the write
             self._queue_settings(sub.queue)
         built: list[tuple[int, NewMessage]] = []
 
         def copies(subs: list[Subscription]) -> list[NewMessage]:
-            built[:] = [(n, build_message(s.queue, self._queue_settings(s.queue), e,
-                                          backend.clock_now))
-                        for n, e in enumerate(envelopes)
-                        for s in subs if s.matches(dict(e.headers or {}))]
+            built.clear()
+            for n, e in enumerate(envelopes):
+                for s in subs:
+                    if not s.matches(dict(e.headers or {})):
+                        continue
+                    try:
+                        built.append((n, build_message(s.queue, self._queue_settings(s.queue),
+                                                       e, backend.clock_now)))
+                    except MessageTooLarge as exc:  # nothing is published (all or none)
+                        raise MessageTooLarge(f"subscription {s.queue}: {exc}; nothing was "
+                                              "published") from None
             return [m for _, m in built]
 
         ids = backend.topic_publish(self.name, copies) if envelopes else []
@@ -116,4 +127,7 @@ def _check_filter(filter: object) -> dict[str, str | list[str]] | None:
         else:
             raise InvalidArgument(
                 f"filter value for {name!r} must be a string or a non-empty list of strings")
+        for value in [wanted] if isinstance(wanted, str) else wanted:
+            # Header values can never hold these, so such a filter could never match.
+            check_plain_text(value, f"filter value for {name!r}")
     return checked

@@ -309,8 +309,57 @@ def test_rule_27_bad_nack_and_extend_arguments_are_rejected(broker: hailq.Broker
     rejected(broker, lambda: m.extend(0), InvalidArgument)
     rejected(broker, lambda: m.extend(math.inf), InvalidArgument)
 
+    rejected(broker, lambda: m.dead_letter(None), InvalidArgument, "reason")  # type: ignore[arg-type]
+
     m.ack()  # the lease survived every rejected call
     assert q.stats().acked == 1
+
+
+@pytest.mark.parametrize("error", ["NUL \x00 inside", "lone \udce9 surrogate",
+                                   "caf\udce9\x00"], ids=repr)
+def test_rule_27_any_error_text_is_stored_escaped_alike_on_every_backend(
+        broker: hailq.Broker, error: str) -> None:
+    """An exception's text may hold what no database column can: it is kept, escaped,
+    rather than failing the nack (a worker would lose the error and the backoff)."""
+    q = broker.queue("claims", max_attempts=2)
+    q.send("ok")
+    (m,) = q.receive()
+    m.nack(delay=0, error=error)
+    (m,) = q.receive()
+    m.dead_letter(error)
+    (letter,) = q.dead_letters()
+    expected = error.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
+    assert [e.error for e in letter.errors] == [expected, expected]
+    assert "\\x00" in expected or "\\udce9" in expected  # the escape shows, not dropped
+    assert [d.id for d in q.dead_letters(error_contains=expected[-8:])] == [letter.id]
+    for bad in ("\x00", "\udce9"):
+        rejected(broker, lambda b=bad: q.dead_letters(error_contains=b), InvalidArgument,
+                 "error_contains")
+
+
+def test_rule_27_single_items_where_a_batch_is_expected_are_rejected(
+        broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+    q.send("keep me")
+    (m,) = q.receive()
+    orders = broker.topic("orders")
+    orders.subscribe("audit")
+    for batch in ("ab", b"ab", {"claim": 1}, 5):
+        rejected(broker, lambda b=batch: q.send_many(b), InvalidArgument, "list")  # type: ignore[arg-type]
+        rejected(broker, lambda b=batch: orders.publish_many(b), InvalidArgument, "list")  # type: ignore[arg-type]
+    rejected(broker, lambda: q.ack_many(m.receipt), InvalidArgument, "ack_many")  # type: ignore[arg-type]
+    rejected(broker, lambda: q.extend_many(m.receipt, 30), InvalidArgument, "extend_many")  # type: ignore[arg-type]
+    assert q.send_many(iter(["a", "b"])) and q.stats().ready == 2  # any iterable still works
+    m.ack()
+
+
+def test_rule_27_integers_json_cannot_write_are_rejected(broker: hailq.Broker) -> None:
+    q = broker.queue("claims")
+    rejected(broker, lambda: q.send(10**5000), InvalidArgument, "json")
+    assert q.receive() == []
+    q.send(2**200)  # big, but JSON writes it, and it comes back exactly
+    (m,) = q.receive()
+    assert m.body == 2**200
 
 
 def test_rule_27_bad_operator_arguments_are_rejected(broker: hailq.Broker) -> None:
@@ -361,7 +410,8 @@ def test_rule_27_unknown_setting_names_what_is_allowed(broker: hailq.Broker) -> 
 def test_rule_27_bad_subscription_filters_are_rejected(broker: hailq.Broker) -> None:
     orders = broker.topic("orders")
 
-    for bad in ({}, {"region": 5}, {"region": []}, {"": "x"}, "region=eu", {"r": [1]}):
+    for bad in ({}, {"region": 5}, {"region": []}, {"": "x"}, "region=eu", {"r": [1]},
+                {"region": "eu\x00"}, {"region": ["eu", "\udce9"]}):
         rejected(broker, lambda f=bad: orders.subscribe("eu", filter=f), InvalidArgument,
                  "filter")
 

@@ -505,6 +505,27 @@ def test_rule_10_extend_moves_the_end_of_the_lease(broker: hailq.Broker) -> None
     assert q.stats().late_acks == 0
 
 
+def test_rule_10_an_ended_lease_is_extended_only_while_the_message_could_live(
+        broker: hailq.Broker) -> None:
+    """Nobody received it since: an ended lease can still be extended, unless it was the
+    last attempt. That message is dead (rule 13), whether or not anyone has looked yet."""
+    q = broker.queue("claims", lease=0.2, max_attempts=2)
+    q.send("slow")
+    (first,) = q.receive()
+    time.sleep(0.3)
+    first.extend(30)  # attempt 1 of 2 ended unseen: the lease is taken up again
+    assert q.stats().in_flight == 1
+    first.nack(delay=0)
+    (last,) = q.receive(lease=0.2)
+    time.sleep(0.3)
+    with pytest.raises(LeaseLost):
+        last.extend(30)  # no stats() or receive() in between: the same answer as after one
+    stats = q.stats()
+    assert (stats.dead, stats.in_flight) == (1, 0)
+    with pytest.raises(LeaseLost):
+        last.extend(30)
+
+
 def test_rule_10_nack_extend_and_dead_letter_raise_lease_lost_for_a_stale_receipt(
         broker: hailq.Broker) -> None:
     q = broker.queue("claims", lease=0.2)

@@ -91,6 +91,21 @@ def test_rule_19_subscription_settings_are_its_queue_settings(broker: hailq.Brok
     assert broker.get_queue("fast").settings.lease == 5.0
 
 
+def test_rule_19_each_copy_is_held_to_its_own_subscriptions_size_limit(
+        broker: hailq.Broker) -> None:
+    orders = broker.topic("orders")
+    big = orders.subscribe("archive", max_message_size=4 * 1024 * 1024)
+    body = "x" * (2 * 1024 * 1024)  # over the 1 MiB default, within archive's 4 MiB
+    assert list(orders.publish(body)) == ["archive"]
+    (m,) = big.receive()
+    assert m.body == body
+    m.ack()
+    small = orders.subscribe("audit")  # the default 1 MiB
+    with pytest.raises(hailq.MessageTooLarge, match="subscription audit"):
+        orders.publish(body)
+    assert (big.stats().ready, small.stats().ready) == (0, 0)  # all or none
+
+
 def test_rule_19_publish_many_is_one_atomic_batch(broker: hailq.Broker) -> None:
     claims = broker.topic("claims")
     checkers = claims.subscribe("checkers")

@@ -59,6 +59,8 @@ def _finish(message: hailq.Message, body: dict[str, Any]) -> None:
     first = message.attempt == 1
     if do == "raise" or (do == "raise_first" and first):
         raise ValueError(f"boom in claim {body.get('n')}")
+    if do == "raise_undecodable" and first:  # bytes decoded with surrogateescape, and a NUL
+        raise ValueError(b"caf\xe9\x00".decode("utf-8", "surrogateescape"))
     if do == "retry" or (do == "retry_first" and first):
         raise hailq.Retry(delay=body.get("delay"), reason="downstream busy")
     if do == "dead":

@@ -54,6 +54,20 @@ def test_poison_claim_is_retried_with_tracebacks_and_dies_while_others_flow(
     assert attempts == [1, 2, 3]
 
 
+def test_an_error_text_no_database_can_store_is_kept_escaped_and_the_slot_goes_on(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    claims = broker.queue("claims", **CLAIMS)
+    claims.send({"n": 4, "do": "raise_undecodable"})
+    start_worker("handlers:app", "-q", "claims", "-c", "1")
+    wait_for(lambda: done(effects) == [4], what="the retry after the odd error")
+    claims.send_many([{"n": n} for n in range(40, 45)])  # the one slot is still working
+    wait_for(lambda: len(done(effects)) == 6, what="the claims after it")
+    attempts = [a for n, a, *_ in started(effects) if n == 4]
+    assert attempts == [1, 2]
+    stats = claims.stats()
+    assert (stats.nacked, stats.dead) == (1, 0)  # its nack was recorded, with the backoff
+
+
 def test_async_handlers_run_concurrently_on_one_event_loop(
         broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
     queue = broker.queue("async-claims", **CLAIMS)

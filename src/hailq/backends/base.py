@@ -100,6 +100,7 @@ class ExtendParams:
     message_id: str
     token: str
     seconds: float
+    max_attempts: int  # a lease that ended on the last attempt is a dead message's
     seq: int | None = None  # the row's position, when the receipt names it
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 Job = Callable[[], None]
+log = logging.getLogger("hailq.worker")
 
 
 class LoopThread:
@@ -91,4 +93,7 @@ class SlotPool:
             job = self._jobs.get()
             if job is None:
                 return
-            job()
+            try:
+                job()
+            except Exception:  # jobs handle their own failures; this one did not
+                log.exception("a worker slot's job failed; the slot goes on")

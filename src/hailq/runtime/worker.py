@@ -194,6 +194,9 @@ class Worker:
         except HailqError as exc:
             log.error("message %s of queue %s: could not record its outcome (%s); it will "
                       "return when its lease ends", message.id, message.queue, exc)
+        except Exception:  # a bug of ours must not cost the slot: the lease still ends
+            log.exception("message %s of queue %s: could not record its outcome; it will "
+                          "return when its lease ends", message.id, message.queue)
 
     def _give_back(self, message: Message, why: str) -> None:
         try:

@@ -479,7 +479,8 @@ class PostgresBackend:
                 rows_ = conn.execute(self._q["message_extend"], {
                     "queue": queue, "ids": [e.message_id for e in group],
                     "tokens": [e.token for e in group], "seqs": [e.seq for e in group],
-                    "seconds": [e.seconds for e in group]}).fetchall()
+                    "seconds": [e.seconds for e in group],
+                    "max_attempts": group[0].max_attempts}).fetchall()
                 found.update({i: float(until) for i, until in rows_})
             return [found.get(e.message_id) for e in extends]
 

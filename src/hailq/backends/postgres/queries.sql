@@ -308,6 +308,8 @@ FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[], %(seconds)s
 WHERE m.id = e.id AND m.token = e.token AND (e.seq IS NULL OR m.seq = e.seq)
   AND m.queue = %(queue)s
   AND m.state IN ('leased', 'ready')
+  -- An ended lease of the last attempt is a dead message's (rule 13), marked or not.
+  AND (m.lease_until >= {schema}.epoch() OR m.attempt < %(max_attempts)s)
 RETURNING m.id, m.lease_until;
 
 -- name: message_peek

@@ -603,7 +603,8 @@ class SQLiteBackend:
             for e in extends:
                 row = conn.execute(Q["message_extend"], {
                     "id": e.message_id, "seq": e.seq, "queue": e.queue, "token": e.token,
-                    "now": now, "seconds": e.seconds}).fetchone()
+                    "now": now, "seconds": e.seconds,
+                    "max_attempts": e.max_attempts}).fetchone()
                 results.append(None if row is None else float(row[0]))
         return results
 

@@ -210,9 +210,13 @@ WHERE queue = :queue;
 UPDATE hailq_counters SET dead_lettered = dead_lettered + :dead WHERE queue = :queue;
 
 -- name: message_extend
+-- An ended lease can be extended while nobody received the message since, unless it
+-- ended on the last attempt: that message is dead (rule 13), whether or not upkeep has
+-- marked it yet.
 UPDATE hailq_messages SET state = 'leased', lease_until = :now + :seconds
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
+  AND (lease_until >= :now OR attempt < :max_attempts)
 RETURNING lease_until;
 
 -- name: message_peek
