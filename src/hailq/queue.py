@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 MAX_BATCH = 1000
 MAX_ERROR_LENGTH = 4000
+_NEVER_DEAD = 2**62  # an attempt limit no message reaches
 MAX_WAIT = 3600.0
 
 
@@ -119,6 +120,15 @@ class Message:
     def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
         """Give the message back now, after ``delay``, or after the queue's retry backoff."""
         self._queue.nack(self.receipt, delay=delay, error=error, attempt=self.attempt)
+        self.settled = True
+
+    def give_back(self, reason: str | None = None) -> None:
+        """Return the message now, untried: a consumer that stops before its work is done
+        (a worker's shutdown) gives it back. Unlike ``nack`` this is no failure: the
+        message keeps its place in line and never dies of it, even on its last attempt
+        (the attempt still counts, so the next delivery may show one more than
+        ``max_attempts``). Raises LeaseLost as ``nack`` does."""
+        self._queue.give_back(self.receipt, reason)
         self.settled = True
 
     def dead_letter(self, reason: str) -> None:
@@ -280,6 +290,15 @@ class Queue:
         self._nack(NackParams(self.name, message_id, token, wait, text,
                               self.settings.max_attempts, self.settings.aging,
                               self.settings.on_dead, seq=seq))
+
+    def give_back(self, receipt: str, reason: str | None = None) -> None:
+        """See ``Message.give_back``."""
+        message_id, token, seq = parse_receipt(receipt)
+        # A nack that cannot kill (no attempt count reaches the maximum) and keeps the sort
+        # key (as a queue without aging does): the message was not tried, only returned.
+        self._nack(NackParams(self.name, message_id, token, 0.0,
+                              _error_text(reason, "reason") or "given back untried",
+                              _NEVER_DEAD, None, self.settings.on_dead, seq=seq))
 
     def dead_letter(self, receipt: str, reason: str) -> None:
         """Dead-letter a leased message now with ``reason``."""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import time
+
+import pytest
 
 import hailq
 
@@ -72,6 +75,35 @@ def test_sigterm_gives_back_what_outlives_the_grace_period(
     again = slow.receive(wait=2)
     assert len(again) == 1 and again[0].attempt == 2
     assert done(effects) == []
+
+
+def test_a_message_on_its_last_attempt_survives_shutdowns(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    """Two deploys in a row catch a long handler on a one-attempt queue: still delivered."""
+    slow = broker.queue("slow", lease=60, max_attempts=1, aging=60)
+    slow.send({"n": 1, "sleep": 60})
+    slow.send({"n": 2})  # sent after it: a give-back must not put it behind this one
+    for _ in range(2):
+        worker = start_worker("handlers:work", "--queue", "slow", "--grace", "0.5")
+        wait_for(lambda: started(effects), what="the handler to start")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(20) == 0
+        assert slow.stats().dead == 0
+        (again,) = slow.receive()  # its old place in line: first
+        assert again.body["n"] == 1
+        again.give_back()
+        with pytest.raises(hailq.LeaseLost):
+            again.nack()  # given back is settled: the receipt holds nothing now
+        assert len(started(effects)) == 1  # only the worker ran the handler
+        with sqlite3.connect(effects) as conn:
+            conn.execute("DELETE FROM events")
+    (m,) = slow.receive()
+    assert m.body["n"] == 1 and m.attempt == 5  # 2 workers + 2 receives here + this one
+    m.nack(error="it fails for real")  # a real failure past the limit: dead
+    assert [d.last_error for d in slow.dead_letters()] == ["it fails for real"]
+    errors = [e.error for e in slow.dead_letters()[0].errors]
+    assert errors[0] == "the worker stopped before the handler finished (grace 0.5 s)"
+    assert errors[1] == "given back untried"
 
 
 def test_second_signal_gives_back_at_once(

@@ -200,7 +200,7 @@ class Worker:
 
     def _give_back(self, message: Message, why: str) -> None:
         try:
-            message.nack(delay=0, error=why)
+            message.give_back(why)  # not a failure: it cannot die of a shutdown
         except HailqError as exc:
             log.warning("message %s of queue %s: could not give it back (%s); it returns "
                         "when its lease ends", message.id, message.queue, exc)
