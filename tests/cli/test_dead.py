@@ -178,3 +178,12 @@ def test_more_dead_than_one_command_handles(hq: Hailq, api: hailq.Broker) -> Non
     assert (second.json()["redriven"], second.json()["more_left"]) == (1, False)
     stats = q.stats()
     assert (stats.dead, stats.ready) == (0, 100_001)
+
+
+def test_redrive_of_a_named_id_finds_it_beyond_the_limit(hq_any: Hailq,
+                                                         api_any: hailq.Broker) -> None:
+    ids = kill_messages(api_any, "jobs", [1, 2, 3], ["a", "b", "c"])
+    # --limit caps how many are redriven; the newest death is still found by its id.
+    result = hq_any("redrive", "jobs", "--id", ids[2], "--limit", "1", "--json").json()
+    assert result["redriven"] == 1 and result["missing"] == []
+    assert [d.id for d in api_any.get_queue("jobs").dead_letters()] == ids[:2]

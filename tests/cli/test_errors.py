@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,60 @@ def test_a_bad_url_exits_2_and_a_database_that_fails_exits_1(
         url: str, code: int, says: str, tmp_path: Path) -> None:
     (tmp_path / "junk.db").write_text("not a database, only text " * 10)
     assert says in run_hailq("queues", url=url, cwd=tmp_path).assert_clean_error(code)
+
+
+def _foreign_database(path: Path) -> None:
+    """Another application's SQLite file, in the default rollback-journal mode."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)")
+        conn.execute("INSERT INTO orders (total) VALUES (9.5)")
+        conn.commit()
+
+
+@pytest.mark.parametrize("command", [["queues"], ["stats"], ["peek", "claims"],
+                                     ["dead", "claims"], ["topics"], ["workers"]])
+def test_a_read_command_on_another_applications_database_changes_nothing(
+        tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "shop.db"
+    _foreign_database(path)
+    before = path.read_bytes()
+    line = run_hailq(*command, url=f"sqlite:///{path}").assert_clean_error(1)
+    assert "no hailq schema" in line and "hailq migrate" in line
+    assert path.read_bytes() == before  # no hailq tables, still not in WAL mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shop.db"]
+
+
+def test_a_read_command_on_a_mistyped_postgres_schema_creates_nothing(pg_url: str) -> None:
+    import psycopg
+
+    server, schema = pg_url.rsplit("schema=", 1)
+    for command in (["queues"], ["dead", "claims"], ["workers"]):
+        line = run_hailq(*command, url=pg_url).assert_clean_error(1)
+        assert "no hailq schema" in line
+    with psycopg.connect(server.rstrip("?&")) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                             (schema,)).fetchall()
+    assert found == []
+    # A command that writes creates the schema as before.
+    assert run_hailq("send", "claims", "1", url=pg_url).code == 0
+    assert run_hailq("queues", url=pg_url).code == 0
+
+
+def test_an_empty_url_is_refused_not_replaced_by_the_default(tmp_path: Path) -> None:
+    env_db = tmp_path / "env.db"
+    for env in ({}, {"HAILQ_URL": f"sqlite:///{env_db}"}):
+        result = run_hailq("send", "claims", "1", url="", cwd=tmp_path, env=env)
+        assert "broker URL is empty" in result.assert_clean_error(2)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["send", "claims", "1", "--delay", "nan"],
+                                  ["send", "claims", "1", "--delay", "inf"],
+                                  ["stats", "claims", "--watch", "--interval", "nan"],
+                                  ["dead", "claims", "--older-than", "nan"],
+                                  ["redrive", "claims", "--older-than", "inf"]])
+def test_a_number_that_is_not_finite_is_refused(hq: Hailq, api: hailq.Broker,
+                                                args: list[str]) -> None:
+    api.queue("claims")
+    assert "not a finite number" in hq(*args).assert_clean_error(2)
+    assert api.get_queue("claims").stats().ready == 0

@@ -100,10 +100,47 @@ def _run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     (["handlers:nothing_here"], 2, "no attribute"),
     (["not-a-target"], 2, "module:function"),
     (["handlers:app", "--concurrency", "0"], 2, "concurrency"),
+    (["handlers:app", "--pool", "process", "--concurrency", "300"], 2, "at most 256"),
+    (["handlers:app", "--poll", "nan"], 2, "not a finite number"),
+    (["handlers:app", "--grace", "nan"], 2, "not a finite number"),
+    (["broken_at_import:app"], 2, "fails as it is imported: ZeroDivisionError"),
 ])
 def test_command_line_mistakes_fail_clearly(sqlite_url: str, args: list[str], code: int,
                                             says: str) -> None:
     result = _run_cli(sqlite_url, *args)
+    assert sqlite_url.endswith("hailq.db")
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # refused before it opens
     assert result.returncode == code, result.stderr
     assert says in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (reaped, or a zombie waiting for whoever adopted it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_children_of_a_killed_supervisor_drain_and_stop(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    claims = broker.queue("claims", **CLAIMS)
+    parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
+                          "--concurrency", "2", "--grace", "20")
+    children = wait_for(lambda: len(broker.backend.worker_list()) == 2 and
+                        broker.backend.worker_list(), timeout=60, what="two children")
+    pids = {w.pid for w in children}
+    claims.send({"n": 1, "sleep": 2.0})
+    wait_for(lambda: started(effects, "claims"), what="a handler to start")
+    parent.send_signal(signal.SIGKILL)  # forwards nothing to its children
+    parent.wait(10)
+    # Unsupervised children would consume on beside a replacement pool: they stop.
+    wait_for(lambda: all(_gone(pid) for pid in pids), timeout=30,
+             what="the orphaned children to stop")
+    assert done(effects) == [1]  # the one in flight finished first (a drain)
+    states = {w.state for w in broker.backend.worker_list() if w.pid in pids}
+    assert states == {"stopped"}
+    claims.send({"n": 2})
+    time.sleep(1.5)
+    assert claims.stats().ready == 1  # nobody consumes any more

@@ -132,6 +132,10 @@ class Backend(Protocol):
         """Create or upgrade hailq's tables; return the schema version."""
         ...
 
+    def schema_version(self) -> int:
+        """The version of hailq's schema found, 0 where there is none; writes nothing."""
+        ...
+
     def clock_now(self) -> float:
         """The clock every lease deadline uses (the database's, where it has one)."""
         ...

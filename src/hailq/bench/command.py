@@ -130,7 +130,7 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
     --url or HAILQ_URL: SQLite runs in a temporary file, PostgreSQL in the
     schema of --postgres (and that name + "_raw" and "_workers").
     """
-    if given_url(from_env=False):
+    if given_url(from_env=False) is not None:
         raise click.UsageError("bench does not take --url: it empties what it measures; "
                                "give --postgres URL with a schema of its own")
     if json_requested():

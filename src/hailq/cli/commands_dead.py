@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 import hailq
-from hailq.cli.context import check_queue_name, common_options, current_app
+from hailq.cli.context import Finite, check_queue_name, common_options, current_app
 from hailq.cli.output import age, clean, preview, record
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,7 +22,7 @@ def filter_options(default_limit: int | None) -> Callable[[F], F]:
         for option in reversed([
             click.option("--grep", metavar="TEXT",
                          help="Only messages with TEXT in the error of any attempt."),
-            click.option("--older-than", type=click.FloatRange(min=0), metavar="SECONDS",
+            click.option("--older-than", type=Finite(min=0), metavar="SECONDS",
                          help="Only messages dead for more than SECONDS."),
             click.option("--ordering-key", "-k", metavar="KEY",
                          help="Only messages with this ordering key."),
@@ -124,7 +124,9 @@ def redrive(queue_name: str, ids: tuple[str, ...], grep: str | None, older_than:
                                           ordering_key=ordering_key, limit=n)
 
             # One row beyond the limit tells a dry run whether more would be left behind.
-            letters = matching(min(most + 1, MAX_LIMIT))
+            # Named ids are looked for among all the dead (as far as a list reaches), not
+            # only the oldest --limit.
+            letters = matching(MAX_LIMIT if ids else min(most + 1, MAX_LIMIT))
             more = len(letters) > most or len(letters) == MAX_LIMIT
             if ids:
                 wanted = set(ids)

@@ -12,7 +12,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 import hailq
-from hailq.cli.context import App, check_queue_name, common_options, current_app
+from hailq.cli.context import App, Finite, check_queue_name, common_options, current_app
 from hailq.cli.output import age, make_table, preview, record
 
 MAX_PEEK = 100_000  # the most Queue.peek returns at once
@@ -45,7 +45,7 @@ def queues() -> None:
 @click.command("stats")
 @click.argument("queue_name", metavar="[QUEUE]", required=False, callback=check_queue_name)
 @click.option("--watch", "-w", is_flag=True, help="Refresh until Ctrl-C.")
-@click.option("--interval", type=click.FloatRange(min=0.1, max=3600), default=2.0,
+@click.option("--interval", type=Finite(min=0.1, max=3600), default=2.0,
               show_default=True, metavar="SECONDS", help="With --watch: seconds between refreshes.")
 @click.option("--count", type=click.IntRange(min=1), metavar="N",
               help="With --watch: stop after N refreshes.")

@@ -9,6 +9,7 @@ the one nearer the command wins.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +33,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if value:  # only a value actually given overrides one given earlier
+        if value or (value == "" and key == _URL_KEY):  # a value actually given, even
+            # an empty --url (an unset variable in a script), overrides one given earlier
             ctx.meta[key] = value
         return value
     return callback
@@ -60,9 +62,10 @@ def options_with(url_help: str, json_help: str) -> Callable[[F], F]:
 def given_url(*, from_env: bool = True) -> str | None:
     """The broker URL of ``--url`` (nearest the command wins), else (with ``from_env``)
     ``HAILQ_URL``; None if neither is given."""
-    url = click.get_current_context().meta.get(_URL_KEY) or (
-        os.environ.get(ENV_URL) if from_env else None)
-    return str(url) if url else None
+    url = click.get_current_context().meta.get(_URL_KEY)
+    if url is None and from_env:
+        url = os.environ.get(ENV_URL) or None
+    return None if url is None else str(url)
 
 
 def env_url_set() -> bool:
@@ -73,6 +76,18 @@ def env_url_set() -> bool:
 def json_requested() -> bool:
     """Whether ``--json`` was given, before or after the command name."""
     return bool(click.get_current_context().meta.get(_JSON_KEY))
+
+
+class Finite(click.FloatRange):
+    """A finite number within a range. click's FloatRange lets ``nan`` through (every
+    comparison with it is false), which would fail later, mid-run."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def check_queue_name(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -106,8 +121,15 @@ class App:
                 f"no hailq database at {parsed.target} ({parsed.display}); check --url or "
                 f"{ENV_URL}, or create it with 'hailq migrate'")
         _quiet_driver_logs()
-        broker = hailq.connect(self.url)
+        broker = hailq.connect(self.url, migrate=False)
         try:
+            if not create and broker.backend.schema_version() == 0:
+                # Another application's database, or a PostgreSQL schema name with a typo:
+                # a command that only looks must not install hailq there.
+                raise click.ClickException(
+                    f"no hailq schema at {parsed.display}: the database holds no hailq "
+                    f"tables; check --url or {ENV_URL}, or create them with 'hailq migrate'")
+            broker.migrate()
             yield broker
         finally:
             broker.close()
@@ -145,4 +167,8 @@ def _quiet_driver_logs() -> None:
 
 def current_app() -> App:
     """The ``App`` of the running command, from the options given on the command line."""
-    return App(url=given_url() or DEFAULT_URL, out=Output(json_requested()))
+    url = given_url()
+    if url == "":
+        raise click.BadParameter("the broker URL is empty (an unset variable?); give "
+                                 "sqlite:///path.db or postgresql://...", param_hint="--url")
+    return App(url=DEFAULT_URL if url is None else url, out=Output(json_requested()))

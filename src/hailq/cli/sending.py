@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from hailq import Envelope
+from hailq.cli.context import Finite
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,7 +40,7 @@ def message_options(f: F) -> F:
                      show_default=True, help="0 (lowest) to 9 (highest)."),
         click.option("--ordering-key", "-k", metavar="KEY",
                      help="Messages with the same key are delivered one at a time, in order."),
-        click.option("--delay", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+        click.option("--delay", type=Finite(min=0), default=0.0, metavar="SECONDS",
                      help="Not receivable before SECONDS from now."),
         click.option("--dedup-id", metavar="ID",
                      help="A repeat of ID within the queue's dedup window sends nothing."),

@@ -10,10 +10,10 @@ import sys
 import click
 
 import hailq
-from hailq.cli.context import common_options, current_app
+from hailq.cli.context import Finite, common_options, current_app
 from hailq.runtime import logs
 from hailq.runtime.order import parse_weights
-from hailq.runtime.supervisor import ProcessPool, WorkerSpec
+from hailq.runtime.supervisor import MAX_PROCESSES, ProcessPool, WorkerSpec
 from hailq.url import parse_url
 
 
@@ -25,14 +25,15 @@ from hailq.url import parse_url
 @click.option("--weights", metavar="Q=N,...",
               help="Share slots among queues by weight instead, e.g. high=3,low=1.")
 @click.option("--concurrency", "-c", type=click.IntRange(1, 1000), default=1, show_default=True,
-              help="Handlers running at once (threads, or processes with --pool process).")
+              help="Handlers running at once (threads, or processes with --pool process: "
+                   "at most 256).")
 @click.option("--pool", type=click.Choice(["thread", "process"]), default="thread",
               show_default=True, help="Run handlers in threads of one process, or in child "
                                       "processes (one thread each) under a supervisor.")
-@click.option("--grace", type=click.FloatRange(0, 86400), default=30.0, show_default=True,
+@click.option("--grace", type=Finite(0, 86400), default=30.0, show_default=True,
               help="Seconds in-flight handlers may finish after SIGTERM/SIGINT before their "
                    "messages are given back.")
-@click.option("--poll", type=click.FloatRange(0.01, 60), default=1.0, show_default=True,
+@click.option("--poll", type=Finite(0.01, 60), default=1.0, show_default=True,
               help="Longest single long-poll wait in seconds (wake-ups come sooner).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
@@ -65,6 +66,10 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                       concurrency=1 if pool == "process" else concurrency, grace=grace,
                       poll=poll, log_level=level, json_logs=app.out.json)
     if pool == "process":
+        if concurrency > MAX_PROCESSES:
+            raise click.BadParameter(f"at most {MAX_PROCESSES} with --pool process (one "
+                                     f"process each), got {concurrency}",
+                                     param_hint="--concurrency")
         return ProcessPool(spec, concurrency).run()
     spec.handlers()  # import and check before connecting
     spec.run()

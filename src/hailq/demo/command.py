@@ -19,7 +19,14 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from hailq.cli.context import ENV_URL, env_url_set, given_url, json_requested, options_with
+from hailq.cli.context import (
+    ENV_URL,
+    Finite,
+    env_url_set,
+    given_url,
+    json_requested,
+    options_with,
+)
 from hailq.cli.output import note
 from hailq.demo.report import Report
 from hailq.demo.run import Progress, Run
@@ -40,7 +47,7 @@ from hailq.errors import HailqError
 @click.option("--checkers", type=click.IntRange(ODD_CHECKERS + 1, 500), default=50,
               show_default=True,
               help="Image checkers, the crashing and the slow one included.")
-@click.option("--scale", type=click.FloatRange(1, 100_000), default=100.0,
+@click.option("--scale", type=Finite(1, 100_000), default=100.0,
               show_default=True,
               help="Time runs this many times faster than in the story (3 s check, "
                    "5 min lease).")

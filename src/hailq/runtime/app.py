@@ -132,6 +132,9 @@ def load_target(target: str) -> App | Handler:
     except ImportError as exc:
         raise InvalidArgument(f"cannot import module {module_name!r} of target {target!r}: "
                               f"{exc}") from None
+    except Exception as exc:  # the module itself fails: a syntax error, a raise at import
+        raise InvalidArgument(f"module {module_name!r} of target {target!r} fails as it is "
+                              f"imported: {type(exc).__name__}: {exc}") from None
     obj: Any = module
     for part in attribute.split("."):
         try:

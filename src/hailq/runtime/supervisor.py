@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,7 +73,21 @@ class WorkerSpec:
 def _child_main(spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
     logs.configure(spec.log_level, json_lines=spec.json_logs, pid_in_text=True)
+    threading.Thread(target=_stop_when_orphaned, args=(os.getppid(),),
+                     name="hailq-parent-watch", daemon=True).start()
     spec.run(signals=(signal.SIGTERM,))
+
+
+def _stop_when_orphaned(parent: int, every: float = 1.0) -> None:
+    """A supervisor killed with SIGKILL forwards nothing: its children would consume on,
+    unsupervised, beside the replacement's. When the parent is gone, drain as on SIGTERM."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    log.warning("the supervisor (pid %d) is gone; this worker drains and stops", parent)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+MAX_PROCESSES = 256
 
 
 class ProcessPool:
@@ -80,8 +95,8 @@ class ProcessPool:
 
     def __init__(self, spec: WorkerSpec, processes: int) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) \
-                or not 1 <= processes <= 256:
-            raise InvalidArgument(f"processes must be an integer from 1 to 256, "
+                or not 1 <= processes <= MAX_PROCESSES:
+            raise InvalidArgument(f"processes must be an integer from 1 to {MAX_PROCESSES}, "
                                   f"got {processes!r}")
         self.spec = spec
         self.processes = processes

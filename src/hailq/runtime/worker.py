@@ -124,8 +124,8 @@ class Worker:
                 services.close()
 
     def _serve(self, services: _Services) -> None:
-        log.info("worker %s consuming %s with %d slot(s)", self.worker_id,
-                 ", ".join(self.order.queues), self.concurrency)
+        log.info("worker %s consuming %s at %s with %d slot(s)", self.worker_id,
+                 ", ".join(self.order.queues), self.broker.url, self.concurrency)
         services.fetcher.start()
         while not self._flag.stopping:
             time.sleep(0.2)  # a signal handler only sets the flag; look at it 5 times a second

@@ -184,6 +184,18 @@ class PostgresBackend:
 
         return self._call(True, run)
 
+    def schema_version(self) -> int:
+        def run(conn: psycopg.Connection[Any]) -> int:
+            table = f"{self.schema}.schema_version"  # the name is checked: [a-z_][a-z0-9_]*
+            found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+            if not found or not found[0]:
+                return 0
+            row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version")
+                               .format(sql.Identifier(self.schema))).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._call(False, run)
+
     def clock_now(self) -> float:
         return self._call(False, lambda c: float(self._one(c, "clock_now", {})[0]))
 

@@ -284,6 +284,22 @@ class SQLiteBackend:
                 version = number
         return version
 
+    def schema_version(self) -> int:
+        if not os.path.exists(self.path):
+            return 0
+        # A connection of its own, opened without hailq's PRAGMAs: switching a file that
+        # is not hailq's to WAL would already change it.
+        try:
+            with contextlib.closing(sqlite3.connect(self.path, timeout=self._busy_timeout,
+                                                    isolation_level=None)) as conn:
+                if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                    "AND name = 'hailq_schema'").fetchall():
+                    return 0
+                row = conn.execute("SELECT coalesce(max(version), 0) FROM hailq_schema")
+                return int(row.fetchone()[0])
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite database {self.path}: {exc}") from None
+
     def clock_now(self) -> float:
         return self._clock()
 
