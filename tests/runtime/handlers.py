@@ -107,3 +107,16 @@ app.add("async-claims", work_async, lease=2, max_attempts=3, retry={"base": 0.05
 order_app = App("order")
 order_app.add("high", seen)
 order_app.add("low", seen)
+
+
+def exit_on_poison(message: hailq.Message) -> None:
+    """``work``, except that a body with ``"exit": true`` kills the process (no nack)."""
+    body = _started(message)
+    if body.get("exit"):
+        os._exit(1)
+    _finish(message, body)
+
+
+poison_app = App("poison")
+poison_app.add("poison", exit_on_poison, lease=1, max_attempts=8,
+               retry={"base": 0.05, "jitter": 0})

@@ -144,3 +144,24 @@ def test_children_of_a_killed_supervisor_drain_and_stop(
     claims.send({"n": 2})
     time.sleep(1.5)
     assert claims.stats().ready == 1  # nobody consumes any more
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite"])  # the supervisor's own behaviour
+def test_a_poison_message_that_kills_children_never_stops_the_pool(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    # More quick deaths in a row than a give-up rule would allow: the poison's 8
+    # attempts each kill the only child within a second of its start.
+    poison = broker.queue("poison", lease=1, max_attempts=8, retry={"base": 0.05, "jitter": 0})
+    poison_id = poison.send({"n": 0, "exit": True})
+    parent = start_worker("handlers:poison_app", "--pool", "process", "--concurrency", "1",
+                          "--grace", "5")
+    wait_for(lambda: parent.poll() is not None or poison.stats().dead == 1, timeout=120,
+             what="the poison to die")
+    assert parent.poll() is None, "the supervisor gave up"
+    (dead,) = poison.dead_letters()
+    assert dead.id == poison_id and dead.attempt == 8
+    poison.send_many([{"n": n} for n in range(1, 6)])
+    wait_for(lambda: sorted(done(effects)) == [1, 2, 3, 4, 5], timeout=30,
+             what="the restarted child to take the rest")
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(30) == 0

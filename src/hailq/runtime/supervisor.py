@@ -29,7 +29,22 @@ from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 log = logging.getLogger("hailq.worker")
 
 QUICK_DEATH = 5.0  # a child that dies sooner than this after its start counts as failing
-MAX_QUICK_DEATHS = 5
+# The pause before a slot whose children keep dying quickly starts the next one grows by
+# this much per death in a row, up to MAX_PAUSE. The supervisor never gives up: a message
+# that kills its process is a poison message like any other, and stopping the pool over
+# it would stop every other message too (rule 15). Its attempts run out and it dies.
+PAUSE_STEP = 0.5
+MAX_PAUSE = 5.0
+
+
+@dataclass
+class _Slot:
+    """One child's place in the pool: the running process, or when to start the next."""
+
+    child: BaseProcess | None = None
+    started: float = 0.0
+    restart_at: float = 0.0
+    quick_deaths: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,40 +123,45 @@ class ProcessPool:
         self._flag.request()
 
     def run(self, *, handle_signals: bool = True) -> int:
-        """Supervise until stopped; return 0 after a clean stop, 1 if children keep failing."""
+        """Supervise until stopped, restarting children that exit; return 0 once stopped."""
         self.spec.handlers()  # fail here, once, rather than in every child
         if handle_signals:
             with stop_on_signals(self._flag):
                 return self._supervise()
         return self._supervise()
 
-    def _start(self) -> tuple[BaseProcess, float]:
-        child = self._context.Process(target=_child_main, args=(self.spec,),
-                                      name="hailq-worker", daemon=False)
-        child.start()
-        return child, time.monotonic()
+    def _start(self, slot: _Slot) -> None:
+        slot.child = self._context.Process(target=_child_main, args=(self.spec,),
+                                           name="hailq-worker", daemon=False)
+        slot.child.start()
+        slot.started = time.monotonic()
 
     def _supervise(self) -> int:
-        children = [self._start() for _ in range(self.processes)]
-        quick_deaths = 0
-        code = 0
+        slots = [_Slot() for _ in range(self.processes)]
+        for slot in slots:
+            self._start(slot)
         while not self._flag.stopping:
             time.sleep(0.1)
-            for i, (child, started) in enumerate(children):
-                if child.is_alive() or self._flag.stopping:
-                    continue
-                quick = time.monotonic() - started < QUICK_DEATH
-                quick_deaths = quick_deaths + 1 if quick else 0
-                log.warning("worker process %s exited with %s; %s", child.pid, child.exitcode,
-                            "giving up" if quick_deaths >= MAX_QUICK_DEATHS else "restarting")
-                if quick_deaths >= MAX_QUICK_DEATHS:
-                    code = 1
-                    self._flag.request()
+            now = time.monotonic()
+            for slot in slots:
+                if self._flag.stopping:
                     break
-                if quick:
-                    time.sleep(min(0.5 * quick_deaths, 2.0))
-                children[i] = self._start()
-        return self._stop_children([c for c, _ in children], code)
+                if slot.child is None:
+                    if now >= slot.restart_at:
+                        self._start(slot)
+                    continue
+                if slot.child.is_alive():
+                    continue
+                quick = now - slot.started < QUICK_DEATH
+                slot.quick_deaths = slot.quick_deaths + 1 if quick else 0
+                pause = min(PAUSE_STEP * slot.quick_deaths, MAX_PAUSE)
+                log.warning("worker process %s exited with %s; restarting it%s",
+                            slot.child.pid, slot.child.exitcode,
+                            f" in {pause:g} s ({slot.quick_deaths} quick exits in a row)"
+                            if pause else "")
+                slot.child.join(0)
+                slot.child, slot.restart_at = None, now + pause
+        return self._stop_children([s.child for s in slots if s.child is not None], 0)
 
     def _stop_children(self, children: list[BaseProcess], code: int) -> int:
         forwarded = 0
