@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from hailq.errors import InvalidArgument
 
@@ -45,12 +45,31 @@ def parse_url(url: object) -> BrokerURL:
         return BrokerURL("sqlite", path, query, f"sqlite:///{path}")
     if scheme in ("postgresql", "postgres"):
         mine = {k: v for k, v in query.items() if k in POSTGRES_OPTIONS}
-        rest = "&".join(f"{k}={v}" for k, v in query.items() if k not in POSTGRES_OPTIONS)
+        rest = urlencode([(k, v) for k, v in query.items() if k not in POSTGRES_OPTIONS],
+                         quote_via=quote)
         target = urlunsplit(("postgresql", parts.netloc, parts.path, rest, ""))
+        _check_libpq(target, parts.password)
         return BrokerURL("postgresql", target, mine, _safe(url))
     raise InvalidArgument(
         f"unsupported broker URL {_safe(url)!r}: use sqlite:///path.db or "
         "postgresql://user@host:port/database")
+
+
+def _check_libpq(target: str, password: str | None) -> None:
+    """The rest of a PostgreSQL URL is libpq's: an option it does not know, or a value it
+    cannot read, is bad input now rather than a failure to connect later."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(target)
+    except psycopg.ProgrammingError as exc:
+        reason = str(exc).strip()
+        if password:
+            reason = reason.replace(password, "***")
+        raise InvalidArgument(f"PostgreSQL URL {_safe(target)!r}: {reason}; hailq's own "
+                              f"options are {', '.join(sorted(POSTGRES_OPTIONS))}, the others "
+                              "go to libpq") from None
 
 
 def _only(query: dict[str, str], allowed: set[str], kind: str) -> None:
@@ -68,9 +87,7 @@ def _safe(url: str) -> str:
         return "<unparseable URL>"
     if parts.password is None:
         return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
+    host = parts.netloc.rpartition("@")[2]  # as written: a port that is not a number too
     netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 

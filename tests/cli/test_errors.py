@@ -170,6 +170,8 @@ def test_exit_code_is_2_for_bad_input_and_1_for_a_failure(
     ("mysql://db/x", 2, "unsupported broker URL"),
     ("sqlite:///x.db?colour=red", 2, "unknown sqlite URL option"),
     ("postgresql://postgres@127.0.0.1:5432/test?pool_size=lots", 2, "pool_size"),
+    ("postgresql://postgres@127.0.0.1:5432/test?colour=red", 2, "invalid URI query parameter"),
+    ("postgresql://postgres@127.0.0.1:5432/test?sslmode=sometimes", 1, "sslmode"),
     ("sqlite:///missing.db", 1, "no hailq database"),
     ("sqlite:///junk.db", 1, "not a database"),
     ("postgresql://postgres@127.0.0.1:1/test", 1, "connection failed"),
@@ -235,3 +237,16 @@ def test_a_number_that_is_not_finite_is_refused(hq: Hailq, api: hailq.Broker,
     api.queue("claims")
     assert "not a finite number" in hq(*args).assert_clean_error(2)
     assert api.get_queue("claims").stats().ready == 0
+
+
+def test_libpq_options_reach_the_server_as_written(pg_url: str) -> None:
+    import psycopg
+
+    name = "hailq cli & tests"  # a space and an ampersand, percent-encoded in the URL
+    url = f"{pg_url}&application_name=hailq%20cli%20%26%20tests"
+    assert run_hailq("send", "claims", "1", url=url).code == 0
+    server = pg_url.rsplit("schema=", 1)[0].rstrip("?&")
+    with hailq.connect(url) as broker, psycopg.connect(server) as conn:
+        broker.get_queue("claims").stats()  # a pooled connection is open now
+        names = [r[0] for r in conn.execute("SELECT application_name FROM pg_stat_activity")]
+    assert name in names

@@ -124,11 +124,14 @@ class App:
         broker = hailq.connect(self.url, migrate=False)
         try:
             if not create and broker.backend.schema_version() == 0:
+                where = "" if parsed.scheme == "sqlite" else \
+                    f" (schema {parsed.options.get('schema', 'hailq')})"
                 # Another application's database, or a PostgreSQL schema name with a typo:
                 # a command that only looks must not install hailq there.
                 raise click.ClickException(
-                    f"no hailq schema at {parsed.display}: the database holds no hailq "
-                    f"tables; check --url or {ENV_URL}, or create them with 'hailq migrate'")
+                    f"no hailq schema at {parsed.display}{where}: the database holds no "
+                    f"hailq tables; check --url or {ENV_URL}, or create them with "
+                    "'hailq migrate'")
             broker.migrate()
             yield broker
         finally:
