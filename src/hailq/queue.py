@@ -260,9 +260,14 @@ class Queue:
     def _ack_params(self, item: str | Message) -> AckParams:
         if isinstance(item, Message):  # its own fields: no receipt to parse
             return AckParams(self.name, item.id, item._token, self.settings.on_dead,
-                             item.ordering_key, True, item._seq)
+                             item.ordering_key, True, item._seq, self._capped)
         message_id, token, seq = parse_receipt(item)
-        return AckParams(self.name, message_id, token, self.settings.on_dead, seq=seq)
+        return AckParams(self.name, message_id, token, self.settings.on_dead, seq=seq,
+                         wake=self._capped)
+
+    @property
+    def _capped(self) -> bool:
+        return self.settings.max_in_flight is not None
 
     @contextmanager
     def ack_transaction(self, receipt: str | Message) -> Iterator[Any]:
@@ -289,7 +294,7 @@ class Queue:
             wait = backoff(self.settings.retry, attempt)
         self._nack(NackParams(self.name, message_id, token, wait, text,
                               self.settings.max_attempts, self.settings.aging,
-                              self.settings.on_dead, seq=seq))
+                              self.settings.on_dead, seq=seq, wake=self._capped))
 
     def give_back(self, receipt: str, reason: str | None = None) -> None:
         """See ``Message.give_back``."""
@@ -298,7 +303,8 @@ class Queue:
         # key (as a queue without aging does): the message was not tried, only returned.
         self._nack(NackParams(self.name, message_id, token, 0.0,
                               _error_text(reason, "reason") or "given back untried",
-                              _NEVER_DEAD, None, self.settings.on_dead, seq=seq))
+                              _NEVER_DEAD, None, self.settings.on_dead, seq=seq,
+                              wake=self._capped))
 
     def dead_letter(self, receipt: str, reason: str) -> None:
         """Dead-letter a leased message now with ``reason``."""
@@ -307,7 +313,8 @@ class Queue:
         message_id, token, seq = parse_receipt(receipt)
         self._nack(NackParams(self.name, message_id, token, 0.0, _error_text(reason, "reason"),
                               self.settings.max_attempts, self.settings.aging,
-                              self.settings.on_dead, dead=True, seq=seq))
+                              self.settings.on_dead, dead=True, seq=seq,
+                              wake=self._capped))
 
     def _nack(self, params: NackParams) -> None:
         if not self._backend.message_nack(params):

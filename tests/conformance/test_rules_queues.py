@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -113,6 +114,34 @@ def test_rule_01_max_in_flight_frees_slots_when_leases_end(broker: hailq.Broker)
     assert len(again) == 2
     assert q.stats().in_flight == 2
 
+
+
+@pytest.mark.parametrize("settle", ["ack", "nack"])
+def test_rule_01_a_receiver_waiting_on_max_in_flight_wakes_when_a_slot_frees(
+        broker: hailq.Broker, url: str, settle: str) -> None:
+    """The freed slot must wake the waiter itself: on PostgreSQL its fallback poll is
+    longer than its wait, so only a wake-up for the room made can return it in time."""
+    q = broker.queue("claims", max_in_flight=1, lease=60)
+    q.send_many(["first", "second"])
+    (held,) = q.receive()
+    consumer_url = url if url.startswith("sqlite") else f"{url}&poll_interval=60"
+    got: list[tuple[list[hailq.Message], float]] = []
+    with hailq.connect(consumer_url) as consumer:
+        waiting = consumer.get_queue("claims")
+        thread = threading.Thread(target=lambda: got.append(
+            (waiting.receive(wait=30), time.monotonic())))
+        thread.start()
+        time.sleep(1.0)  # the consumer is waiting on the cap by now
+        assert not got
+        freed = time.monotonic()
+        if settle == "ack":
+            held.ack()
+        else:
+            held.nack(delay=120, error="later")
+        thread.join(40)
+    (received, at), = got
+    assert [m.body for m in received] == ["second"]
+    assert at - freed < 10, f"woke {at - freed:.1f} s after the slot freed"
 
 # -- rule 2: send and send_many ------------------------------------------------------------
 

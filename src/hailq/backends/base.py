@@ -78,6 +78,9 @@ class AckParams(NamedTuple):
     ordering_key: str | None = None
     key_known: bool = False
     seq: int | None = None  # the row's position, when the receiver knows it
+    # The queue has max_in_flight: a settled message makes room that receivers waiting
+    # on the cap must hear about (a backend that wakes them only for new messages).
+    wake: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,7 @@ class NackParams:
     on_dead: str
     dead: bool = False  # dead-letter now, whatever the attempts left
     seq: int | None = None  # the row's position, when the receipt names it
+    wake: bool = False  # as AckParams.wake
 
 
 @dataclass(frozen=True, slots=True)

@@ -430,6 +430,10 @@ class PostgresBackend:
                     found = self._ack_rows(conn, queue, group)
                     self._release(conn, queue, [r[1] for r in found if r[1] is not None])
             outcome.update({(r[0], r[3]): bool(r[2]) for r in found})
+            if found and group[0].wake:
+                # Room under max_in_flight: NOTIFY is sent for new messages only, so
+                # receivers waiting on the cap would otherwise wait for their next poll.
+                conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
         return [outcome.get((a.message_id, a.token)) for a in acks]
 
     def _ack_rows(self, conn: psycopg.Connection[Any], queue: str,
@@ -473,6 +477,8 @@ class PostgresBackend:
                 state, key, _ = row
                 if state == "dead" and key is not None and not park:
                     self._release(conn, params.queue, [key])
+                if params.wake:  # room under max_in_flight (see _ack)
+                    conn.execute("SELECT pg_notify(%s, %s)", (self.channel, params.queue))
                 return True
 
         return self._call(False, run)
