@@ -90,6 +90,8 @@ def test_bench_workers_figures(url: str) -> None:
     assert figures[3].baseline == "none"  # SQLite has no p99 target
     table = render_workers("SQLite", figures)
     assert "worker drain, 2 processes × 4 threads" in table
+    (p99,) = [line for line in table.splitlines() if "p99" in line]
+    assert p99.split()[-2:] == ["-", "-"]  # no target: no ratio either
 
 
 def test_worker_figures_get_a_database_of_their_own() -> None:

@@ -392,7 +392,8 @@ def render_workers(backend: str, figures: Sequence[Figure]) -> str:
             value, base = f"{f.hailq:>11.2f}%", f"{f.raw:>13.2f}%"
         else:
             value, base = f"{f.hailq:>9.3f} ms", f"{f.raw:>11.3f} ms"
+        ratio = f"{f.ratio:>8.2f}"
         if isinstance(f, WorkerFigure) and f.baseline == "none":
-            base = f"{'-':>14}"
-        lines.append(f"{f.name:<52}{value}{base}{f.ratio:>8.2f}")
+            base, ratio = f"{'-':>14}", f"{'-':>8}"  # nothing to compare with
+        lines.append(f"{f.name:<52}{value}{base}{ratio}")
     return "\n".join(lines)
