@@ -118,5 +118,5 @@ def exit_on_poison(message: hailq.Message) -> None:
 
 
 poison_app = App("poison")
-poison_app.add("poison", exit_on_poison, lease=1, max_attempts=8,
+poison_app.add("poison", exit_on_poison, lease=0.5, max_attempts=6,
                retry={"base": 0.05, "jitter": 0})

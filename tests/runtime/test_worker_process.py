@@ -47,14 +47,20 @@ def test_an_idle_worker_wakes_up_for_new_work(
         assert time.monotonic() - sent < 1.5
 
 
-def test_process_pool_runs_children_that_drain_on_sigterm(
-        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+def _start_pool(broker: hailq.Broker, start_worker: StartWorker
+                ) -> tuple[hailq.Queue, subprocess.Popen[str], set[int]]:
+    """A pool of two children on "claims", running: the queue, the supervisor, the pids."""
     claims = broker.queue("claims", **CLAIMS)
     parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
                           "--concurrency", "2", "--grace", "20")
     children = wait_for(lambda: len(broker.backend.worker_list()) == 2 and
                         broker.backend.worker_list(), timeout=60, what="two children")
-    pids = {w.pid for w in children}
+    return claims, parent, {w.pid for w in children}
+
+
+def test_process_pool_runs_children_that_drain_on_sigterm(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    claims, parent, pids = _start_pool(broker, start_worker)
     assert parent.pid not in pids
     claims.send_many([{"n": n, "sleep": 0.2} for n in range(20)])
     wait_for(lambda: len(done(effects)) == 20, timeout=60, what="the pool to finish")
@@ -125,12 +131,7 @@ def _gone(pid: int) -> bool:
 
 def test_children_of_a_killed_supervisor_drain_and_stop(
         broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
-    claims = broker.queue("claims", **CLAIMS)
-    parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
-                          "--concurrency", "2", "--grace", "20")
-    children = wait_for(lambda: len(broker.backend.worker_list()) == 2 and
-                        broker.backend.worker_list(), timeout=60, what="two children")
-    pids = {w.pid for w in children}
+    claims, parent, pids = _start_pool(broker, start_worker)
     claims.send({"n": 1, "sleep": 2.0})
     wait_for(lambda: started(effects, "claims"), what="a handler to start")
     parent.send_signal(signal.SIGKILL)  # forwards nothing to its children
@@ -149,9 +150,10 @@ def test_children_of_a_killed_supervisor_drain_and_stop(
 @pytest.mark.parametrize("backend_name", ["sqlite"])  # the supervisor's own behaviour
 def test_a_poison_message_that_kills_children_never_stops_the_pool(
         broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
-    # More quick deaths in a row than a give-up rule would allow: the poison's 8
+    # More quick deaths in a row than the old give-up rule allowed (5): the poison's 6
     # attempts each kill the only child within a second of its start.
-    poison = broker.queue("poison", lease=1, max_attempts=8, retry={"base": 0.05, "jitter": 0})
+    poison = broker.queue("poison", lease=0.5, max_attempts=6,
+                          retry={"base": 0.05, "jitter": 0})
     poison_id = poison.send({"n": 0, "exit": True})
     parent = start_worker("handlers:poison_app", "--pool", "process", "--concurrency", "1",
                           "--grace", "5")
@@ -159,7 +161,7 @@ def test_a_poison_message_that_kills_children_never_stops_the_pool(
              what="the poison to die")
     assert parent.poll() is None, "the supervisor gave up"
     (dead,) = poison.dead_letters()
-    assert dead.id == poison_id and dead.attempt == 8
+    assert dead.id == poison_id and dead.attempt == 6
     poison.send_many([{"n": n} for n in range(1, 6)])
     wait_for(lambda: sorted(done(effects)) == [1, 2, 3, 4, 5], timeout=30,
              what="the restarted child to take the rest")
