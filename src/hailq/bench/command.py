@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from hailq.bench.goals import check_goals, render_goals
 from hailq.bench.runner import (
     Figure,
     bench_cycle,
@@ -103,7 +104,13 @@ def render(backend: str, figures: list[Figure]) -> str:
         lines.append(f"{'latency, largest vs smallest backlog':<48}"
                      f"{lat[-1].hailq / lat[0].hailq:>11.2f}x"
                      f"{lat[-1].raw / lat[0].raw:>11.2f}x")
-    return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
+    return ("\n".join(lines) + (render_workers(backend, workers) if workers else "")
+            + render_goals(check_goals(figures)))
+
+
+def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None:
+    report["backends"][backend] = [asdict(f) | {"ratio": f.ratio} for f in figures]
+    report["goals"][backend] = [asdict(g) for g in check_goals(figures)]
 
 
 @click.command("bench")
@@ -136,14 +143,14 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
     if json_requested():
         raise click.UsageError("bench writes JSON with --json FILE after the command name")
     report: dict[str, Any] = {"machine": machine(), "runs": runs, "quick": quick,
-                              "backends": {}}
+                              "backends": {}, "goals": {}}
     if use_sqlite:
         with tempfile.TemporaryDirectory(prefix="hailq-bench-") as tmp:
             click.echo("SQLite …", err=True)
             figures = run_backend(f"sqlite:///{Path(tmp) / 'bench.db'}", runs=runs,
                                   quick=quick, parts=only or PARTS)
             click.echo(render("SQLite (synchronous=full sends, WAL)", figures))
-            report["backends"]["sqlite"] = [asdict(f) | {"ratio": f.ratio} for f in figures]
+            _record(report, "sqlite", figures)
     if pg_url.lower() != "none":
         problem = _pg_reachable(pg_url)
         if problem:
@@ -153,8 +160,7 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
             drop_schemas(pg_url)
             figures = run_backend(pg_url, runs=runs, quick=quick, parts=only or PARTS)
             click.echo(render("PostgreSQL (synchronous commit for sends)", figures))
-            report["backends"]["postgresql"] = [asdict(f) | {"ratio": f.ratio}
-                                                for f in figures]
+            _record(report, "postgresql", figures)
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=2))
 

@@ -1,0 +1,60 @@
+"""The broker's goals, checked against the figures of one ``hailq bench`` backend.
+
+How they are read is written in docs/performance.md: the ratio goal is for the
+one-message cycle (``receive()`` then ``ack()``), the throughput goal may be met in
+batches where a backend needs them (PostgreSQL: one round trip per statement).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hailq.bench.runner import Figure
+
+MIN_RATIO = 0.5  # receive+ack against the bare driver
+MIN_RATE_4 = 6_000.0  # receive+acks a second with 4 consumer processes
+MAX_GROWTH = 1.5  # receive latency, largest backlog against the smallest
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal: what it asks, what was measured, and whether that meets it."""
+
+    name: str
+    measured: str
+    met: bool
+
+
+def check_goals(figures: Sequence[Figure]) -> list[Goal]:
+    """The goals the figures can answer; none for a part that was not measured."""
+    by_name = {f.name: f for f in figures}
+    goals: list[Goal] = []
+    one = [by_name[n] for n in ("receive+ack, 1 consumer, batch 1",
+                                "receive+ack, 4 consumers (processes), batch 1") if n in by_name]
+    if one:
+        goals.append(Goal(f"receive+ack ≥ {MIN_RATIO:g} × bare driver, one message a cycle",
+                          ", ".join(f"{f.ratio:.2f}" for f in one),
+                          all(f.ratio >= MIN_RATIO for f in one)))
+    four = [f for f in figures if f.name.startswith("receive+ack, 4 consumers")]
+    if four:
+        goals.append(Goal(f"4 consumer processes ≥ {MIN_RATE_4:,.0f} msgs/s",
+                          ", ".join(f"{f.hailq:,.0f} ({f.name.rsplit(', ', 1)[1]})"
+                                    for f in four),
+                          any(f.hailq >= MIN_RATE_4 for f in four)))
+    waits = [f for f in figures if f.name.startswith("receive latency")]
+    if len(waits) >= 2 and waits[0].hailq > 0:
+        growth = waits[-1].hailq / waits[0].hailq
+        backlogs = [f.name.split(", ")[1].removesuffix(" waiting") for f in (waits[-1], waits[0])]
+        goals.append(Goal(f"receive latency, {backlogs[0]} vs {backlogs[1]} waiting "
+                          f"≤ {MAX_GROWTH:g}×", f"{growth:.2f}×", growth <= MAX_GROWTH))
+    return goals
+
+
+def render_goals(goals: Sequence[Goal]) -> str:
+    """The goals as lines under a backend's tables; empty when there are none."""
+    if not goals:
+        return ""
+    lines = ["goals"] + [f"  {'met' if g.met else 'NOT met':<8}{g.name}: {g.measured}"
+                         for g in goals]
+    return "\n" + "\n".join(lines)

@@ -1,0 +1,38 @@
+"""The broker goals that ``hailq bench`` checks under each backend's figures."""
+
+from __future__ import annotations
+
+from hailq.bench.goals import check_goals, render_goals
+from hailq.bench.runner import Figure
+
+
+def _cycle(consumers: str, batch: int, hailq: float, raw: float) -> Figure:
+    return Figure(f"receive+ack, {consumers}, batch {batch}", "msgs/s", hailq, raw)
+
+
+FOUR = "4 consumers (processes)"
+
+
+def test_goals_met_and_not_met_are_told_apart() -> None:
+    figures = [_cycle("1 consumer", 1, 2_000, 2_100), _cycle(FOUR, 1, 3_800, 4_100),
+               _cycle("1 consumer", 10, 9_000, 30_000), _cycle(FOUR, 10, 21_000, 35_000),
+               Figure("receive latency, 1,000 waiting", "ms", 0.4, 0.3),
+               Figure("receive latency, 1,000,000 waiting", "ms", 0.8, 0.3)]
+    ratio, rate, latency = check_goals(figures)
+    assert ratio.met and ratio.measured == "0.95, 0.93"  # batch 10's 0.30 is not this goal
+    assert rate.met and "21,000 (batch 10)" in rate.measured
+    assert not latency.met and latency.measured == "2.00×"
+    assert "1,000,000 vs 1,000" in latency.name
+    text = render_goals([ratio, rate, latency])
+    assert "NOT met" in text and text.count("met") == 3
+
+
+def test_a_ratio_below_half_or_a_slow_pool_is_not_met() -> None:
+    ratio, rate = check_goals([_cycle("1 consumer", 1, 900, 2_000),
+                               _cycle(FOUR, 1, 5_999, 6_500)])
+    assert not ratio.met and not rate.met
+
+
+def test_parts_not_measured_give_no_goals() -> None:
+    assert check_goals([Figure("send, one by one", "msgs/s", 1, 2)]) == []
+    assert render_goals([]) == ""
