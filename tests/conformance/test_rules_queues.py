@@ -116,7 +116,7 @@ def test_rule_01_max_in_flight_frees_slots_when_leases_end(broker: hailq.Broker)
 
 
 
-@pytest.mark.parametrize("settle", ["ack", "nack"])
+@pytest.mark.parametrize("settle", ["ack", "nack", "ack_and_receive"])
 def test_rule_01_a_receiver_waiting_on_max_in_flight_wakes_when_a_slot_frees(
         broker: hailq.Broker, url: str, settle: str) -> None:
     """The freed slot must wake the waiter itself: on PostgreSQL its fallback poll is
@@ -136,8 +136,11 @@ def test_rule_01_a_receiver_waiting_on_max_in_flight_wakes_when_a_slot_frees(
         freed = time.monotonic()
         if settle == "ack":
             held.ack()
-        else:
+        elif settle == "nack":
             held.nack(delay=120, error="later")
+        else:  # the worker's path: ack what is done, lease from another queue
+            results, received = broker.queue("other").ack_and_receive([held])
+            assert (results, received) == ([False], [])  # False: acked in time
         thread.join(40)
     (received, at), = got
     assert [m.body for m in received] == ["second"]

@@ -10,13 +10,14 @@ retried on fresh connections for a few seconds, then reported as StorageError.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -336,6 +337,9 @@ class PostgresBackend:
                     acked_rows = self._ack_cursor(conn, plain).fetchall()
                     outcome.update({(r[0], r[3]): bool(r[2]) for r in acked_rows})
                 found = self._claim_with_upkeep(conn, params)
+            self._wake(conn, [a.queue for a in plain if a.wake
+                              and outcome.get((a.message_id, a.token)) is not None],
+                       committed=True)
             return [outcome.get((a.message_id, a.token)) for a in acks], found
 
         return self._call(False, run)
@@ -431,10 +435,21 @@ class PostgresBackend:
                     self._release(conn, queue, [r[1] for r in found if r[1] is not None])
             outcome.update({(r[0], r[3]): bool(r[2]) for r in found})
             if found and group[0].wake:
-                # Room under max_in_flight: NOTIFY is sent for new messages only, so
-                # receivers waiting on the cap would otherwise wait for their next poll.
-                conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+                self._wake(conn, [queue], committed=not in_transaction)
         return [outcome.get((a.message_id, a.token)) for a in acks]
+
+    def _wake(self, conn: psycopg.Connection[Any], queues: Iterable[str], *,
+              committed: bool) -> None:
+        """Room under max_in_flight: NOTIFY is sent for new messages only, so receivers
+        waiting on a capped queue would otherwise wait for their next poll. After a
+        committed ack a failure here must not fail (and retry) the ack: the waiters
+        still have their poll."""
+        for queue in sorted(set(queues)):
+            if not committed:
+                conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+                continue
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
 
     def _ack_rows(self, conn: psycopg.Connection[Any], queue: str,
                   group: list[AckParams]) -> list[Any]:
@@ -477,8 +492,8 @@ class PostgresBackend:
                 state, key, _ = row
                 if state == "dead" and key is not None and not park:
                     self._release(conn, params.queue, [key])
-                if params.wake:  # room under max_in_flight (see _ack)
-                    conn.execute("SELECT pg_notify(%s, %s)", (self.channel, params.queue))
+                if params.wake:
+                    self._wake(conn, [params.queue], committed=False)
                 return True
 
         return self._call(False, run)
