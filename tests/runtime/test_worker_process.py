@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -137,8 +138,13 @@ def test_children_of_a_killed_supervisor_drain_and_stop(
     parent.send_signal(signal.SIGKILL)  # forwards nothing to its children
     parent.wait(10)
     # Unsupervised children would consume on beside a replacement pool: they stop.
-    wait_for(lambda: all(_gone(pid) for pid in pids), timeout=30,
-             what="the orphaned children to stop")
+    try:
+        wait_for(lambda: all(_gone(pid) for pid in pids), timeout=30,
+                 what="the orphaned children to stop")
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert done(effects) == [1]  # the one in flight finished first (a drain)
     states = {w.state for w in broker.backend.worker_list() if w.pid in pids}
     assert states == {"stopped"}
@@ -167,3 +173,28 @@ def test_a_poison_message_that_kills_children_never_stops_the_pool(
              what="the restarted child to take the rest")
     parent.send_signal(signal.SIGTERM)
     assert parent.wait(30) == 0
+
+
+def _children_of(pid: int) -> set[int]:
+    try:
+        return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except FileNotFoundError:
+        return set()
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite"])  # the supervisor's own behaviour
+def test_children_of_a_supervisor_killed_while_they_start_stop_too(
+        start_worker: StartWorker) -> None:
+    parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
+                          "--concurrency", "2")
+    pids = wait_for(lambda: len(_children_of(parent.pid)) >= 2 and _children_of(parent.pid),
+                    timeout=30, what="two children to be spawned")
+    parent.send_signal(signal.SIGKILL)  # before they can have looked up their parent
+    parent.wait(10)
+    try:
+        wait_for(lambda: all(_gone(pid) for pid in pids), timeout=30,
+                 what="the children of a supervisor killed at their start to stop")
+    finally:
+        for pid in pids:  # whatever happened, leave no orphan behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

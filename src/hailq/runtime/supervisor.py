@@ -85,10 +85,12 @@ class WorkerSpec:
                    registry_interval=self.registry_interval).run(signals=signals)
 
 
-def _child_main(spec: WorkerSpec) -> None:
+def _child_main(spec: WorkerSpec, supervisor: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
     logs.configure(spec.log_level, json_lines=spec.json_logs, pid_in_text=True)
-    threading.Thread(target=_stop_when_orphaned, args=(os.getppid(),),
+    # The supervisor's pid comes from the supervisor: one killed while this process was
+    # still starting would leave os.getppid() already 1 here, and the watch blind.
+    threading.Thread(target=_stop_when_orphaned, args=(supervisor,),
                      name="hailq-parent-watch", daemon=True).start()
     spec.run(signals=(signal.SIGTERM,))
 
@@ -131,7 +133,8 @@ class ProcessPool:
         return self._supervise()
 
     def _start(self, slot: _Slot) -> None:
-        slot.child = self._context.Process(target=_child_main, args=(self.spec,),
+        slot.child = self._context.Process(target=_child_main,
+                                           args=(self.spec, os.getpid()),
                                            name="hailq-worker", daemon=False)
         slot.child.start()
         slot.started = time.monotonic()
