@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 MAX_BATCH = 1000
 MAX_ERROR_LENGTH = 4000
-_NEVER_DEAD = 2**62  # an attempt limit no message reaches
 MAX_WAIT = 3600.0
 
 
@@ -299,12 +298,12 @@ class Queue:
     def give_back(self, receipt: str, reason: str | None = None) -> None:
         """See ``Message.give_back``."""
         message_id, token, seq = parse_receipt(receipt)
-        # A nack that cannot kill (no attempt count reaches the maximum) and keeps the sort
-        # key (as a queue without aging does): the message was not tried, only returned.
+        # A nack that cannot kill a held lease (spare) and keeps the sort key (as a queue
+        # without aging does): the message was not tried, only returned.
         self._nack(NackParams(self.name, message_id, token, 0.0,
                               _error_text(reason, "reason") or "given back untried",
-                              _NEVER_DEAD, None, self.settings.on_dead, seq=seq,
-                              wake=self._capped))
+                              self.settings.max_attempts, None, self.settings.on_dead,
+                              seq=seq, wake=self._capped, spare=True))
 
     def dead_letter(self, receipt: str, reason: str) -> None:
         """Dead-letter a leased message now with ``reason``."""

@@ -526,6 +526,30 @@ def test_rule_10_an_ended_lease_is_extended_only_while_the_message_could_live(
         last.extend(30)
 
 
+
+@pytest.mark.parametrize("look_first", [False, True], ids=["unseen", "after-stats"])
+def test_rule_13_a_give_back_never_revives_a_last_attempt_whose_lease_ended(
+        broker: hailq.Broker, look_first: bool) -> None:
+    """give_back returns a held lease untried, even on the last attempt; once that lease
+    has ended the message is dead (rule 13), marked yet or not: the same answer."""
+    q = broker.queue("claims", lease=0.2, max_attempts=1)
+    q.send_many(["held", "ended"])
+    (held,) = q.receive(lease=30)
+    held.give_back()  # still held: back in line, not dead
+    assert (q.stats().ready, q.stats().dead) == (2, 0)
+    (again,) = q.receive(lease=30)
+    assert again.body == "held"
+    again.ack()
+    (ended,) = q.receive()
+    time.sleep(0.3)
+    if look_first:
+        q.stats()
+    with pytest.raises(LeaseLost):
+        ended.give_back()
+    stats = q.stats()
+    assert (stats.dead, stats.ready, stats.in_flight) == (1, 0, 0)
+    assert [d.body for d in q.dead_letters()] == ["ended"]
+
 def test_rule_10_nack_extend_and_dead_letter_raise_lease_lost_for_a_stale_receipt(
         broker: hailq.Broker) -> None:
     q = broker.queue("claims", lease=0.2)

@@ -96,6 +96,9 @@ class NackParams:
     dead: bool = False  # dead-letter now, whatever the attempts left
     seq: int | None = None  # the row's position, when the receipt names it
     wake: bool = False  # as AckParams.wake
+    # A give-back: a lease that still holds is returned untried and never dead-lettered,
+    # whatever the attempts; one that ended on the last attempt is not found (rule 13).
+    spare: bool = False
 
 
 @dataclass(frozen=True, slots=True)

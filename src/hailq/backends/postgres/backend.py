@@ -485,7 +485,8 @@ class PostgresBackend:
                     "id": params.message_id, "queue": params.queue, "token": params.token,
                     "seq": params.seq, "delay": params.delay, "error": params.error or "nacked",
                     "max_attempts": params.max_attempts, "aging": params.aging,
-                    "park": park, "dead": params.dead, "channel": self.channel,
+                    "park": park, "dead": params.dead, "spare": params.spare,
+                    "channel": self.channel,
                 }).fetchone()
                 if row is None:
                     return False

@@ -272,14 +272,17 @@ WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
   AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint) AND state IN ('leased', 'ready');
 
 -- name: message_nack
+-- %(spare)s (a give-back) never kills a message whose lease still holds; an ended lease
+-- of the last attempt is a dead message's (rule 13), marked or not, so it is not found.
 WITH nacked AS (
     UPDATE {schema}.messages
-    SET state = CASE WHEN %(dead)s OR attempt >= %(max_attempts)s THEN 'dead'
+    SET state = CASE WHEN %(dead)s OR (attempt >= %(max_attempts)s AND NOT %(spare)s)
+                     THEN 'dead'
                      WHEN %(delay)s > 0 THEN 'scheduled' ELSE 'ready' END,
-        dead_at = CASE WHEN %(dead)s OR attempt >= %(max_attempts)s
+        dead_at = CASE WHEN %(dead)s OR (attempt >= %(max_attempts)s AND NOT %(spare)s)
                        THEN {schema}.epoch() END,
-        parked = (%(dead)s OR attempt >= %(max_attempts)s) AND ordering_key IS NOT NULL
-                 AND %(park)s,
+        parked = (%(dead)s OR (attempt >= %(max_attempts)s AND NOT %(spare)s))
+                 AND ordering_key IS NOT NULL AND %(park)s,
         available_at = {schema}.epoch() + %(delay)s,
         sort_key = CASE WHEN %(aging)s::float8 IS NULL THEN sort_key
                         ELSE {schema}.epoch() + %(delay)s - priority * %(aging)s::float8 END,
@@ -289,6 +292,7 @@ WITH nacked AS (
             'attempt', attempt, 'error', %(error)s::text, 'at', {schema}.epoch()))
     WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
       AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint) AND state IN ('leased', 'ready')
+      AND (NOT %(spare)s OR lease_until >= {schema}.epoch() OR attempt < %(max_attempts)s)
     RETURNING state, ordering_key
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, nacked, dead_lettered)

@@ -595,7 +595,7 @@ class SQLiteBackend:
                 "token": params.token, "now": now, "delay": params.delay,
                 "error": params.error or "nacked", "max_attempts": params.max_attempts,
                 "aging": params.aging,
-                "park": park, "dead": 1 if params.dead else 0,
+                "park": park, "dead": 1 if params.dead else 0, "spare": int(params.spare),
             }).fetchone()
             if row is None:
                 return False

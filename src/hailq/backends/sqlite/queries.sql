@@ -180,11 +180,14 @@ WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$
 RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late, token;
 
 -- name: message_nack
+-- :spare (a give-back) never kills a message whose lease still holds; an ended lease of
+-- the last attempt is a dead message's (rule 13), marked or not, so it is not found.
 UPDATE hailq_messages
-SET state = CASE WHEN :dead OR attempt >= :max_attempts THEN 'dead'
+SET state = CASE WHEN :dead OR (attempt >= :max_attempts AND NOT :spare) THEN 'dead'
                  WHEN :delay > 0 THEN 'scheduled' ELSE 'ready' END,
-    dead_at = CASE WHEN :dead OR attempt >= :max_attempts THEN :now END,
-    parked = CASE WHEN (:dead OR attempt >= :max_attempts) AND ordering_key IS NOT NULL
+    dead_at = CASE WHEN :dead OR (attempt >= :max_attempts AND NOT :spare) THEN :now END,
+    parked = CASE WHEN (:dead OR (attempt >= :max_attempts AND NOT :spare))
+                       AND ordering_key IS NOT NULL
                   THEN :park ELSE 0 END,
     available_at = :now + :delay,
     sort_key = CASE WHEN :aging IS NULL THEN sort_key
@@ -195,6 +198,7 @@ SET state = CASE WHEN :dead OR attempt >= :max_attempts THEN 'dead'
                          json_object('attempt', attempt, 'error', :error, 'at', :now))
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
+  AND (NOT :spare OR lease_until >= :now OR attempt < :max_attempts)
 RETURNING state, ordering_key;
 
 -- name: message_attempt
