@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -250,3 +253,40 @@ def test_libpq_options_reach_the_server_as_written(pg_url: str) -> None:
         broker.get_queue("claims").stats()  # a pooled connection is open now
         names = [r[0] for r in conn.execute("SELECT application_name FROM pg_stat_activity")]
     assert name in names
+
+
+def test_a_read_command_leaves_another_applications_wal_file_as_it_was(
+        tmp_path: Path) -> None:
+    """An application killed with writes still in its WAL: the next read-write
+    connection to close would checkpoint them into the database file."""
+    path = tmp_path / "shop.db"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import os, sqlite3
+        conn = sqlite3.connect({str(path)!r}, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)")
+        conn.execute("INSERT INTO orders (total) VALUES (9.5)")
+        os._exit(0)
+    """)], check=True)
+    before = path.read_bytes()
+    assert (tmp_path / "shop.db-wal").stat().st_size > 0
+    line = run_hailq("stats", url=f"sqlite:///{path}").assert_clean_error(1)
+    assert "no hailq schema" in line
+    assert path.read_bytes() == before
+    assert (tmp_path / "shop.db-wal").stat().st_size > 0  # the writes still wait there
+
+
+def test_a_read_command_does_not_upgrade_an_older_schema(hq: Hailq, api: hailq.Broker,
+                                                         sqlite_url: str) -> None:
+    latest = api.backend.schema_latest()
+    api.queue("claims").send(1)
+    path = sqlite_url.removeprefix("sqlite:///")
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # as an older hailq left it
+        conn.execute("DELETE FROM hailq_schema WHERE version = ?", (latest,))
+        conn.commit()
+    for command in (["queues"], ["stats", "claims"], ["peek", "claims"]):
+        line = hq(*command).assert_clean_error(1)
+        assert f"is version {latest - 1}, this hailq needs {latest}" in line
+        assert "hailq migrate" in line
+    assert api.backend.schema_version() == latest - 1  # nobody upgraded it

@@ -143,6 +143,10 @@ class Backend(Protocol):
         """The version of hailq's schema found, 0 where there is none; writes nothing."""
         ...
 
+    def schema_latest(self) -> int:
+        """The schema version this hailq creates and migrates to."""
+        ...
+
     def clock_now(self) -> float:
         """The clock every lease deadline uses (the database's, where it has one)."""
         ...

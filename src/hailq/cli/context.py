@@ -22,7 +22,7 @@ import click
 import hailq
 from hailq.cli.output import Output
 from hailq.settings import check_name
-from hailq.url import DEFAULT_URL, parse_url
+from hailq.url import DEFAULT_URL, BrokerURL, parse_url
 
 ENV_URL = "HAILQ_URL"
 _URL_KEY = "hailq.url"
@@ -123,19 +123,35 @@ class App:
         _quiet_driver_logs()
         broker = hailq.connect(self.url, migrate=False)
         try:
-            if not create and broker.backend.schema_version() == 0:
-                where = "" if parsed.scheme == "sqlite" else \
-                    f" (schema {parsed.options.get('schema', 'hailq')})"
-                # Another application's database, or a PostgreSQL schema name with a typo:
-                # a command that only looks must not install hailq there.
-                raise click.ClickException(
-                    f"no hailq schema at {parsed.display}{where}: the database holds no "
-                    f"hailq tables; check --url or {ENV_URL}, or create them with "
-                    "'hailq migrate'")
-            broker.migrate()
+            if create:
+                broker.migrate()
+            else:
+                self._check_schema(broker, parsed)
             yield broker
         finally:
             broker.close()
+
+    @staticmethod
+    def _check_schema(broker: hailq.Broker, parsed: BrokerURL) -> None:
+        """A command that only looks neither installs nor upgrades hailq's schema: not in
+        another application's database or a mistyped PostgreSQL schema, not under
+        workers of an older hailq, not as a role that may only read."""
+        found, latest = broker.backend.schema_version(), broker.backend.schema_latest()
+        where = parsed.display + ("" if parsed.scheme == "sqlite" else
+                                  f" (schema {parsed.options.get('schema', 'hailq')})")
+        if found == 0:
+            raise click.ClickException(
+                f"no hailq schema at {where}: the database holds no hailq tables; check "
+                f"--url or {ENV_URL}, or create them with 'hailq migrate'")
+        if found < latest:
+            raise click.ClickException(
+                f"the hailq schema at {where} is version {found}, this hailq needs "
+                f"{latest}: upgrade it with 'hailq migrate' (a command that only looks "
+                "never does)")
+        if found > latest:
+            raise click.ClickException(
+                f"the hailq schema at {where} is version {found}; this hailq knows up to "
+                f"{latest}: upgrade hailq")
 
     def queue(self, broker: hailq.Broker, name: str) -> hailq.Queue:
         """An existing queue; a clear error (not a new queue) when it was never declared."""

@@ -185,6 +185,9 @@ class PostgresBackend:
 
         return self._call(True, run)
 
+    def schema_latest(self) -> int:
+        return len(_MIGRATIONS)
+
     def schema_version(self) -> int:
         def run(conn: psycopg.Connection[Any]) -> int:
             table = f"{self.schema}.schema_version"  # the name is checked: [a-z_][a-z0-9_]*

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from hailq._time import Clock, system_clock
@@ -284,14 +285,19 @@ class SQLiteBackend:
                 version = number
         return version
 
+    def schema_latest(self) -> int:
+        return len(MIGRATIONS)
+
     def schema_version(self) -> int:
         if not os.path.exists(self.path):
             return 0
-        # A connection of its own, opened without hailq's PRAGMAs: switching a file that
-        # is not hailq's to WAL would already change it.
+        # A read-only connection of its own, without hailq's PRAGMAs: switching a file
+        # that is not hailq's to WAL would change it, and so would the checkpoint the last
+        # read-write connection to a WAL file makes as it closes.
         try:
-            with contextlib.closing(sqlite3.connect(self.path, timeout=self._busy_timeout,
-                                                    isolation_level=None)) as conn:
+            with contextlib.closing(sqlite3.connect(
+                    f"{Path(self.path).as_uri()}?mode=ro", uri=True,
+                    timeout=self._busy_timeout, isolation_level=None)) as conn:
                 if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
                                     "AND name = 'hailq_schema'").fetchall():
                     return 0
