@@ -24,6 +24,11 @@ def parse_url(url: object) -> BrokerURL:
     """Split a broker URL; raise InvalidArgument naming what is allowed."""
     if not isinstance(url, str) or not url:
         raise InvalidArgument(f"broker URL must be a non-empty string, got {url!r}")
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:
+        # A byte that was not UTF-8 on the command line (decoded as a lone surrogate).
+        raise InvalidArgument(f"broker URL {_safe(url)!a} is not valid text (UTF-8)") from None
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -47,7 +52,8 @@ def parse_url(url: object) -> BrokerURL:
         mine = {k: v for k, v in query.items() if k in POSTGRES_OPTIONS}
         rest = urlencode([(k, v) for k, v in query.items() if k not in POSTGRES_OPTIONS],
                          quote_via=quote)
-        target = urlunsplit(("postgresql", parts.netloc, parts.path, rest, ""))
+        # Built by hand: urlunsplit drops the empty host of postgresql:///db?host=/run/pg.
+        target = f"postgresql://{parts.netloc}{parts.path}" + (f"?{rest}" if rest else "")
         _check_libpq(target, parts.password)
         return BrokerURL("postgresql", target, mine, _safe(url))
     raise InvalidArgument(
@@ -80,16 +86,22 @@ def _only(query: dict[str, str], allowed: set[str], kind: str) -> None:
 
 
 def _safe(url: str) -> str:
-    """The URL with any password replaced by ***."""
+    """The URL with any password replaced by ***: in the user part, and libpq's
+    ``password=`` query option."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparseable URL>"
-    if parts.password is None:
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        host = netloc.rpartition("@")[2]  # as written: a port that is not a number too
+        netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+    if query:
+        query = "&".join("password=***" if pair.split("=", 1)[0].lower() == "password"
+                         else pair for pair in query.split("&"))
+    if (netloc, query) == (parts.netloc, parts.query):
         return url
-    host = parts.netloc.rpartition("@")[2]  # as written: a port that is not a number too
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def redact(url: str) -> str:

@@ -187,3 +187,9 @@ def test_redrive_of_a_named_id_finds_it_beyond_the_limit(hq_any: Hailq,
     result = hq_any("redrive", "jobs", "--id", ids[2], "--limit", "1", "--json").json()
     assert result["redriven"] == 1 and result["missing"] == []
     assert [d.id for d in api_any.get_queue("jobs").dead_letters()] == ids[:2]
+    # Two named, one allowed: the other is still dead, not "not a dead message".
+    result = hq_any("redrive", "jobs", "--id", ids[0], "--id", ids[1], "--limit", "1",
+                    "--json")
+    assert (result.json()["redriven"], result.json()["missing"]) == (1, [])
+    assert result.json()["more_left"] is True and "not dead messages" not in result.err
+    assert [d.id for d in api_any.get_queue("jobs").dead_letters()] == ids[1:2]

@@ -84,6 +84,8 @@ def test_read_commands_do_not_create_a_missing_database(tmp_path: Path) -> None:
 def test_password_never_shows_in_errors() -> None:
     urls = [f"postgresql://hailq:{PASSWORD}@127.0.0.1:5432/db?pool_size=lots",
             f"postgresql://hailq:{PASSWORD}@127.0.0.1:5432/db?pool_size=0",
+            f"postgresql://hailq@127.0.0.1:5432/db?password={PASSWORD}&pool_size=0",
+            f"postgresql://hailq@127.0.0.1:5432/db?password={PASSWORD}&colour=red",
             f"mysql://hailq:{PASSWORD}@127.0.0.1/db"]
     for url in urls:
         for command in (["queues"], ["send", "claims", "1"], ["peek", "bad name"]):
@@ -227,6 +229,9 @@ def test_an_empty_url_is_refused_not_replaced_by_the_default(tmp_path: Path) -> 
     for env in ({}, {"HAILQ_URL": f"sqlite:///{env_db}"}):
         result = run_hailq("send", "claims", "1", url="", cwd=tmp_path, env=env)
         assert "broker URL is empty" in result.assert_clean_error(2)
+    result = run_hailq("send", "claims", "1", cwd=tmp_path, env={"HAILQ_URL": ""})
+    line = result.assert_clean_error(2)
+    assert "broker URL is empty" in line and "HAILQ_URL" in line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -290,3 +295,21 @@ def test_a_read_command_does_not_upgrade_an_older_schema(hq: Hailq, api: hailq.B
         assert f"is version {latest - 1}, this hailq needs {latest}" in line
         assert "hailq migrate" in line
     assert api.backend.schema_version() == latest - 1  # nobody upgraded it
+
+
+def test_a_url_of_bytes_that_are_not_utf8_is_bad_input(tmp_path: Path) -> None:
+    line = run_hailq("queues", url="sqlite:///caf\udce9.db", cwd=tmp_path).assert_clean_error(2)
+    assert "not valid text" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_postgres_url_without_a_host_part_takes_libpq_options(pg_url: str) -> None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(pg_url)  # the same server, named in query options instead
+    schema = pg_url.rsplit("schema=", 1)[1]
+    url = (f"postgresql://{parts.path}?host={parts.hostname}&port={parts.port or 5432}"
+           f"&user={parts.username}&schema={schema}")
+    assert run_hailq("send", "claims", "1", url=url).code == 0
+    with hailq.connect(pg_url) as broker:
+        assert broker.get_queue("claims").stats().ready == 1

@@ -116,7 +116,7 @@ def redrive(queue_name: str, ids: tuple[str, ...], grep: str | None, older_than:
     with app.broker() as broker:
         queue = app.queue(broker, queue_name)
         if everything:  # one statement, however many there are
-            letters, more = [], False
+            letters, more, found = [], False, set()
             count = queue.redrive()
         else:
             def matching(n: int) -> list[hailq.DeadMessage]:
@@ -131,14 +131,16 @@ def redrive(queue_name: str, ids: tuple[str, ...], grep: str | None, older_than:
             if ids:
                 wanted = set(ids)
                 letters = [d for d in letters if d.id in wanted]
+            found = {d.id for d in letters}  # named ids beyond --limit are dead, not missing
+            more_named = len(letters) > most
             letters = letters[:most]
             chosen = [d.id for d in letters]
             count = len(chosen) if dry_run or not chosen else queue.redrive(chosen)
             if ids:
-                more = False  # only the named ones were asked for
+                more = more_named  # only the named ones were asked for
             elif more and not dry_run:
                 more = bool(matching(1))  # after the redrive: exact
-        missing = [i for i in dict.fromkeys(ids) if i not in {d.id for d in letters}]
+        missing = [i for i in dict.fromkeys(ids) if i not in found] if ids else []
     if missing:
         app.out.warn(f"{len(missing)} id(s) are not dead messages of {queue_name} "
                      f"(or not matched by the filters): {', '.join(missing)}")

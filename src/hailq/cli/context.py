@@ -64,7 +64,7 @@ def given_url(*, from_env: bool = True) -> str | None:
     ``HAILQ_URL``; None if neither is given."""
     url = click.get_current_context().meta.get(_URL_KEY)
     if url is None and from_env:
-        url = os.environ.get(ENV_URL) or None
+        url = os.environ.get(ENV_URL)  # set but empty stays "": refused, as connect() does
     return None if url is None else str(url)
 
 
@@ -189,5 +189,7 @@ def current_app() -> App:
     url = given_url()
     if url == "":
         raise click.BadParameter("the broker URL is empty (an unset variable?); give "
-                                 "sqlite:///path.db or postgresql://...", param_hint="--url")
+                                 "sqlite:///path.db or postgresql://...",
+                                 param_hint="--url" if _URL_KEY in
+                                 click.get_current_context().meta else ENV_URL)
     return App(url=DEFAULT_URL if url is None else url, out=Output(json_requested()))
