@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,24 @@ def test_hailq_worker_json_writes_its_log_as_json_lines(sqlite_url: str,
     assert "consuming claims" in messages and "draining" in messages
     assert all(r["pid"] == worker.pid and r["logger"] == "hailq.worker" for r in records)
     assert {r["level"] for r in records} == {"INFO"}
+
+
+def test_a_worker_on_a_new_database_says_it_created_one(tmp_path: Path) -> None:
+    """A typo in the path or schema would leave workers waiting beside the real queue."""
+    (tmp_path / "checkers.py").write_text(CHECKERS)
+    url = f"sqlite:///{tmp_path / 'typo.db'}"
+    env = {k: v for k, v in os.environ.items() if k not in ("HAILQ_URL", "PYTHONPATH")}
+    worker = subprocess.Popen([HAILQ, "worker", "checkers:app", "--url", url], cwd=tmp_path,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+
+    def created() -> bool:
+        with hailq.connect(url, migrate=False) as broker:
+            return broker.backend.schema_version() > 0
+
+    wait_for(created, timeout=30, what="the worker to create the schema")
+    time.sleep(0.5)
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert "WARNING" in err and "created a new, empty one" in err and "typo.db" in err

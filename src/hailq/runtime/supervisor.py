@@ -79,7 +79,13 @@ class WorkerSpec:
         from hailq.runtime.worker import Worker
 
         app = self.handlers()
-        with hailq.connect(self.url) as broker:
+        with hailq.connect(self.url, migrate=False) as broker:
+            if broker.backend.schema_version() == 0:
+                # Workers may start first on a new database; on a mistyped path or schema
+                # they would wait forever, beside the real one: say what was created.
+                log.warning("no hailq schema at %s: created a new, empty one; if you "
+                            "expected messages there, check the URL", broker.url)
+            broker.migrate()
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
                    registry_interval=self.registry_interval).run(signals=signals)
