@@ -14,6 +14,7 @@ from hailq.bench.goals import check_goals, render_goals
 from hailq.bench.runner import (
     Figure,
     bench_cycle,
+    bench_keys,
     bench_latency,
     bench_send,
     machine,
@@ -51,7 +52,7 @@ def drop_schemas(url: str) -> None:
                 sql.Identifier(name)))
 
 
-PARTS = ("send", "cycle", "latency", "workers")
+PARTS = ("send", "cycle", "keys", "latency", "workers")
 
 
 def run_backend(url: str, *, runs: int, quick: bool,
@@ -69,6 +70,10 @@ def run_backend(url: str, *, runs: int, quick: bool,
         for procs, batch in ((1, 1), (4, 1), (1, 10), (4, 10)):
             say(f"receive+ack with {procs} consumer(s), batch {batch}")
             figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
+    if "keys" in parts:
+        for batch in (1, 10):
+            say(f"receive+ack over 10,000 ordering keys and without, batch {batch}")
+            figures.append(bench_keys(url, runs, n, batch))
     if "latency" in parts:
         backlogs = [1_000, 10_000, 100_000] if quick else [1_000, 100_000, 1_000_000]
         figures.extend(bench_latency(url, backlogs, 100 if quick else 300, say))
@@ -93,8 +98,12 @@ def workers_url(url: str) -> str:
 
 def render(backend: str, figures: list[Figure]) -> str:
     workers = [f for f in figures if isinstance(f, WorkerFigure)]
-    figures = [f for f in figures if not isinstance(f, WorkerFigure)]
-    lines = [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
+    keyed = [f for f in figures if "order keys" in f.name]
+    everything = figures
+    figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed]
+    lines: list[str] = []
+    if figures:
+        lines += [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
     for f in figures:
         fmt = "{:>12,.0f}" if f.unit == "msgs/s" else "{:>9.3f} ms"
         lines.append(f"{f.name:<48}" + fmt.format(f.hailq) + fmt.format(f.raw)
@@ -104,8 +113,13 @@ def render(backend: str, figures: list[Figure]) -> str:
         lines.append(f"{'latency, largest vs smallest backlog':<48}"
                      f"{lat[-1].hailq / lat[0].hailq:>11.2f}x"
                      f"{lat[-1].raw / lat[0].raw:>11.2f}x")
+    if keyed:  # the baseline is hailq itself, without keys
+        lines += [f"\n{backend}: per-key order",
+                  f"{'figure':<48}{'keys':>12}{'no keys':>12}{'ratio':>8}"]
+        lines += [f"{f.name.replace(' (vs none)', ''):<48}{f.hailq:>12,.0f}{f.raw:>12,.0f}"
+                  f"{f.ratio:>8.2f}" for f in keyed]
     return ("\n".join(lines) + (render_workers(backend, workers) if workers else "")
-            + render_goals(check_goals(figures)))
+            + render_goals(check_goals(everything)))
 
 
 def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None:
@@ -121,8 +135,8 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--runs", default=3, show_default=True, help="Runs per figure; medians are shown.")
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS),
-              help="Measure only this part (repeatable): send, cycle (receive+ack), latency, "
-                   "workers. Default: all.")
+              help="Measure only this part (repeatable): send, cycle (receive+ack), keys "
+                   "(receive+ack over 10,000 ordering keys), latency, workers. Default: all.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,

@@ -199,6 +199,37 @@ def bench_cycle(url: str, runs: int, n: int, procs: int, batch: int) -> Figure:
                   statistics.median(raw_rates), hailq_rates, raw_rates)
 
 
+def fill_keyed(queue: hailq.Queue, n: int, keys: int) -> None:
+    """``n`` messages over ``keys`` ordering keys, round robin: each key's next message
+    waits behind its head (rule 17) until that is acked."""
+    body = {"claim": 8311}
+    for start in range(0, n, 1000):
+        queue.send_many([hailq.Envelope(body, ordering_key=f"policy-{i % keys}")
+                         for i in range(start, min(start + 1000, n))])
+
+
+def bench_keys(url: str, runs: int, n: int, batch: int, keys: int = 10_000) -> Figure:
+    """Rule 17 at scale: one consumer drains ``n`` messages spread over ``keys`` ordering
+    keys, beside the same drain without keys in the same turn. The baseline here is
+    hailq itself: the ratio is what per-key order costs."""
+    queue = reset_hailq(url)
+    body = {"claim": 8311}
+    keyed_rates, plain_rates = [], []
+    for _ in range(runs):
+        queue.purge(dead=False)
+        vacuum(url)
+        fill_keyed(queue, n, keys)
+        keyed_rates.append(_drain(_drain_hailq, url, 1, batch))
+        queue.purge(dead=False)
+        vacuum(url)
+        for _ in range(n // 1000):
+            queue.send_many([body] * 1000)
+        plain_rates.append(_drain(_drain_hailq, url, 1, batch))
+    return Figure(f"receive+ack, {keys:,} order keys (vs none), batch {batch}", "msgs/s",
+                  statistics.median(keyed_rates), statistics.median(plain_rates),
+                  keyed_rates, plain_rates)
+
+
 def bench_latency(url: str, backlogs: list[int], samples: int,
                   progress: Callable[[str], None]) -> list[Figure]:
     queue = reset_hailq(url)

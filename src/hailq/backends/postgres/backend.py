@@ -404,9 +404,12 @@ class PostgresBackend:
             return
         unique = sorted(set(keys))
         conn.execute(self._q["keys_lock"], {"keys": [_lock_key(queue, k) for k in unique]})
-        for key in unique:
-            conn.execute(self._q["key_release"], {"queue": queue, "key": key,
+        if len(unique) == 1:
+            conn.execute(self._q["key_release"], {"queue": queue, "key": unique[0],
                                                   "channel": self.channel})
+        else:
+            conn.execute(self._q["keys_release"], {"queue": queue, "keys": unique,
+                                                   "channel": self.channel})
 
     def message_wait(self, queues: Sequence[str], timeout: float) -> None:
         # NOTIFY wakes us for new and released messages; time alone makes delayed ones
