@@ -178,16 +178,20 @@ def _drain(target: Callable[..., None], url: str, procs: int, batch: int) -> flo
     return float(sum(r[2] for r in results) / (end - start))
 
 
+def _refill(queue: hailq.Queue, url: str, n: int) -> None:
+    """Empty the bench queue and send it ``n`` plain messages."""
+    queue.purge(dead=False)
+    vacuum(url)
+    for _ in range(n // 1000):
+        queue.send_many([{"claim": 8311}] * 1000)
+
+
 def bench_cycle(url: str, runs: int, n: int, procs: int, batch: int) -> Figure:
     queue = reset_hailq(url)
     raw = open_raw(url)
-    body = {"claim": 8311}
     hailq_rates, raw_rates = [], []
     for _ in range(runs):
-        queue.purge(dead=False)
-        vacuum(url)
-        for _ in range(n // 1000):
-            queue.send_many([body] * 1000)
+        _refill(queue, url, n)
         hailq_rates.append(_drain(_drain_hailq, url, procs, batch))
         raw.reset()
         raw.fill(n)
@@ -213,17 +217,13 @@ def bench_keys(url: str, runs: int, n: int, batch: int, keys: int = 10_000) -> F
     keys, beside the same drain without keys in the same turn. The baseline here is
     hailq itself: the ratio is what per-key order costs."""
     queue = reset_hailq(url)
-    body = {"claim": 8311}
     keyed_rates, plain_rates = [], []
     for _ in range(runs):
         queue.purge(dead=False)
         vacuum(url)
         fill_keyed(queue, n, keys)
         keyed_rates.append(_drain(_drain_hailq, url, 1, batch))
-        queue.purge(dead=False)
-        vacuum(url)
-        for _ in range(n // 1000):
-            queue.send_many([body] * 1000)
+        _refill(queue, url, n)
         plain_rates.append(_drain(_drain_hailq, url, 1, batch))
     return Figure(f"receive+ack, {keys:,} order keys (vs none), batch {batch}", "msgs/s",
                   statistics.median(keyed_rates), statistics.median(plain_rates),
