@@ -178,10 +178,13 @@ def _drain(target: Callable[..., None], url: str, procs: int, batch: int) -> flo
     return float(sum(r[2] for r in results) / (end - start))
 
 
-def _refill(queue: hailq.Queue, url: str, n: int) -> None:
-    """Empty the bench queue and send it ``n`` plain messages."""
+def _refill(queue: hailq.Queue, url: str, n: int, keys: int | None = None) -> None:
+    """Empty the bench queue and send it ``n`` messages: plain, or over ``keys`` keys."""
     queue.purge(dead=False)
     vacuum(url)
+    if keys:
+        fill_keyed(queue, n, keys)
+        return
     for _ in range(n // 1000):
         queue.send_many([{"claim": 8311}] * 1000)
 
@@ -219,9 +222,7 @@ def bench_keys(url: str, runs: int, n: int, batch: int, keys: int = 10_000) -> F
     queue = reset_hailq(url)
     keyed_rates, plain_rates = [], []
     for _ in range(runs):
-        queue.purge(dead=False)
-        vacuum(url)
-        fill_keyed(queue, n, keys)
+        _refill(queue, url, n, keys)
         keyed_rates.append(_drain(_drain_hailq, url, 1, batch))
         _refill(queue, url, n)
         plain_rates.append(_drain(_drain_hailq, url, 1, batch))

@@ -170,9 +170,10 @@ class ProcessPool:
                             if pause else "")
                 slot.child.join(0)
                 slot.child, slot.restart_at = None, now + pause
-        return self._stop_children([s.child for s in slots if s.child is not None], 0)
+        self._stop_children([s.child for s in slots if s.child is not None])
+        return 0
 
-    def _stop_children(self, children: list[BaseProcess], code: int) -> int:
+    def _stop_children(self, children: list[BaseProcess]) -> None:
         forwarded = 0
         deadline = time.monotonic() + self.spec.grace + self.spec.poll + 10.0
         while any(c.is_alive() for c in children) and time.monotonic() < deadline:
@@ -188,4 +189,3 @@ class ProcessPool:
                           "return when their leases end)", child.pid)
                 child.kill()
             child.join(5.0)
-        return code

@@ -451,10 +451,7 @@ class PostgresBackend:
         committed ack a failure here must not fail (and retry) the ack: the waiters
         still have their poll."""
         for queue in sorted(set(queues)):
-            if not committed:
-                conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
-                continue
-            with contextlib.suppress(psycopg.Error):
+            with contextlib.suppress(psycopg.Error) if committed else contextlib.nullcontext():
                 conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
 
     def _ack_rows(self, conn: psycopg.Connection[Any], queue: str,
