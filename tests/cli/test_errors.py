@@ -86,6 +86,7 @@ def test_password_never_shows_in_errors() -> None:
             f"postgresql://hailq:{PASSWORD}@127.0.0.1:5432/db?pool_size=0",
             f"postgresql://hailq@127.0.0.1:5432/db?password={PASSWORD}&pool_size=0",
             f"postgresql://hailq@127.0.0.1:5432/db?password={PASSWORD}&colour=red",
+            f"postgresql://hailq@127.0.0.1:5432/db?password={PASSWORD}%zz",
             f"mysql://hailq:{PASSWORD}@127.0.0.1/db"]
     for url in urls:
         for command in (["queues"], ["send", "claims", "1"], ["peek", "bad name"]):
