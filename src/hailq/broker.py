@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -76,14 +77,37 @@ class Broker:
     def topics(self) -> list[str]:
         return self.backend.topic_list()
 
-    def workers(self, forget_after: float = 86400.0) -> list[WorkerInfo]:
-        """Workers as they last reported; those silent for ``forget_after`` s are forgotten."""
-        self.backend.worker_prune(self.backend.clock_now() - forget_after)
+    def workers(self) -> list[WorkerInfo]:
+        """Workers as they last reported (a read: nothing is written or forgotten here;
+        ``maintain`` forgets workers long silent)."""
         return self.backend.worker_list()
+
+    def maintain(self, forget_workers_after: float = 86400.0) -> None:
+        """The upkeep that consumers do as they claim, for every queue, as an explicit
+        step: due messages become ready, ended leases return their message or kill it
+        after its last attempt (rule 13), and workers silent for
+        ``forget_workers_after`` seconds are forgotten. Reads never do this themselves."""
+        for queue in self.queues():
+            queue.maintain()
+        self.backend.worker_prune(self.backend.clock_now() - forget_workers_after)
 
     def now(self) -> float:
         """The broker's clock (the database's on PostgreSQL), in epoch seconds."""
         return self.backend.clock_now()
+
+    def schema_status(self) -> tuple[int, int]:
+        """``(found, latest)``: the schema version in the database (0 for none) and the
+        one this hailq migrates to. Writes nothing."""
+        return self.backend.schema_version(), self.backend.schema_latest()
+
+    def wait(self, queues: Sequence[str], timeout: float) -> None:
+        """Block until a message may have become receivable in one of ``queues``, or
+        ``timeout`` seconds; may return early (callers receive again and wait again)."""
+        self.backend.message_wait(queues, timeout)
+
+    def save_worker(self, worker: WorkerInfo) -> None:
+        """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
+        self.backend.worker_save(worker)
 
     def close(self) -> None:
         """Close this broker's database connections. Using it again afterwards opens new

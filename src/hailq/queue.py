@@ -347,6 +347,13 @@ class Queue:
 
     # -- operators ---------------------------------------------------------------------
 
+    def maintain(self) -> None:
+        """Settle what time alone changed, as consumers do when they receive: due
+        messages become ready, ended leases return their message or kill it after its
+        last attempt (rule 13). Reads never need this; ``Broker.maintain`` runs it for
+        every queue."""
+        self._upkeep()
+
     def _upkeep(self) -> None:
         """End leases that ran out and release due messages, so operators see the truth
         (a message whose last lease ended is dead now, not at the next receive)."""
