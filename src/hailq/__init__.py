@@ -8,6 +8,7 @@
 
 from hailq.broker import Broker, connect
 from hailq.errors import (
+    BackendUnavailable,
     DeadLetter,
     HailqError,
     InvalidArgument,
@@ -36,6 +37,7 @@ from hailq.topic import Topic
 __all__ = [
     "App",
     "AttemptError",
+    "BackendUnavailable",
     "Broker",
     "DeadLetter",
     "DeadMessage",

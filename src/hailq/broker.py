@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hailq._time import Clock, system_clock
-from hailq.errors import InvalidArgument, QueueNotFound, TopicNotFound
+from hailq._time import Clock
+from hailq.backends.registry import lookup
+from hailq.errors import QueueNotFound, TopicNotFound
 from hailq.models import WorkerInfo
 from hailq.queue import Queue
 from hailq.settings import QueueSettings, check_name
 from hailq.topic import Topic
-from hailq.url import DEFAULT_URL, parse_url
+from hailq.url import DEFAULT_URL, split_url
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
@@ -136,30 +137,13 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
     ``poll_interval=SECONDS``; any other option goes to libpq. ``clock`` replaces the
     SQLite backend's clock (tests; PostgreSQL always uses the database's). The schema
     is created or upgraded unless ``migrate=False``. Bad URLs and options raise
-    InvalidArgument before anything is created. See docs/reference/settings.md.
+    InvalidArgument before anything is created; a PostgreSQL URL without the optional
+    PostgreSQL support installed (``pip install 'hailq[postgres]'``) raises
+    BackendUnavailable. See docs/reference/settings.md.
     """
-    parsed = parse_url(url if url is not None else os.environ.get("HAILQ_URL", DEFAULT_URL))
-    backend: Backend
-    if parsed.scheme == "sqlite":
-        from hailq.backends.sqlite.backend import SQLiteBackend
-
-        opts: dict[str, Any] = {}
-        if "synchronous" in parsed.options:
-            opts["synchronous"] = parsed.options["synchronous"].lower()
-        for key in ("busy_timeout", "poll_interval"):
-            if key in parsed.options:
-                opts[key] = _float_option(parsed.options, key)
-        backend = SQLiteBackend(parsed.target, clock=clock or system_clock, **opts)
-    else:
-        if clock is not None:
-            raise InvalidArgument("PostgreSQL uses the database clock; clock= is for SQLite")
-        from hailq.backends.postgres.backend import PostgresBackend
-
-        backend = PostgresBackend(
-            parsed.target, display=parsed.display,
-            schema=parsed.options.get("schema", "hailq"),
-            pool_size=_int_option(parsed.options, "pool_size", 10),
-            poll_interval=_float_option(parsed.options, "poll_interval", 1.0))
+    split = split_url(url if url is not None else os.environ.get("HAILQ_URL", DEFAULT_URL))
+    kind = lookup(split)
+    backend = kind.open(kind.parse(split), clock)
     broker = Broker(backend)
     if migrate:
         try:
@@ -168,25 +152,3 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
             backend.close()
             raise
     return broker
-
-
-def _int_option(options: dict[str, str], key: str, default: int) -> int:
-    value = _float_option(options, key, default)
-    if value != int(value):
-        raise InvalidArgument(f"URL option {key} must be a whole number, got {options[key]!r}")
-    return int(value)
-
-
-def _float_option(options: dict[str, str], key: str, default: float | None = None) -> float:
-    if key not in options:
-        if default is None:
-            raise InvalidArgument(f"URL option {key} is required")
-        return default
-    try:
-        value = float(options[key])
-    except ValueError:
-        raise InvalidArgument(f"URL option {key} must be a number, got {options[key]!r}") from None
-    if not 0 < value < 1e6:
-        raise InvalidArgument(f"URL option {key} must be positive, got {options[key]!r}")
-    return value
-

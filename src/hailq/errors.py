@@ -18,6 +18,14 @@ class MessageTooLarge(InvalidArgument):
     """An encoded body is larger than the queue's ``max_message_size``."""
 
 
+class BackendUnavailable(HailqError):
+    """The URL names a backend whose optional part is not installed.
+
+    Raised before anything is opened; the message says what to install, e.g.
+    ``pip install 'hailq[postgres]'`` for PostgreSQL.
+    """
+
+
 class QueueNotFound(HailqError, LookupError):
     """The named queue has never been declared."""
 
