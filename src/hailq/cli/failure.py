@@ -5,7 +5,9 @@ Exit codes, one convention for every command:
 - 0 success;
 - 2 bad input, refused before anything was done: an unknown command or option,
   a bad value, body, message, URL or worker target (click's usage errors and
-  every ``hailq.InvalidArgument``), options that do not go together;
+  every ``hailq.InvalidArgument``), options that do not go together, a URL
+  whose backend is not installed (``hailq.BackendUnavailable``: a setup
+  problem, found before anything is opened);
 - 1 a failure while doing it: the database is unreachable or broken
   (``StorageError``), the database file, queue or topic named does not exist
   there, a batch failed, a purge was declined, or any other error;
@@ -56,6 +58,8 @@ def run_safely(invoke: Callable[[], int], argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return report("interrupted", secrets, INTERRUPTED, prefix="hailq: ")
     except hailq.InvalidArgument as exc:  # hailq checked an argument the user gave
+        return report(str(exc) or type(exc).__name__, secrets, USAGE)
+    except hailq.BackendUnavailable as exc:  # found from the URL alone, before connecting
         return report(str(exc) or type(exc).__name__, secrets, USAGE)
     except hailq.HailqError as exc:
         return report(str(exc) or type(exc).__name__, secrets, FAILED)

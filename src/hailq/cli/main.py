@@ -94,9 +94,9 @@ def cli() -> None:
     and JSON with --json. Errors are one line on stderr starting with
     'hailq: error:'. Exit codes: 0 success; 2 bad input, refused before
     anything was done (unknown option, bad value, body, message, URL or
-    worker target); 1 a failure while doing it (database unreachable, no such
-    database file, queue or topic, ...); 130 interrupted. Passwords in URLs are
-    never printed.
+    worker target, a URL whose backend is not installed); 1 a failure while
+    doing it (database unreachable, no such database file, queue or topic,
+    ...); 130 interrupted. Passwords in URLs are never printed.
     """
 
 
