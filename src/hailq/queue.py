@@ -379,7 +379,6 @@ class Queue:
             self.name, error_contains,
             None if older_than is None else seconds(older_than, "older_than"),
             check_key(ordering_key, "ordering_key"), _limit(limit))
-        self._upkeep()
         return self._backend.dead_list(params)
 
     def redrive(self, ids: Iterable[str] | None = None) -> int:
@@ -388,16 +387,17 @@ class Queue:
         self._upkeep()
         return self._backend.dead_redrive(RedriveParams(self.name, chosen, self.settings.aging))
 
-    def purge(self, dead: bool = True) -> int:
-        """Delete dead messages (``dead=True``) or every live message (``dead=False``)."""
+    def purge(self, dead: bool = False) -> int:
+        """Delete every live message (ready, delayed, blocked and leased ones), or with
+        ``dead=True`` the dead letters instead; return how many were deleted."""
         if not isinstance(dead, bool):
             raise InvalidArgument("dead must be True or False")
         self._upkeep()
         return self._backend.message_purge(self.name, dead)
 
     def stats(self) -> QueueStats:
-        """Counts and totals; ended leases are settled first, so the counts are current."""
-        self._upkeep()
+        """Counts and totals as the next receive would find them (an ended lease counts as
+        ready, or dead after its last attempt); a read: it writes nothing."""
         return self._backend.queue_stats(self.name)
 
     def __repr__(self) -> str:

@@ -510,7 +510,9 @@ class PostgresBackend:
 
     def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
         def run(conn: psycopg.Connection[Any]) -> list[float | None]:
-            found: dict[str, float] = {}
+            # By receipt (id and token): a stale receipt beside the current one of the same
+            # message is told it lost its lease, not given the current one's deadline.
+            found: dict[tuple[str, str], float] = {}
             for queue in {e.queue for e in extends}:
                 group = [e for e in extends if e.queue == queue]
                 rows_ = conn.execute(self._q["message_extend"], {
@@ -518,8 +520,8 @@ class PostgresBackend:
                     "tokens": [e.token for e in group], "seqs": [e.seq for e in group],
                     "seconds": [e.seconds for e in group],
                     "max_attempts": group[0].max_attempts}).fetchall()
-                found.update({i: float(until) for i, until in rows_})
-            return [found.get(e.message_id) for e in extends]
+                found.update({(i, t): float(until) for i, t, until in rows_})
+            return [found.get((e.message_id, e.token)) for e in extends]
 
         return self._call(False, run)
 

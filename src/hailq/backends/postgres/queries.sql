@@ -89,10 +89,11 @@ WITH promoted AS (
 ), expired AS (
     UPDATE {schema}.messages
     SET state = CASE WHEN attempt >= %(max_attempts)s THEN 'dead' ELSE 'ready' END,
-        dead_at = CASE WHEN attempt >= %(max_attempts)s THEN {schema}.epoch() END,
+        dead_at = CASE WHEN attempt >= %(max_attempts)s THEN lease_until END,
         parked = attempt >= %(max_attempts)s AND ordering_key IS NOT NULL AND %(park)s,
+        -- The lease's end, not now: reads show the same time before upkeep ran.
         errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-            'attempt', attempt, 'error', 'lease expired', 'at', {schema}.epoch()))
+            'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
     WHERE id = ANY(ARRAY(
         SELECT id FROM {schema}.messages
         WHERE queue = %(queue)s AND state = 'leased' AND lease_until <= {schema}.epoch()
@@ -338,23 +339,60 @@ WHERE m.id = e.id AND m.token = e.token AND (e.seq IS NULL OR m.seq = e.seq)
   AND m.state IN ('leased', 'ready')
   -- An ended lease of the last attempt is a dead message's (rule 13), marked or not.
   AND (m.lease_until >= {schema}.epoch() OR m.attempt < %(max_attempts)s)
-RETURNING m.id, m.lease_until;
+RETURNING m.id, m.token, m.lease_until;
 
 -- name: message_peek
+-- Each live message as the next receive would find it, without a write first: a due
+-- scheduled message is ready, an ended lease gives its message back, and an ended lease
+-- of the last attempt is a dead message's (rule 13), so it is not shown here.
+WITH q AS (
+    SELECT coalesce((settings::jsonb ->> 'max_attempts')::int, 5) AS max_attempts
+    FROM {schema}.queues WHERE name = %(queue)s
+), t AS (SELECT {schema}.epoch() AS now), live AS (
+    SELECT m.id, CASE WHEN m.state = 'scheduled' AND m.available_at <= t.now THEN 'ready'
+                      WHEN m.state = 'leased' AND m.lease_until <= t.now THEN 'ready'
+                      ELSE m.state END AS state,
+           m.body, m.body_kind, m.headers, m.priority, m.ordering_key, m.attempt,
+           m.enqueued_at, CASE WHEN m.state = 'leased' AND m.lease_until <= t.now
+                               THEN m.lease_until ELSE m.available_at END AS available_at,
+           m.sort_key, m.seq
+    FROM {schema}.messages AS m CROSS JOIN t LEFT JOIN q ON true
+    WHERE m.queue = %(queue)s AND m.state <> 'dead'
+      AND NOT (m.state = 'leased' AND m.lease_until <= t.now
+               AND m.attempt >= coalesce(q.max_attempts, 5))
+)
 SELECT id, state, body, body_kind, headers, priority, ordering_key, attempt,
        enqueued_at, available_at
-FROM {schema}.messages
-WHERE queue = %(queue)s AND state <> 'dead'
+FROM live
 ORDER BY CASE state WHEN 'ready' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'blocked' THEN 2
          ELSE 3 END, sort_key, seq
 LIMIT %(limit)s;
 
 -- name: dead_list
+-- Dead messages, and the ones whose lease ended on their last attempt: dead by rule 13
+-- already, shown as upkeep will mark them (same time, same "lease expired" entry).
+WITH q AS (
+    SELECT coalesce((settings::jsonb ->> 'max_attempts')::int, 5) AS max_attempts,
+           coalesce(settings::jsonb ->> 'on_dead' = 'park', false) AS park
+    FROM {schema}.queues WHERE name = %(queue)s
+), dead AS (
+    SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
+           dead_at, errors, parked, seq
+    FROM {schema}.messages WHERE queue = %(queue)s AND state = 'dead'
+    UNION ALL
+    SELECT m.id, m.body, m.body_kind, m.headers, m.priority, m.ordering_key, m.attempt,
+           m.enqueued_at, m.lease_until,
+           coalesce(m.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until)),
+           m.ordering_key IS NOT NULL AND q.park, m.seq
+    FROM {schema}.messages AS m JOIN q ON true
+    WHERE m.queue = %(queue)s AND m.state = 'leased' AND m.lease_until <= {schema}.epoch()
+      AND m.attempt >= q.max_attempts
+)
 SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
        dead_at, errors, parked
-FROM {schema}.messages
-WHERE queue = %(queue)s AND state = 'dead'
-  AND (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
+FROM dead
+WHERE (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
   AND (%(dead_before)s::float8 IS NULL OR dead_at <= %(dead_before)s::float8)
   AND (%(error)s::text IS NULL
        OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
@@ -385,15 +423,23 @@ RETURNING ordering_key, parked;
 DELETE FROM {schema}.messages WHERE queue = %(queue)s AND state <> 'dead';
 
 -- name: stats
--- One statement, one snapshot, each count served by its state's partial index.
+-- One statement, one snapshot, each count served by its state's partial index; counted as
+-- the next receive would find them (a read writes nothing): due scheduled messages are
+-- ready, ended leases ready again or, after the last attempt, dead (rule 13).
 -- acked = sent - present - purged.
-SELECT r.n + d.n, s.n - d.n, l.n, b.n, x.n,
+SELECT r.n + d.n + e.n - k.n, s.n - d.n, l.n - e.n, b.n, x.n + k.n,
        (SELECT min(enqueued_at) FROM {schema}.messages
-        WHERE queue = %(queue)s AND (state = 'ready' OR (state = 'scheduled'
-                                                         AND available_at <= t.now))),
+        WHERE queue = %(queue)s AND (state = 'ready'
+                                     OR (state = 'scheduled' AND available_at <= t.now)
+                                     OR (state = 'leased' AND lease_until <= t.now
+                                         AND attempt < q.max_attempts))),
        r.n + s.n + l.n + b.n + x.n,
-       c.sent, c.purged, c.nacked, c.redelivered, c.dead_lettered, c.late_acks, t.now
+       c.sent, c.purged, c.nacked, c.redelivered, coalesce(c.dead_lettered, 0) + k.n,
+       c.late_acks, t.now
 FROM (SELECT {schema}.epoch() AS now) AS t
+CROSS JOIN (SELECT coalesce((SELECT (settings::jsonb ->> 'max_attempts')::int
+                             FROM {schema}.queues WHERE name = %(queue)s), 5)
+                   AS max_attempts) AS q
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
                     WHERE queue = %(queue)s AND state = 'ready') AS r
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
@@ -403,6 +449,12 @@ CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
                       AND available_at <= t.now) AS d
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
                     WHERE queue = %(queue)s AND state = 'leased') AS l
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND state = 'leased'
+                      AND lease_until <= t.now) AS e
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
+                    WHERE queue = %(queue)s AND state = 'leased'
+                      AND lease_until <= t.now AND attempt >= q.max_attempts) AS k
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
                     WHERE queue = %(queue)s AND ordering_key IS NOT NULL
                       AND state = 'blocked') AS b
@@ -415,7 +467,13 @@ CROSS JOIN LATERAL (SELECT sum(sent) AS sent, sum(purged) AS purged, sum(nacked)
 
 -- name: stats_parked
 SELECT DISTINCT ordering_key FROM {schema}.messages
-WHERE queue = %(queue)s AND state = 'dead' AND parked ORDER BY ordering_key;
+WHERE queue = %(queue)s AND ordering_key IS NOT NULL
+  AND ((state = 'dead' AND parked)
+       OR (state = 'leased' AND lease_until <= {schema}.epoch()
+           AND (SELECT settings::jsonb ->> 'on_dead' = 'park'
+                       AND attempt >= coalesce((settings::jsonb ->> 'max_attempts')::int, 5)
+                FROM {schema}.queues WHERE name = %(queue)s)))
+ORDER BY ordering_key;
 
 -- name: topic_save
 INSERT INTO {schema}.topics (name, created_at) VALUES (%(name)s, {schema}.epoch())

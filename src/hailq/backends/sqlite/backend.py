@@ -633,13 +633,15 @@ class SQLiteBackend:
     # -- operators ---------------------------------------------------------------------
 
     def message_peek(self, queue: str, limit: int) -> list[PeekedMessage]:
-        found = self._read(Q["message_peek"], {"queue": queue, "limit": limit})
+        found = self._read(Q["message_peek"], {"queue": queue, "limit": limit,
+                                                "now": self._clock()})
         return [rows.peeked(queue, r) for r in found]
 
     def dead_list(self, params: DeadListParams) -> list[DeadMessage]:
-        before = None if params.older_than is None else self._clock() - params.older_than
+        now = self._clock()
+        before = None if params.older_than is None else now - params.older_than
         found = self._read(Q["dead_list"], {
-            "queue": params.queue, "ordering_key": params.ordering_key,
+            "queue": params.queue, "ordering_key": params.ordering_key, "now": now,
             "dead_before": before, "error": params.error_contains, "limit": params.limit})
         return [rows.dead_letter(params.queue, r) for r in found]
 
@@ -673,7 +675,7 @@ class SQLiteBackend:
     def queue_stats(self, queue: str) -> QueueStats:
         now = self._clock()
         row = self._read(Q["stats"], {"queue": queue, "now": now})[0]
-        parked = [r[0] for r in self._read(Q["stats_parked"], {"queue": queue})]
+        parked = [r[0] for r in self._read(Q["stats_parked"], {"queue": queue, "now": now})]
         return rows.stats(queue, row, now, parked)
 
     # -- topics ------------------------------------------------------------------------

@@ -73,11 +73,12 @@ WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now;
 -- An ended lease gives the message back, or kills it after its last attempt (rule 13).
 UPDATE hailq_messages
 SET state = CASE WHEN attempt >= :max_attempts THEN 'dead' ELSE 'ready' END,
-    dead_at = CASE WHEN attempt >= :max_attempts THEN :now END,
+    dead_at = CASE WHEN attempt >= :max_attempts THEN lease_until END,
     parked = CASE WHEN attempt >= :max_attempts AND ordering_key IS NOT NULL
                   THEN :park ELSE 0 END,
-    errors = json_insert(coalesce(errors, '[]'), '$[#]',
-                         json_object('attempt', attempt, 'error', 'lease expired', 'at', :now))
+    -- The lease's end, not now: reads show the same time before upkeep ran.
+    errors = json_insert(coalesce(errors, '[]'), '$[#]', json_object(
+        'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
 WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
 RETURNING state, ordering_key;
 
@@ -224,20 +225,57 @@ WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
 RETURNING lease_until;
 
 -- name: message_peek
+-- Each live message as the next receive would find it, without a write first: a due
+-- scheduled message is ready, an ended lease gives its message back, and an ended lease
+-- of the last attempt is a dead message's (rule 13), so it is not shown here.
+WITH q AS (
+    SELECT coalesce(json_extract(settings, '$.max_attempts'), 5) AS max_attempts
+    FROM hailq_queues WHERE name = :queue
+), live AS (
+    SELECT m.id, CASE WHEN m.state = 'scheduled' AND m.available_at <= :now THEN 'ready'
+                      WHEN m.state = 'leased' AND m.lease_until <= :now THEN 'ready'
+                      ELSE m.state END AS state,
+           m.body, m.body_kind, m.headers, m.priority, m.ordering_key, m.attempt,
+           m.enqueued_at, CASE WHEN m.state = 'leased' AND m.lease_until <= :now
+                               THEN m.lease_until ELSE m.available_at END AS available_at,
+           m.sort_key, m.seq
+    FROM hailq_messages AS m LEFT JOIN q
+    WHERE m.queue = :queue AND m.state <> 'dead'
+      AND NOT (m.state = 'leased' AND m.lease_until <= :now
+               AND m.attempt >= coalesce(q.max_attempts, 5))
+)
 SELECT id, state, body, body_kind, headers, priority, ordering_key, attempt,
        enqueued_at, available_at
-FROM hailq_messages
-WHERE queue = :queue AND state <> 'dead'
+FROM live
 ORDER BY CASE state WHEN 'ready' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END,
          sort_key, seq
 LIMIT :limit;
 
 -- name: dead_list
+-- Dead messages, and the ones whose lease ended on their last attempt: dead by rule 13
+-- already, shown as upkeep will mark them (same time, same "lease expired" entry).
+WITH q AS (
+    SELECT coalesce(json_extract(settings, '$.max_attempts'), 5) AS max_attempts,
+           coalesce(json_extract(settings, '$.on_dead') = 'park', 0) AS park
+    FROM hailq_queues WHERE name = :queue
+), dead AS (
+    SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
+           dead_at, errors, parked, seq
+    FROM hailq_messages WHERE queue = :queue AND state = 'dead'
+    UNION ALL
+    SELECT m.id, m.body, m.body_kind, m.headers, m.priority, m.ordering_key, m.attempt,
+           m.enqueued_at, m.lease_until,
+           json_insert(coalesce(m.errors, '[]'), '$[#]', json_object(
+               'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until)),
+           m.ordering_key IS NOT NULL AND q.park, m.seq
+    FROM hailq_messages AS m JOIN q
+    WHERE m.queue = :queue AND m.state = 'leased' AND m.lease_until <= :now
+      AND m.attempt >= q.max_attempts
+)
 SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
        dead_at, errors, parked
-FROM hailq_messages
-WHERE queue = :queue AND state = 'dead'
-  AND (:ordering_key IS NULL OR ordering_key = :ordering_key)
+FROM dead
+WHERE (:ordering_key IS NULL OR ordering_key = :ordering_key)
   AND (:dead_before IS NULL OR dead_at <= :dead_before)
   AND (:error IS NULL OR EXISTS (
       SELECT 1 FROM json_each(errors) AS e
@@ -266,19 +304,33 @@ RETURNING ordering_key, parked;
 DELETE FROM hailq_messages WHERE queue = :queue AND state <> 'dead';
 
 -- name: stats
--- One statement, one snapshot, each count served by its state's partial index.
+-- One statement, one snapshot, each count served by its state's partial index; counted as
+-- the next receive would find them (a read writes nothing): due scheduled messages are
+-- ready, ended leases ready again or, after the last attempt, dead (rule 13).
 -- acked = sent - present - purged.
-SELECT r.n + d.n, s.n - d.n, l.n, b.n, x.n,
+WITH q AS (
+    SELECT coalesce(json_extract(settings, '$.max_attempts'), 5) AS max_attempts,
+           coalesce(json_extract(settings, '$.on_dead') = 'park', 0) AS park
+    FROM hailq_queues WHERE name = :queue
+)
+SELECT r.n + d.n + e.n - k.n, s.n - d.n, l.n - e.n, b.n, x.n + k.n,
        (SELECT min(enqueued_at) FROM hailq_messages
         WHERE queue = :queue AND (state = 'ready'
-                                  OR (state = 'scheduled' AND available_at <= :now))),
+                                  OR (state = 'scheduled' AND available_at <= :now)
+                                  OR (state = 'leased' AND lease_until <= :now
+                                      AND attempt < (SELECT max_attempts FROM q)))),
        r.n + s.n + l.n + b.n + x.n,
-       c.sent, c.purged, c.nacked, c.redelivered, c.dead_lettered, c.late_acks
+       c.sent, c.purged, c.nacked, c.redelivered, coalesce(c.dead_lettered, 0) + k.n, c.late_acks
 FROM (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'ready') AS r,
      (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'scheduled') AS s,
      (SELECT count(*) AS n FROM hailq_messages
       WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now) AS d,
      (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'leased') AS l,
+     (SELECT count(*) AS n FROM hailq_messages
+      WHERE queue = :queue AND state = 'leased' AND lease_until <= :now) AS e,
+     (SELECT count(*) AS n FROM hailq_messages
+      WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
+        AND attempt >= (SELECT max_attempts FROM q)) AS k,
      (SELECT count(*) AS n FROM hailq_messages
       WHERE queue = :queue AND ordering_key IS NOT NULL AND state = 'blocked') AS b,
      (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'dead') AS x
@@ -286,7 +338,13 @@ LEFT JOIN hailq_counters AS c ON c.queue = :queue;
 
 -- name: stats_parked
 SELECT DISTINCT ordering_key FROM hailq_messages
-WHERE queue = :queue AND state = 'dead' AND parked = 1 ORDER BY ordering_key;
+WHERE queue = :queue AND ordering_key IS NOT NULL
+  AND ((state = 'dead' AND parked = 1)
+       OR (state = 'leased' AND lease_until <= :now
+           AND (SELECT json_extract(settings, '$.on_dead') = 'park'
+                       AND attempt >= coalesce(json_extract(settings, '$.max_attempts'), 5)
+                FROM hailq_queues WHERE name = :queue)))
+ORDER BY ordering_key;
 
 -- name: topic_save
 INSERT INTO hailq_topics (name, created_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING;
