@@ -195,3 +195,65 @@ def test_processes_starting_together_on_a_fresh_database_all_work(url: str) -> N
 def _newest_migration(url: str) -> int:
     folder = ROOT / ("postgres" if url.startswith("postgresql") else "sqlite") / "migrations"
     return max(int(p.name.split("_", 1)[0]) for p in folder.glob("*.sql"))
+
+
+def _pg_schema_url(pg_url: str) -> tuple[str, str]:
+    from urllib.parse import parse_qsl, urlsplit
+
+    return pg_url, dict(parse_qsl(urlsplit(pg_url).query))["schema"]
+
+
+def test_postgres_refuses_a_schema_that_holds_someone_elses_objects(pg_url: str) -> None:
+    """Rule 30: hailq migrates only an empty schema or its own, and its bookkeeping table
+    says hailq (an application's own schema_version table is never read or written)."""
+    from conftest import PG_URL
+
+    url, schema = _pg_schema_url(pg_url)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".schema_version (version integer)')
+        conn.execute(f'INSERT INTO "{schema}".schema_version VALUES (42)')
+    with pytest.raises(hailq.SchemaError, match="not hailq's"):
+        hailq.connect(url)
+    with psycopg.connect(PG_URL) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))}
+        assert tables == {"schema_version"}
+        assert conn.execute(f'SELECT version FROM "{schema}".schema_version').fetchall() \
+            == [(42,)]
+
+
+def test_postgres_installs_into_an_empty_schema_under_a_name_that_says_hailq(
+        pg_url: str) -> None:
+    from conftest import PG_URL
+
+    url, schema = _pg_schema_url(pg_url)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    hailq.connect(url).close()
+    with psycopg.connect(PG_URL) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))}
+    assert "hailq_schema_version" in tables and "schema_version" not in tables
+
+
+def test_postgres_a_schema_of_an_earlier_hailq_is_upgraded_in_place(pg_url: str) -> None:
+    """Schemas made before the version table's name said hailq are still hailq's."""
+    from conftest import PG_URL
+
+    url, schema = _pg_schema_url(pg_url)
+    broker = hailq.connect(url)
+    sent = broker.queue("claims").send({"n": 1})
+    broker.close()
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".hailq_schema_version RENAME TO schema_version')
+    broker = hailq.connect(url, migrate=False)
+    assert broker.schema_status()[0] == _newest_migration(url)
+    broker.migrate()
+    [m] = broker.queue("claims").receive()
+    assert m.id == sent
+    broker.close()
+    with psycopg.connect(PG_URL) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))}
+    assert "hailq_schema_version" in tables and "schema_version" not in tables

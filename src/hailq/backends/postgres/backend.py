@@ -160,15 +160,24 @@ class PostgresBackend:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                              (f"hailq migrate {self.schema}",))
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                    sql.Identifier(self.schema)))
+                owner = self._schema_owner(conn)
+                if owner == "foreign":
+                    raise SchemaError(
+                        f"PostgreSQL schema {self.schema} holds objects that are not hailq's; "
+                        "hailq installs only into an empty schema or one it created: give it "
+                        "a schema of its own with ?schema=NAME")
+                ident = sql.Identifier(self.schema)
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+                if owner == "legacy":  # hailq's own table, from before its name said so
+                    conn.execute(sql.SQL("ALTER TABLE {}.schema_version RENAME TO "
+                                         "hailq_schema_version").format(ident))
                 conn.execute(sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {}.schema_version (version integer PRIMARY KEY,"
-                    " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-                ).format(sql.Identifier(self.schema)))
+                    "CREATE TABLE IF NOT EXISTS {}.hailq_schema_version ("
+                    "version integer PRIMARY KEY, name text NOT NULL, "
+                    "applied_at timestamptz NOT NULL DEFAULT now())").format(ident))
                 found = conn.execute(sql.SQL(
-                    "SELECT coalesce(max(version), 0) FROM {}.schema_version").format(
-                        sql.Identifier(self.schema))).fetchone()
+                    "SELECT coalesce(max(version), 0) FROM {}.hailq_schema_version").format(
+                        ident)).fetchone()
                 version = int(found[0]) if found else 0
                 if version > len(_MIGRATIONS):
                     raise SchemaError(
@@ -176,26 +185,49 @@ class PostgresBackend:
                         f"this hailq knows up to {len(_MIGRATIONS)}: upgrade hailq")
                 for number, name, text in _MIGRATIONS[version:]:
                     conn.execute(sql.SQL(text).format(
-                        schema=sql.Identifier(self.schema), channel=sql.Literal(self.channel)))
-                    conn.execute(sql.SQL("INSERT INTO {}.schema_version (version, name) "
-                                         "VALUES (%s, %s)").format(sql.Identifier(self.schema)),
-                                 (number, name))
+                        schema=ident, channel=sql.Literal(self.channel)))
+                    conn.execute(sql.SQL("INSERT INTO {}.hailq_schema_version (version, name) "
+                                         "VALUES (%s, %s)").format(ident), (number, name))
                     version = number
                 return version
 
         return self._call(True, run)
+
+    def _schema_owner(self, conn: psycopg.Connection[Any]) -> str:
+        """Whose the schema is: ``absent``, ``empty``, ``hailq`` (its version table),
+        ``legacy`` (hailq's tables with the version table's old name) or ``foreign``."""
+        found = conn.execute(
+            "SELECT n.oid IS NOT NULL, to_regclass(%(v)s) IS NOT NULL, "
+            "to_regclass(%(old)s) IS NOT NULL AND to_regclass(%(m)s) IS NOT NULL "
+            "AND to_regclass(%(c)s) IS NOT NULL, "
+            "(SELECT count(*) FROM pg_class WHERE relnamespace = n.oid) "
+            "+ (SELECT count(*) FROM pg_proc WHERE pronamespace = n.oid) "
+            "+ (SELECT count(*) FROM pg_type WHERE typnamespace = n.oid AND typrelid = 0 "
+            "   AND typelem = 0) "
+            "FROM (SELECT 1) AS one LEFT JOIN pg_namespace n ON n.nspname = %(s)s",
+            {"s": self.schema, "v": f"{self.schema}.hailq_schema_version",
+             "old": f"{self.schema}.schema_version", "m": f"{self.schema}.messages",
+             "c": f"{self.schema}.counters"}).fetchone()
+        exists, current, legacy, objects = found if found else (False, False, False, 0)
+        if not exists:
+            return "absent"
+        if current:
+            return "hailq"
+        if legacy:
+            return "legacy"
+        return "empty" if not objects else "foreign"
 
     def schema_latest(self) -> int:
         return len(_MIGRATIONS)
 
     def schema_version(self) -> int:
         def run(conn: psycopg.Connection[Any]) -> int:
-            table = f"{self.schema}.schema_version"  # the name is checked: [a-z_][a-z0-9_]*
-            found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
-            if not found or not found[0]:
+            owner = self._schema_owner(conn)
+            if owner not in ("hailq", "legacy"):
                 return 0
-            row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version")
-                               .format(sql.Identifier(self.schema))).fetchone()
+            table = "hailq_schema_version" if owner == "hailq" else "schema_version"
+            row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.{}").format(
+                sql.Identifier(self.schema), sql.Identifier(table))).fetchone()
             return int(row[0]) if row else 0
 
         return self._call(False, run)

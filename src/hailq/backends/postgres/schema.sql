@@ -11,6 +11,9 @@ dedup queue text NO  NO
 dedup dedup_id text NO  NO
 dedup message_id text NO  NO
 dedup expires_at double precision NO  NO
+hailq_schema_version version integer NO  NO
+hailq_schema_version name text NO  NO
+hailq_schema_version applied_at timestamp with time zone NO now() NO
 messages seq bigint NO  YES
 messages id text NO  NO
 messages queue text NO  NO
@@ -32,9 +35,6 @@ messages parked boolean NO false NO
 queues name text NO  NO
 queues settings text NO  NO
 queues created_at double precision NO  NO
-schema_version version integer NO  NO
-schema_version name text NO  NO
-schema_version applied_at timestamp with time zone NO now() NO
 subscriptions topic text NO  NO
 subscriptions queue text NO  NO
 subscriptions filter text YES  NO
@@ -55,6 +55,7 @@ workers state text NO  NO
 CREATE UNIQUE INDEX counters_pkey ON {schema}.counters USING btree (queue, shard)
 CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
 CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)
+CREATE UNIQUE INDEX hailq_schema_version_pkey ON {schema}.hailq_schema_version USING btree (version)
 CREATE INDEX messages_dead ON {schema}.messages USING btree (queue, dead_at) WHERE (state = 'dead'::text)
 CREATE INDEX messages_key ON {schema}.messages USING btree (queue, ordering_key, seq) WHERE (ordering_key IS NOT NULL)
 CREATE INDEX messages_leased ON {schema}.messages USING btree (queue, lease_until) WHERE (state = 'leased'::text)
@@ -62,7 +63,6 @@ CREATE UNIQUE INDEX messages_pkey ON {schema}.messages USING btree (id)
 CREATE INDEX messages_ready ON {schema}.messages USING btree (queue, sort_key, seq) WHERE (state = 'ready'::text)
 CREATE INDEX messages_scheduled ON {schema}.messages USING btree (queue, available_at) WHERE (state = 'scheduled'::text)
 CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (name)
-CREATE UNIQUE INDEX schema_version_pkey ON {schema}.schema_version USING btree (version)
 CREATE UNIQUE INDEX subscriptions_pkey ON {schema}.subscriptions USING btree (topic, queue)
 CREATE UNIQUE INDEX topics_pkey ON {schema}.topics USING btree (name)
 CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (id)
