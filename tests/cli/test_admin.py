@@ -57,9 +57,9 @@ CHECKERS = textwrap.dedent("""
 
 def test_workers_marks_silent_ones_dead(hq: Hailq, sqlite_url: str) -> None:
     with hailq.connect(sqlite_url) as broker:
-        broker.backend.worker_save(worker("w-alive", "img-01", 101, ["claims"], 3))
+        broker.save_worker(worker("w-alive", "img-01", 101, ["claims"], 3))
     with hailq.connect(sqlite_url, clock=lambda: time.time() - 60) as broker:
-        broker.backend.worker_save(worker("w-gone", "img-02", 202, ["claims", "audit"], 1))
+        broker.save_worker(worker("w-gone", "img-02", 202, ["claims", "audit"], 1))
     found = {w["id"]: w for w in hq("workers", "--json").json()}
     assert found["w-alive"]["alive"] is True and found["w-alive"]["status"] == "running"
     assert found["w-gone"]["alive"] is False and found["w-gone"]["status"] == "dead"
@@ -75,7 +75,7 @@ def test_workers_that_stopped_cleanly_are_stopped_not_dead(
         hq_any: Hailq, api_any: hailq.Broker, url: str) -> None:
     for id, state in [("w-stopped", "stopped"), ("w-draining", "draining"),
                       ("w-running", "running")]:
-        api_any.backend.worker_save(worker(id, "img-01", 101, ["claims"], 0, state))
+        api_any.save_worker(worker(id, "img-01", 101, ["claims"], 0, state))
     age_workers(url, 60)
     found = {w["id"]: w for w in hq_any("workers", "--json").json()}
     assert (found["w-stopped"]["status"], found["w-stopped"]["alive"]) == ("stopped", False)

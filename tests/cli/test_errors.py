@@ -285,7 +285,7 @@ def test_a_read_command_leaves_another_applications_wal_file_as_it_was(
 
 def test_a_read_command_does_not_upgrade_an_older_schema(hq: Hailq, api: hailq.Broker,
                                                          sqlite_url: str) -> None:
-    latest = api.backend.schema_latest()
+    latest = api.schema_status()[1]
     api.queue("claims").send(1)
     path = sqlite_url.removeprefix("sqlite:///")
     with contextlib.closing(sqlite3.connect(path)) as conn:  # as an older hailq left it
@@ -295,7 +295,7 @@ def test_a_read_command_does_not_upgrade_an_older_schema(hq: Hailq, api: hailq.B
         line = hq(*command).assert_clean_error(1)
         assert f"is version {latest - 1}, this hailq needs {latest}" in line
         assert "hailq migrate" in line
-    assert api.backend.schema_version() == latest - 1  # nobody upgraded it
+    assert api.schema_status()[0] == latest - 1  # nobody upgraded it
 
 
 def test_a_url_of_bytes_that_are_not_utf8_is_bad_input(tmp_path: Path) -> None:

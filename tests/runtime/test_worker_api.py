@@ -52,7 +52,7 @@ def test_worker_runs_an_app_until_stopped_and_declares_its_queues(
     assert (claims.settings.lease, claims.settings.max_attempts) == (300, 7)
     wait_for(lambda: claims.stats().acked == 10, what="ten acks")
     assert sorted(seen) == list(range(10))  # type: ignore[type-var]
-    [me] = [w for w in broker.backend.worker_list() if w.id == worker.worker_id]
+    [me] = [w for w in broker.workers() if w.id == worker.worker_id]
     assert (me.state, me.concurrency, me.queues) == ("stopped", 3, ["claims"])
 
 

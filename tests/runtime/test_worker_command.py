@@ -98,7 +98,7 @@ def test_a_worker_on_a_new_database_says_it_created_one(tmp_path: Path) -> None:
 
     def created() -> bool:
         with hailq.connect(url, migrate=False) as broker:
-            return broker.backend.schema_version() > 0
+            return broker.schema_status()[0] > 0
 
     wait_for(created, timeout=30, what="the worker to create the schema")
     time.sleep(0.5)

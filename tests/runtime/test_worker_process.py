@@ -28,7 +28,7 @@ CLAIMS = {"lease": 2, "max_attempts": 3, "retry": {"base": 0.05, "jitter": 0}}
 def test_an_idle_worker_uses_under_2_percent_cpu(
         broker: hailq.Broker, start_worker: StartWorker, target: list[str]) -> None:
     worker = start_worker(*target)
-    wait_for(lambda: [w for w in broker.backend.worker_list() if w.pid == worker.pid],
+    wait_for(lambda: [w for w in broker.workers() if w.pid == worker.pid],
              what="the worker to start")
     time.sleep(1.0)
     share = cpu_share(worker.pid, 3.0)
@@ -38,7 +38,7 @@ def test_an_idle_worker_uses_under_2_percent_cpu(
 def test_an_idle_worker_wakes_up_for_new_work(
         broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
     worker = start_worker("handlers:order_app", "-q", "high", "-q", "low")
-    wait_for(lambda: [w for w in broker.backend.worker_list() if w.pid == worker.pid],
+    wait_for(lambda: [w for w in broker.workers() if w.pid == worker.pid],
              what="the worker to start")
     time.sleep(1.5)
     for name in ("low", "high"):
@@ -54,8 +54,8 @@ def _start_pool(broker: hailq.Broker, start_worker: StartWorker
     claims = broker.queue("claims", **CLAIMS)
     parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
                           "--concurrency", "2", "--grace", "20")
-    children = wait_for(lambda: len(broker.backend.worker_list()) == 2 and
-                        broker.backend.worker_list(), timeout=60, what="two children")
+    children = wait_for(lambda: len(broker.workers()) == 2 and
+                        broker.workers(), timeout=60, what="two children")
     return claims, parent, {w.pid for w in children}
 
 
@@ -74,7 +74,7 @@ def test_process_pool_runs_children_that_drain_on_sigterm(
     assert 99 in done(effects)  # the child finished its in-flight work before exiting
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists()
-    children = [w for w in broker.backend.worker_list() if w.pid in pids]
+    children = [w for w in broker.workers() if w.pid in pids]
     assert len(children) == 2 and {w.state for w in children} == {"stopped"}
 
 
@@ -146,7 +146,7 @@ def test_children_of_a_killed_supervisor_drain_and_stop(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert done(effects) == [1]  # the one in flight finished first (a drain)
-    states = {w.state for w in broker.backend.worker_list() if w.pid in pids}
+    states = {w.state for w in broker.workers() if w.pid in pids}
     assert states == {"stopped"}
     claims.send({"n": 2})
     time.sleep(1.5)

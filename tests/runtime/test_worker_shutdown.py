@@ -138,7 +138,7 @@ def test_workers_record_heartbeats_and_mark_themselves_stopped(
     worker = start_worker("handlers:app", "-q", "claims", "--concurrency", "3")
 
     def mine() -> list[hailq.WorkerInfo]:
-        return [w for w in broker.backend.worker_list() if w.pid == worker.pid]
+        return [w for w in broker.workers() if w.pid == worker.pid]
 
     info = wait_for(mine, what="the worker to register")[0]
     assert (info.state, info.queues, info.concurrency, info.in_flight) == (

@@ -58,7 +58,7 @@ def dead(queue_name: str, grep: str | None, older_than: float | None,
                                      ordering_key=ordering_key, limit=asked)
         total = _dead_total(queue, letters, limit, filtered)
         letters = letters[:limit]
-        now = broker.backend.clock_now()
+        now = broker.now()
     if app.out.json:
         app.out.emit_json([{**record(d), "last_error": d.last_error} for d in letters])
     else:

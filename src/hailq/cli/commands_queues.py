@@ -85,7 +85,7 @@ def _watch(app: App, broker: hailq.Broker, queue_name: str | None, interval: flo
                 time.sleep(interval)
             found = _collect(broker, queue_name)
             if app.out.json:
-                app.out.emit_json_line({"at": broker.backend.clock_now(),
+                app.out.emit_json_line({"at": broker.now(),
                                         "queues": [stats_record(s) for s in found]})
             else:
                 _show_stats(app, found)
@@ -150,7 +150,7 @@ def peek(queue_name: str, limit: int) -> None:
         found = queue.peek(limit)
         # Counted only when the list is full: a shorter one is the whole queue.
         live = _live(queue.stats()) if len(found) == limit else len(found)
-        now = broker.backend.clock_now()
+        now = broker.now()
     if app.out.json:
         app.out.emit_json([record(m) for m in found])
     else:

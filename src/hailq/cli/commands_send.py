@@ -92,7 +92,7 @@ def _declare_checked(broker: hailq.Broker, name: str,
     settings = existing.settings if existing else QueueSettings()
     for number, message in messages:
         try:
-            build_message(name, settings, message, broker.backend.clock_now)
+            build_message(name, settings, message, broker.now)
         except hailq.InvalidArgument as exc:
             where = f"line {number}: " if number else ""
             raise hailq.InvalidArgument(f"{where}{exc}; nothing was sent") from None

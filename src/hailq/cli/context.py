@@ -136,7 +136,7 @@ class App:
         """A command that only looks neither installs nor upgrades hailq's schema: not in
         another application's database or a mistyped PostgreSQL schema, not under
         workers of an older hailq, not as a role that may only read."""
-        found, latest = broker.backend.schema_version(), broker.backend.schema_latest()
+        found, latest = broker.schema_status()
         where = parsed.display + ("" if parsed.scheme == "sqlite" else
                                   f" (schema {parsed.options.get('schema', 'hailq')})")
         if found == 0:

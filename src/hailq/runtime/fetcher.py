@@ -2,8 +2,8 @@
 
 Each round asks the queues, in the order's plan, for as many messages as
 there are free slots (``receive(max_messages=free)``), and hands each one to
-``dispatch``. When every queue is empty it long-polls the backend
-(``message_wait``) on all its queues at once, so an idle worker makes one cheap
+``dispatch``. When every queue is empty it long-polls the broker
+(``Broker.wait``) on all its queues at once, so an idle worker makes one cheap
 wait, not one per slot or queue.
 """
 
@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
-from hailq.backends.base import Backend
 from hailq.errors import HailqError
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
@@ -23,16 +23,19 @@ from hailq.runtime.inflight import InFlight
 from hailq.runtime.order import Order
 from hailq.runtime.signals import StopFlag
 
+if TYPE_CHECKING:
+    from hailq.broker import Broker
+
 log = logging.getLogger("hailq.worker")
 
 
 class Fetcher:
     """Runs the fetch loop in a thread of its own until ``flag`` says stop."""
 
-    def __init__(self, backend: Backend, queues: Mapping[str, Queue], order: Order,
+    def __init__(self, broker: Broker, queues: Mapping[str, Queue], order: Order,
                  inflight: InFlight, dispatch: Callable[[Message], None], flag: StopFlag,
                  *, poll: float = 1.0, acks: AckBatcher | None = None) -> None:
-        self._backend = backend
+        self._broker = broker
         self._queues = queues
         self._order = order
         self._inflight = inflight
@@ -120,7 +123,7 @@ class Fetcher:
                 self._acks.record(group, results)
 
     def _wait(self) -> None:
-        self._backend.message_wait(list(self._order.queues), self._poll)
+        self._broker.wait(list(self._order.queues), self._poll)
 
     def _sleep(self, seconds: float) -> None:
         waited = 0.0

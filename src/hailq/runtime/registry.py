@@ -1,4 +1,4 @@
-"""The worker registry reporter: this process's heartbeat in the backend's worker table.
+"""The worker registry reporter: this process's heartbeat in the broker's worker table.
 
 Every ``interval`` seconds, and at once when the state changes, the worker
 records who it is (id, host, pid, queues, concurrency), how much it holds
@@ -13,10 +13,13 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from hailq.backends.base import Backend
 from hailq.errors import HailqError
 from hailq.models import WorkerInfo
+
+if TYPE_CHECKING:
+    from hailq.broker import Broker
 
 log = logging.getLogger("hailq.worker")
 
@@ -29,10 +32,10 @@ def new_worker_id() -> str:
 class RegistryReporter:
     """Saves a WorkerInfo now and then; thread-safe. ``start()``, ``set_state()``, ``close()``."""
 
-    def __init__(self, backend: Backend, *, worker_id: str, queues: Sequence[str],
+    def __init__(self, broker: Broker, *, worker_id: str, queues: Sequence[str],
                  concurrency: int, in_flight: Callable[[], int], interval: float = 3.0) -> None:
         self.worker_id = worker_id
-        self._backend = backend
+        self._broker = broker
         self._queues = list(queues)
         self._concurrency = concurrency
         self._in_flight = in_flight
@@ -45,7 +48,7 @@ class RegistryReporter:
 
     def start(self) -> None:
         try:
-            self._started_at = self._backend.clock_now()
+            self._started_at = self._broker.now()
         except HailqError:
             self._started_at = 0.0
         self._save()
@@ -80,6 +83,6 @@ class RegistryReporter:
             queues=self._queues, concurrency=self._concurrency, in_flight=self._in_flight(),
             started_at=self._started_at, last_seen=0.0, state=self._state)
         try:
-            self._backend.worker_save(info)
+            self._broker.save_worker(info)
         except HailqError as exc:
             log.warning("could not record worker %s in the registry: %s", self.worker_id, exc)

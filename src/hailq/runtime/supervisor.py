@@ -80,7 +80,7 @@ class WorkerSpec:
 
         app = self.handlers()
         with hailq.connect(self.url, migrate=False) as broker:
-            if broker.backend.schema_version() == 0:
+            if broker.schema_status()[0] == 0:
                 # Workers may start first on a new database; on a mistyped path or schema
                 # they would wait forever, beside the real one: say what was created.
                 log.warning("no hailq schema at %s: created a new, empty one; if you "

@@ -210,16 +210,16 @@ class _Services:
     """The worker's background duties, each its own small service, started and closed together."""
 
     def __init__(self, worker: Worker) -> None:
-        backend = worker.broker.backend
+        broker = worker.broker
         self.loop = LoopThread()
         self.keeper = LeaseKeeper()
         self.acks = AckBatcher(worker._queues)
         self.slots = SlotPool(worker.concurrency)
         self.registry = RegistryReporter(
-            backend, worker_id=worker.worker_id, queues=worker.order.queues,
+            broker, worker_id=worker.worker_id, queues=worker.order.queues,
             concurrency=worker.concurrency, in_flight=lambda: worker.in_flight,
             interval=worker.registry_interval)
-        self.fetcher = Fetcher(backend, worker._queues, worker.order, worker._inflight,
+        self.fetcher = Fetcher(broker, worker._queues, worker.order, worker._inflight,
                                lambda m: worker._dispatch(m, self), worker._flag,
                                poll=worker.poll, acks=self.acks)
 
