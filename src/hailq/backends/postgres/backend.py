@@ -79,10 +79,10 @@ class PostgresBackend:
         self.schema = _check_schema(schema)
         self._pool_size = max(int(pool_size), 1)
         self._poll_interval = poll_interval
-        ident = {"schema": sql.Identifier(self.schema)}
-        # Rendered once: psycopg then caches and prepares each query by its text.
-        self._q = {name: sql.SQL(text).format(**ident).as_string(None)
-                   for name, text in _RAW.items()}
+        # Rendered once: psycopg then caches and prepares each query by its text. Leases
+        # and acks commit without waiting for the disk, sends and effects durably.
+        self._q = _render(self.schema, _RELAXED)
+        self._q_durable = _render(self.schema, sql.SQL("true"))
         self.channel = _channel(self.schema)
         self._pid = -1
         self._durable: ConnectionPool | None = None
@@ -98,8 +98,8 @@ class PostgresBackend:
             # After fork the parent's pools (and their threads) are unusable: start anew.
             self._probe()
             self._pid = os.getpid()
-            self._durable = self._make_pool("durable", None)
-            self._fast = self._make_pool("fast", "SET synchronous_commit = off")
+            self._durable = self._make_pool("durable")
+            self._fast = self._make_pool("fast")
             self._listener = None
             self._maintained = {}
         return self._durable, self._fast
@@ -112,14 +112,12 @@ class PostgresBackend:
         except psycopg.Error as exc:
             raise self._storage_error(exc) from None
 
-    def _make_pool(self, name: str, setup: str | None) -> ConnectionPool:
-        def configure(conn: psycopg.Connection[Any]) -> None:
-            if setup:
-                conn.execute(setup)
-
+    def _make_pool(self, name: str) -> ConnectionPool:
+        # No session settings: through a transaction pooler they would stay on a server
+        # connection that another client's transaction gets next.
         return ConnectionPool(
             self._conninfo, min_size=1, max_size=self._pool_size, open=True,
-            kwargs={"autocommit": True, "connect_timeout": 5}, configure=configure,
+            kwargs={"autocommit": True, "connect_timeout": 5},
             name=f"hailq-{name}", timeout=5, reconnect_timeout=0)
 
     def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -469,7 +467,7 @@ class PostgresBackend:
                 found = self._ack_rows(conn, queue, group)
             else:
                 with conn.transaction():
-                    found = self._ack_rows(conn, queue, group)
+                    found = self._ack_rows(conn, queue, group, durable=in_transaction)
                     self._release(conn, queue, [r[1] for r in found if r[1] is not None])
             outcome.update({(r[0], r[3]): bool(r[2]) for r in found})
             if found and group[0].wake:
@@ -487,13 +485,14 @@ class PostgresBackend:
                 conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
 
     def _ack_rows(self, conn: psycopg.Connection[Any], queue: str,
-                  group: list[AckParams]) -> list[Any]:
+                  group: list[AckParams], durable: bool = False) -> list[Any]:
+        q = self._q_durable if durable else self._q
         if len(group) == 1:
             a = group[0]
-            return conn.execute(self._q["message_ack_one"], {
+            return conn.execute(q["message_ack_one"], {
                 "queue": queue, "id": a.message_id, "token": a.token,
                 "seq": a.seq}).fetchall()
-        return conn.execute(self._q["message_ack"], {
+        return conn.execute(q["message_ack"], {
             "queue": queue, "ids": [a.message_id for a in group],
             "tokens": [a.token for a in group], "seqs": [a.seq for a in group]}).fetchall()
 
@@ -659,6 +658,14 @@ class PostgresBackend:
                 pool.close()
         self._durable = self._fast = None
         self._listener = None
+
+
+_RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL")
+
+
+def _render(schema: str, relaxed: sql.Composable) -> dict[str, str]:
+    parts = {"schema": sql.Identifier(schema), "relaxed": relaxed}
+    return {name: sql.SQL(text).format(**parts).as_string(None) for name, text in _RAW.items()}
 
 
 def _claim_args(params: ClaimParams) -> dict[str, Any]:

@@ -1,5 +1,10 @@
 -- hailq queries for PostgreSQL. {schema} is hailq's schema; parameters are %(name)s.
 -- Times are epoch seconds from {schema}.epoch(), the database clock (rule 11).
+-- {relaxed} marks the leases' and acks' statements: a condition that is always true and
+-- sets synchronous_commit = off for the statement's own transaction (a crash that loses
+-- one only causes a redelivery). Set per transaction, never per session, so no setting
+-- stays on a connection that a transaction pooler hands to a send next. The variant
+-- that commits a caller's effect with its ack renders it as plain true.
 
 -- name: queue_save
 INSERT INTO {schema}.queues (name, settings, created_at)
@@ -84,6 +89,7 @@ WITH promoted AS (
     WHERE id = ANY(ARRAY(
         SELECT id FROM {schema}.messages
         WHERE queue = %(queue)s AND state = 'scheduled' AND available_at <= {schema}.epoch()
+          AND {relaxed}
         LIMIT 1000 FOR UPDATE SKIP LOCKED))
     RETURNING 1
 ), expired AS (
@@ -97,6 +103,7 @@ WITH promoted AS (
     WHERE id = ANY(ARRAY(
         SELECT id FROM {schema}.messages
         WHERE queue = %(queue)s AND state = 'leased' AND lease_until <= {schema}.epoch()
+          AND {relaxed}
         LIMIT 1000 FOR UPDATE SKIP LOCKED))
     RETURNING state, ordering_key
 )
@@ -127,7 +134,7 @@ SELECT count(*) FROM {schema}.messages WHERE queue = %(queue)s AND state = 'leas
 -- name: message_claim
 WITH picked AS (
     SELECT id FROM {schema}.messages
-    WHERE queue = %(queue)s AND state = 'ready'
+    WHERE queue = %(queue)s AND state = 'ready' AND {relaxed}
     ORDER BY sort_key, seq
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
@@ -201,7 +208,7 @@ WITH gone AS (
     DELETE FROM {schema}.messages m
     USING unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[]) AS a(id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND (a.seq IS NULL OR m.seq = a.seq)
-      AND m.queue = %(queue)s AND m.state <> 'blocked'
+      AND m.queue = %(queue)s AND m.state <> 'blocked' AND {relaxed}
     RETURNING m.id, m.ordering_key,
               (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
 ), counted AS (
@@ -221,7 +228,7 @@ WITH gone AS (
           AS a(queue, id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
       AND (a.seq IS NULL OR m.seq = a.seq)
-      AND m.ordering_key IS NULL AND m.state <> 'blocked'
+      AND m.ordering_key IS NULL AND m.state <> 'blocked' AND {relaxed}
     RETURNING m.id, m.queue,
               (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
 ), counted AS (
@@ -241,7 +248,7 @@ WITH gone AS (
           AS a(queue, id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
       AND (a.seq IS NULL OR m.seq = a.seq)
-      AND m.ordering_key IS NULL AND m.state <> 'blocked'
+      AND m.ordering_key IS NULL AND m.state <> 'blocked' AND {relaxed}
     RETURNING m.id, m.queue,
               (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
 ), late_counted AS (
@@ -255,6 +262,7 @@ WITH gone AS (
     -- was handed back to the caller that had just acked it.
     SELECT id FROM {schema}.messages
     WHERE queue = %(queue)s AND state = 'ready' AND id NOT IN (SELECT id FROM gone)
+      AND {relaxed}
     ORDER BY sort_key, seq
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
@@ -281,6 +289,7 @@ FROM gone;
 WITH gone AS (
     DELETE FROM {schema}.messages
     WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
+      AND {relaxed}
       AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint)
     RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch()) AS late,
               token
@@ -318,6 +327,7 @@ WITH nacked AS (
     WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
       AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint) AND state IN ('leased', 'ready')
       AND (NOT %(spare)s OR lease_until >= {schema}.epoch() OR attempt < %(max_attempts)s)
+      AND {relaxed}
     RETURNING state, ordering_key
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, nacked, dead_lettered)
@@ -335,7 +345,7 @@ UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() 
 FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[], %(seconds)s::float8[])
      AS e(id, token, seq, seconds)
 WHERE m.id = e.id AND m.token = e.token AND (e.seq IS NULL OR m.seq = e.seq)
-  AND m.queue = %(queue)s
+  AND m.queue = %(queue)s AND {relaxed}
   AND m.state IN ('leased', 'ready')
   -- An ended lease of the last attempt is a dead message's (rule 13), marked or not.
   AND (m.lease_until >= {schema}.epoch() OR m.attempt < %(max_attempts)s)
