@@ -120,15 +120,25 @@ class PostgresBackend:
             kwargs={"autocommit": True, "connect_timeout": 5},
             name=f"hailq-{name}", timeout=5, reconnect_timeout=0)
 
-    def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T],
+              rerun: Callable[[psycopg.Connection[Any]], T] | None = None) -> T:
         """Run ``fn`` on a pooled connection; retry on fresh ones after connection failures
-        (a restarted server, killed sessions) for up to ``_RETRY_FOR`` seconds."""
+        (a restarted server, killed sessions) for up to ``_RETRY_FOR`` seconds.
+
+        A failure after ``fn`` started leaves its outcome unknown: its commit may have
+        gone through before the connection broke. Such a call is never re-run blindly:
+        the retry runs ``rerun`` (which finds out what the first try did) where given,
+        else ``fn`` again, for calls whose re-run cannot change an outcome twice."""
         deadline = time.monotonic() + _RETRY_FOR
         delay = 0.05
+        started = False
         while True:
             pool = self._pools()[0 if durable else 1]
             try:
                 with pool.connection(timeout=max(deadline - time.monotonic(), 0.5)) as conn:
+                    if started and rerun is not None:
+                        return rerun(conn)
+                    started = True
                     return fn(conn)
             except psycopg.OperationalError as exc:
                 if time.monotonic() + delay >= deadline:
@@ -273,16 +283,19 @@ class PostgresBackend:
             except psycopg.Error as exc:
                 raise self._storage_error(exc) from None
         if all(m.dedup_id is None and m.ordering_key is None for m in messages):
-            # One autocommit statement: no BEGIN/COMMIT round trips.
+            # One autocommit statement: no BEGIN/COMMIT round trips. A re-run after a
+            # lost connection skips the rows its first try committed (ON CONFLICT).
             args = _insert_args(messages)
             self._call(True, lambda c: c.execute(self._q["message_insert_counted"], args))
             return [m.id for m in messages]
 
-        def run(conn: psycopg.Connection[Any]) -> list[str]:
-            with conn.transaction():
-                return self._insert(conn, messages)
+        def run(rerun: bool) -> Callable[[psycopg.Connection[Any]], list[str]]:
+            def insert(conn: psycopg.Connection[Any]) -> list[str]:
+                with conn.transaction():
+                    return self._insert(conn, messages, rerun=rerun)
+            return insert
 
-        return self._call(True, run)
+        return self._call(True, run(False), rerun=run(True))
 
     def _check_foreign(self, connection: Any) -> psycopg.Connection[Any]:
         if not isinstance(connection, psycopg.Connection):
@@ -301,16 +314,20 @@ class PostgresBackend:
                 "`with connection.transaction():` so the message commits with your work")
         return connection
 
-    def _insert(self, conn: psycopg.Connection[Any], messages: Sequence[NewMessage]) -> list[str]:
+    def _insert(self, conn: psycopg.Connection[Any], messages: Sequence[NewMessage],
+                rerun: bool = False) -> list[str]:
+        """Insert ``messages`` in the caller's transaction. With ``rerun`` (the first try's
+        connection broke, its commit unknown), a message whose dedup record the first try
+        made is not inserted again: it was stored then, and may be consumed already."""
         ids: list[str] = []
         fresh: list[NewMessage] = []
         for m in messages:
             if m.dedup_id is not None:
-                owner = str(self._one(conn, "dedup_claim", {
+                owner, made = self._one(conn, "dedup_claim", {
                     "queue": m.queue, "dedup_id": m.dedup_id, "id": m.id,
-                    "dedup_window": m.dedup_window})[0])
-                if owner != m.id:
-                    ids.append(owner)
+                    "dedup_window": m.dedup_window})
+                if owner != m.id or (rerun and not made):
+                    ids.append(str(owner))
                     continue
             fresh.append(m)
             ids.append(m.id)
@@ -375,7 +392,12 @@ class PostgresBackend:
                        committed=True)
             return [outcome.get((a.message_id, a.token)) for a in acks], found
 
-        return self._call(False, run)
+        def rerun(conn: psycopg.Connection[Any],
+                  ) -> tuple[list[bool | None], list[ClaimedRow]]:
+            results, found = run(conn)
+            return self._confirm_gone(conn, acks, results), found
+
+        return self._call(False, run, rerun=rerun)
 
     def _claim_with_upkeep(self, conn: psycopg.Connection[Any],
                            params: ClaimParams) -> list[ClaimedRow]:
@@ -452,7 +474,21 @@ class PostgresBackend:
     # -- finishing ---------------------------------------------------------------------
 
     def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
-        return self._call(False, lambda conn: self._ack(conn, acks, in_transaction=False))
+        return self._call(
+            False, lambda conn: self._ack(conn, acks, in_transaction=False),
+            rerun=lambda conn: self._confirm_gone(
+                conn, acks, self._ack(conn, acks, in_transaction=False)))
+
+    def _confirm_gone(self, conn: psycopg.Connection[Any], acks: Sequence[AckParams],
+                      results: list[bool | None]) -> list[bool | None]:
+        """An ack re-run after its connection broke: a receipt whose message is gone was
+        acked by the first try (its commit went through before the break), not lost."""
+        unsure = [a.message_id for a, r in zip(acks, results, strict=True) if r is None]
+        if not unsure:
+            return results
+        present = {r[0] for r in conn.execute(self._q["messages_present"], {"ids": unsure})}
+        return [False if r is None and a.message_id not in present else r
+                for a, r in zip(acks, results, strict=True)]
 
     def _ack(self, conn: psycopg.Connection[Any], acks: Sequence[AckParams],
              in_transaction: bool) -> list[bool | None]:

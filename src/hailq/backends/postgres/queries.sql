@@ -27,7 +27,8 @@ SELECT settings FROM {schema}.queues WHERE name = %(name)s;
 SELECT name, settings FROM {schema}.queues ORDER BY name;
 
 -- name: dedup_claim
--- Returns the id that owns the dedup id: ours when it is new or the old one expired.
+-- Returns the id that owns the dedup id (ours when it is new or the old one expired), and
+-- whether this statement made the row (a re-run send finds the one its first try made).
 INSERT INTO {schema}.dedup AS d (queue, dedup_id, message_id, expires_at)
 VALUES (%(queue)s, %(dedup_id)s, %(id)s, {schema}.epoch() + %(dedup_window)s)
 ON CONFLICT (queue, dedup_id) DO UPDATE
@@ -35,7 +36,7 @@ SET message_id = CASE WHEN d.expires_at <= {schema}.epoch() THEN excluded.messag
                       ELSE d.message_id END,
     expires_at = CASE WHEN d.expires_at <= {schema}.epoch() THEN excluded.expires_at
                       ELSE d.expires_at END
-RETURNING message_id;
+RETURNING message_id, xmax = 0;
 
 -- name: dedup_prune
 DELETE FROM {schema}.dedup WHERE ctid = ANY(ARRAY(
@@ -75,6 +76,9 @@ WITH inserted AS (
                                   delay, aging, ord)
     ) AS b
     ORDER BY b.ord
+    -- A send re-run after its connection broke may find its own rows committed: they
+    -- are neither stored twice nor counted twice.
+    ON CONFLICT (id) DO NOTHING
     RETURNING queue
 )
 INSERT INTO {schema}.counters AS c (queue, shard, sent)
@@ -299,6 +303,9 @@ WITH gone AS (
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + 1
 )
 SELECT id, ordering_key, late, token FROM gone;
+
+-- name: messages_present
+SELECT id FROM {schema}.messages WHERE id = ANY(%(ids)s::text[]);
 
 -- name: message_attempt
 SELECT attempt FROM {schema}.messages
