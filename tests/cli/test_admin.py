@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -42,6 +43,25 @@ def age_workers(url: str, seconds: float) -> None:
     with psycopg.connect(parsed.target, autocommit=True) as conn:
         conn.execute(sql.SQL("UPDATE {}.workers SET last_seen = last_seen - %s").format(
             sql.Identifier(parsed.options["schema"])), (seconds,))
+
+
+def stored_states(url: str, queue: str) -> list[str]:
+    """Each message's state as stored, in send order: not as a look works it out from the
+    clock (an ended lease shows as ready to a look before anything writes it so)."""
+    parsed = parse_url(url)
+    if parsed.scheme == "sqlite":
+        with contextlib.closing(sqlite3.connect(parsed.target)) as conn:
+            rows = conn.execute("SELECT state FROM hailq_messages WHERE queue = ? ORDER BY seq",
+                                (queue,)).fetchall()
+        return [state for (state,) in rows]
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(parsed.target) as conn:
+        found = conn.execute(sql.SQL("SELECT state FROM {}.messages WHERE queue = %s "
+                                     "ORDER BY seq").format(
+            sql.Identifier(parsed.options["schema"])), (queue,)).fetchall()
+    return [state for (state,) in found]
 
 
 CHECKERS = textwrap.dedent("""
@@ -118,6 +138,75 @@ def test_a_worker_stopped_by_sigterm_shows_stopped_and_a_killed_one_dead(
 def test_workers_when_there_are_none(hq_any: Hailq, api_any: hailq.Broker) -> None:
     assert hq_any("workers", "--json").json() == []
     assert "no workers" in hq_any("workers").out
+
+
+def test_workers_only_reads_and_maintain_forgets_the_long_silent(
+        hq_any: Hailq, api_any: hailq.Broker, url: str) -> None:
+    api_any.save_worker(worker("w-old", "img-01", 101, ["claims"], 0))
+    age_workers(url, 2 * 86400)
+    api_any.save_worker(worker("w-quiet", "img-02", 202, ["claims"], 0))
+    age_workers(url, 120)
+    api_any.save_worker(worker("w-new", "img-03", 303, ["claims"], 1))
+    for _ in range(2):  # looking forgets nobody, however long gone
+        assert {w["id"] for w in hq_any("workers", "--json").json()} == {
+            "w-old", "w-quiet", "w-new"}
+
+    done = hq_any("maintain", "--json").json()
+    assert (done["workers_forgotten"], done["forget_workers_after"]) == (1, 86400)
+    assert {w["id"] for w in hq_any("workers", "--json").json()} == {"w-quiet", "w-new"}
+    said = hq_any("maintain", "--forget-workers-after", "60").out
+    assert "forgot 1 worker silent for more than 1m00s" in said
+    assert [w["id"] for w in hq_any("workers", "--json").json()] == ["w-new"]
+    # Shorter than a worker's silence before it counts as dead would forget running ones.
+    assert "--forget-workers-after" in hq_any(
+        "maintain", "--forget-workers-after", "5").assert_clean_error(2)
+
+
+def test_maintain_settles_ended_leases_and_due_messages_of_every_queue(
+        hq_any: Hailq, api_any: hailq.Broker, url: str) -> None:
+    claims = api_any.queue("claims", lease=0.5, max_attempts=1)
+    claims.send({"claim": 1})
+    assert claims.receive()
+    audit = api_any.queue("audit", lease=0.5, max_attempts=3)
+    audit.send({"claim": 2})
+    assert audit.receive()
+    audit.send({"claim": 3}, delay=0.5)
+    time.sleep(1.0)
+    for look in (["queues"], ["stats"], ["peek", "claims"], ["peek", "audit"],
+                 ["dead", "claims"]):
+        assert hq_any(*look).code == 0
+    # The looks showed the truth without writing it.
+    assert stored_states(url, "claims") == ["leased"]
+    assert stored_states(url, "audit") == ["leased", "scheduled"]
+
+    done = hq_any("maintain", "--json").json()
+    assert (done["queues"], done["workers_forgotten"]) == (2, 0)
+    assert stored_states(url, "claims") == ["dead"]
+    assert stored_states(url, "audit") == ["ready", "ready"]
+    [dead] = hq_any("dead", "claims", "--json").json()
+    assert dead["last_error"] == "lease expired"
+    assert "maintained 2 queues" in hq_any("maintain").out
+
+
+def test_maintain_never_creates_a_database(tmp_path: Path) -> None:
+    from .conftest import run_hailq
+
+    line = run_hailq("maintain", url=f"sqlite:///{tmp_path / 'typo.db'}").assert_clean_error(1)
+    assert "no hailq database" in line and "hailq migrate" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_maintain_never_creates_a_postgres_schema(pg_url: str) -> None:
+    import psycopg
+
+    from .conftest import run_hailq
+
+    line = run_hailq("maintain", url=pg_url).assert_clean_error(1)
+    assert "no hailq schema" in line
+    server, schema = pg_url.rsplit("schema=", 1)
+    with psycopg.connect(server.rstrip("?&")) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                            (schema,)).fetchall() == []
 
 
 def test_migrate_prints_the_schema_version(hq_any: Hailq) -> None:

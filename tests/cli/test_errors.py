@@ -111,7 +111,7 @@ def test_every_command_has_help(hq: Hailq) -> None:
     listing = hq("--help")
     assert listing.code == 0
     for command in ("send", "queues", "stats", "peek", "dead", "redrive", "purge", "topics",
-                    "subscribe", "publish", "workers", "migrate"):
+                    "subscribe", "publish", "workers", "maintain", "migrate"):
         assert command in listing.out
         result = hq(command, "--help")
         assert result.code == 0, result.err
@@ -186,6 +186,15 @@ def test_a_bad_url_exits_2_and_a_database_that_fails_exits_1(
         url: str, code: int, says: str, tmp_path: Path) -> None:
     (tmp_path / "junk.db").write_text("not a database, only text " * 10)
     assert says in run_hailq("queues", url=url, cwd=tmp_path).assert_clean_error(code)
+
+
+def test_an_unknown_scheme_lists_the_schemes_hailq_knows(tmp_path: Path) -> None:
+    line = run_hailq("queues", url="redis://cache:6379/0", cwd=tmp_path).assert_clean_error(2)
+    assert "unsupported broker URL 'redis://cache:6379/0'" in line
+    assert "the schemes hailq knows are postgres, postgresql, sqlite" in line
+    with pytest.raises(hailq.InvalidArgument, match="postgres, postgresql, sqlite"):
+        hailq.connect("mysql://db/x")
+    assert list(tmp_path.iterdir()) == []
 
 
 def _foreign_database(path: Path) -> None:

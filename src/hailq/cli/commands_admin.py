@@ -1,16 +1,17 @@
-"""The broker itself: ``hailq workers`` and ``hailq migrate``."""
+"""The broker itself: ``hailq workers``, ``hailq maintain`` and ``hailq migrate``."""
 
 from __future__ import annotations
 
 import click
 
 import hailq
-from hailq.cli.context import common_options, current_app
+from hailq.cli.context import Finite, common_options, current_app
 from hailq.cli.output import age, record
 
 # A worker reports itself every few seconds; one silent for longer has died.
 DEAD_AFTER = 15.0
 STOPPED = "stopped"  # what a worker records as it shuts down cleanly (runtime/registry.py)
+FORGET_AFTER = 86400.0  # a day: long enough to see what happened overnight
 
 
 @click.command("workers")
@@ -25,6 +26,9 @@ def workers() -> None:
     killed, or its machine or network went away. Its leased messages return
     to their queues when their leases end. With --json, "alive" is true for
     a running or draining worker heard from in time.
+
+    Only reads: workers long gone stay listed until 'hailq maintain' forgets
+    them.
     """
     app = current_app()
     with app.broker() as broker:
@@ -52,6 +56,44 @@ def worker_status(worker: hailq.WorkerInfo, now: float) -> str:
     return "dead" if now - worker.last_seen > DEAD_AFTER else worker.state
 
 
+@click.command("maintain")
+@click.option("--forget-workers-after", type=Finite(min=DEAD_AFTER), default=FORGET_AFTER,
+              show_default=True, metavar="SECONDS",
+              help=f"Forget workers not heard from for this long (at least {DEAD_AFTER:g}: "
+                   "a shorter time would forget running ones between two reports).")
+@common_options
+def maintain(forget_workers_after: float) -> None:
+    """Do the upkeep consumers do as they receive, for every queue, and forget workers
+    long silent.
+
+    Messages whose delay or retry backoff is over become ready; a message
+    whose lease ended goes back to its queue, or becomes dead after its last
+    attempt; workers not heard from for --forget-workers-after seconds (by the
+    database's clock) leave 'hailq workers'.
+
+    Optional: consumers and workers do the queue upkeep as they receive, and
+    the commands that look (queues, stats, peek, dead, workers) never write.
+    Run it on a queue nobody consumes before reading its figures, or from a
+    timer to keep the list of workers short. It writes, but never creates a
+    database or schema: 'hailq migrate' does.
+    """
+    app = current_app()
+    with app.broker() as broker:
+        queues = len(broker.queues())
+        before = {w.id for w in broker.workers()}
+        broker.maintain(forget_workers_after)
+        # A worker that registered meanwhile is not in ``before``: only the pruned are.
+        forgotten = len(before - {w.id for w in broker.workers()})
+        url = broker.url
+    if app.out.json:
+        app.out.emit_json({"url": url, "queues": queues, "workers_forgotten": forgotten,
+                           "forget_workers_after": forget_workers_after})
+    else:
+        app.out.line(f"maintained {queues} queue{'' if queues == 1 else 's'} at {url}; "
+                     f"forgot {forgotten} worker{'' if forgotten == 1 else 's'} silent for "
+                     f"more than {age(forget_workers_after)}")
+
+
 @click.command("migrate")
 @common_options
 def migrate() -> None:
@@ -69,4 +111,4 @@ def migrate() -> None:
         app.out.line(f"schema version {version} at {url}")
 
 
-COMMANDS = [workers, migrate]
+COMMANDS = [workers, maintain, migrate]

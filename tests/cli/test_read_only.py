@@ -1,0 +1,73 @@
+"""Rule 30: the commands that look never write, so a PostgreSQL role that may only read
+hailq's tables can run them (an operator's or a dashboard's login), while the work
+goes on, and nothing it looks at changes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import hailq
+
+from .conftest import run_hailq
+
+LOOKS = [["workers"], ["queues"], ["topics"], ["stats"], ["stats", "claims"],
+         ["peek", "claims"], ["dead", "claims"]]
+
+
+@pytest.fixture
+def reader_url(pg_url: str) -> Iterator[str]:
+    """``pg_url`` as a new login role granted only USAGE on hailq's schema and SELECT on
+    its tables; the role is dropped afterwards."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    hailq.connect(pg_url).close()  # the schema and its tables, made by their owner
+    role = f"hailq_ro_{uuid.uuid4().hex[:12]}"
+    server = pg_url.rsplit("schema=", 1)[0].rstrip("?&")
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+    parts = urlsplit(pg_url)
+    host = parts.netloc.rpartition("@")[2]
+    try:
+        yield urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            for statement in ("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}",
+                              "REVOKE ALL ON SCHEMA {} FROM {}"):
+                conn.execute(sql.SQL(statement).format(sql.Identifier(schema),
+                                                       sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_rule_30_a_role_that_may_only_read_can_run_every_look(
+        pg_url: str, reader_url: str) -> None:
+    with hailq.connect(pg_url) as broker:
+        claims = broker.queue("claims", lease=0.5, max_attempts=1)
+        claims.send({"claim": 1})
+        claims.receive()  # its lease ends unseen: dead, but nobody has written that yet
+        claims.send({"claim": 2}, delay=0.5)
+        claims.send({"claim": 3}, priority=5)
+        broker.topic("storms").subscribe("claims")
+        broker.save_worker(hailq.WorkerInfo(
+            id="w-1", host="img-01", pid=101, queues=["claims"], concurrency=4, in_flight=0,
+            started_at=time.time(), last_seen=0.0, state="running"))
+    time.sleep(1.0)
+
+    for look in LOOKS:
+        result = run_hailq(*look, "--json", url=reader_url)
+        assert result.code == 0, (look, result.err)
+    assert [d["id"] for d in run_hailq("dead", "claims", "--json", url=reader_url).json()]
+    [stats] = run_hailq("stats", "claims", "--json", url=reader_url).json()
+    assert (stats["dead"], stats["ready"]) == (1, 2)
+    # The role really may not write: the same database refuses it a send.
+    line = run_hailq("send", "claims", "4", url=reader_url).assert_clean_error(1)
+    assert "permission denied" in line
