@@ -48,21 +48,25 @@ class Topic:
     def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,
                 delay: Duration = 0, headers: dict[str, str] | None = None,
                 dedup_id: str | None = None, *,
-                not_before: datetime | float | None = None) -> dict[str, str]:
+                not_before: datetime | float | None = None,
+                connection: Any = None) -> dict[str, str]:
         """Copy one message into every subscription that exists now, atomically.
 
         Returns ``{subscription: message id}``; subscriptions whose filter does
         not match get nothing. Every copy has the same body, priority, ordering
-        key and headers.
+        key and headers. With ``connection`` (an open transaction on the broker's
+        database, as for ``Queue.send``), the copies join that transaction: every
+        copy exists if and only if it commits (the outbox, rule 3).
         """
         envelope = Envelope(body, priority, ordering_key, delay, headers, dedup_id, not_before)
-        return self.publish_many([envelope])[0]
+        return self.publish_many([envelope], connection=connection)[0]
 
-    def publish_many(self, items: Iterable[Body | Envelope]) -> list[dict[str, str]]:
+    def publish_many(self, items: Iterable[Body | Envelope], *,
+                     connection: Any = None) -> list[dict[str, str]]:
         """Publish a batch atomically, all or none: one transaction for every copy.
 
         Items are bodies or ``Envelope``s; returns, per item, ``{subscription:
-        message id}`` as ``publish`` does.
+        message id}`` as ``publish`` does. ``connection`` as for ``publish``.
         """
         envelopes = [i if isinstance(i, Envelope) else Envelope(i)
                      for i in check_batch(items, "publish_many")]
@@ -90,7 +94,7 @@ class Topic:
                                               "published") from None
             return [m for _, m in built]
 
-        ids = backend.topic_publish(self.name, copies) if envelopes else []
+        ids = backend.topic_publish(self.name, copies, connection) if envelopes else []
         result: list[dict[str, str]] = [{} for _ in envelopes]
         for (n, message), message_id in zip(built, ids, strict=True):
             result[n][message.queue] = message_id

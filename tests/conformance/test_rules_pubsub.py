@@ -7,7 +7,7 @@ import pytest
 import hailq
 from hailq import MessageTooLarge
 
-from .helpers import drain, receive_all
+from .helpers import RawDatabase, drain, receive_all
 
 # -- rule 19: publish ---------------------------------------------------------------------------
 
@@ -153,3 +153,34 @@ def test_rule_20_a_failing_subscriber_delays_nobody_else(broker: hailq.Broker) -
     assert (mailer_stats.acked, mailer_stats.dead, mailer_stats.redelivered) == (100, 0, 0)
     assert len(audit.dead_letters()) == 100
     assert mailer.dead_letters() == []
+
+
+# -- rule 3 for topics: publish inside the application's own transaction (the outbox) -------
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["committed", "rolled-back"])
+def test_rule_03_publish_joins_the_callers_transaction(broker: hailq.Broker,
+                                                       raw: RawDatabase, commit: bool) -> None:
+    topic = broker.topic("claim-events")
+    audit = topic.subscribe("audit")
+    billing = topic.subscribe("billing")
+    orders = raw.create_table("orders", "id INTEGER PRIMARY KEY")
+    conn = raw.connect()
+    try:
+        conn.execute(raw.sql(f"INSERT INTO {orders} (id) VALUES (?)"), (1,))
+        ids = topic.publish({"order": 1}, connection=conn)
+        more = topic.publish_many([{"order": 1, "line": 1}], connection=conn)
+        assert audit.peek() == []  # not visible before the caller commits
+        if commit:
+            conn.commit()
+        else:
+            conn.rollback()
+    finally:
+        conn.close()
+
+    assert raw.count(orders) == (1 if commit else 0)
+    for queue in (audit, billing):
+        got = [m.body for m in queue.receive(max_messages=10)]
+        assert got == ([{"order": 1}, {"order": 1, "line": 1}] if commit else [])
+        assert queue.stats().sent == (2 if commit else 0)
+    assert set(ids) == set(more[0]) == {"audit", "billing"}

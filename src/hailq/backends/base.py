@@ -240,8 +240,10 @@ class Backend(Protocol):
 
     def subscription_list(self, topic: str) -> list[Subscription]: ...
 
-    def topic_publish(self, topic: str, build: BuildCopies) -> list[str]:
-        """Read the subscriptions and insert ``build(subscriptions)`` in one transaction."""
+    def topic_publish(self, topic: str, build: BuildCopies,
+                      connection: Any = None) -> list[str]:
+        """Read the subscriptions and insert ``build(subscriptions)`` in one transaction;
+        with ``connection``, in the caller's open transaction (committed by the caller)."""
         ...
 
     def worker_save(self, worker: WorkerInfo) -> None:

@@ -343,7 +343,16 @@ class PostgresBackend:
             conn.execute(self._q["dedup_prune"], {})
         return ids
 
-    def topic_publish(self, topic: str, build: BuildCopies) -> list[str]:
+    def topic_publish(self, topic: str, build: BuildCopies,
+                      connection: Any = None) -> list[str]:
+        if connection is not None:  # the caller's transaction: every copy or none
+            conn = self._check_foreign(connection)
+            try:
+                copies = build(self._subscriptions(conn, topic))
+                return self._insert(conn, copies) if copies else []
+            except psycopg.Error as exc:
+                raise self._storage_error(exc) from None
+
         def run(conn: psycopg.Connection[Any]) -> list[str]:
             with conn.transaction():
                 subs = self._subscriptions(conn, topic)

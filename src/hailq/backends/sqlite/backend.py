@@ -386,7 +386,15 @@ class SQLiteBackend:
             conn.execute(Q["dedup_prune"], {"now": now})
         return ids
 
-    def topic_publish(self, topic: str, build: BuildCopies) -> list[str]:
+    def topic_publish(self, topic: str, build: BuildCopies,
+                      connection: Any = None) -> list[str]:
+        if connection is not None:  # the caller's transaction: every copy or none
+            conn = self._check_foreign(connection)
+            try:
+                return self._insert(conn, build(self._subscriptions(conn, topic)),
+                                    self._clock())
+            except sqlite3.Error as exc:
+                raise self._storage_error(exc) from None
         with self._transaction(durable=True) as conn:
             subs = self._subscriptions(conn, topic)
             return self._insert(conn, build(subs), self._clock())
