@@ -15,7 +15,9 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -88,6 +90,7 @@ class PostgresBackend:
         self._durable: ConnectionPool | None = None
         self._fast: ConnectionPool | None = None
         self._listener: Listener | None = None
+        self._owned = _Owned([])
         self._maintained: dict[str, float] = {}
         self._inserts = 0
 
@@ -102,6 +105,11 @@ class PostgresBackend:
             self._fast = self._make_pool("fast")
             self._listener = None
             self._maintained = {}
+            # A backend dropped without close() closes what it opened when it is
+            # collected, never leaving it to the pools' own __del__: collected in one of
+            # their threads, that one tried to join itself.
+            self._owned = _Owned([self._durable, self._fast])
+            weakref.finalize(self, self._owned.close)
         return self._durable, self._fast
 
     def _probe(self) -> None:
@@ -159,6 +167,7 @@ class PostgresBackend:
         self._pools()
         if self._listener is None:
             self._listener = Listener(self._conninfo, self.channel)
+            self._owned.items.append(self._listener)
         return self._listener
 
     # -- schema ------------------------------------------------------------------------
@@ -696,13 +705,33 @@ class PostgresBackend:
     def close(self) -> None:
         if self._pid != os.getpid():
             return
-        if self._listener is not None:
-            self._listener.close()
-        for pool in (self._durable, self._fast):
-            if pool is not None:
-                pool.close()
+        self._owned.close()
         self._durable = self._fast = None
         self._listener = None
+
+
+class _Owned:
+    """The pools and listener one backend opened in this process, closed once."""
+
+    def __init__(self, items: list[ConnectionPool | Listener]) -> None:
+        self.items = items
+        self._pid = os.getpid()
+
+    def close(self) -> None:
+        items, self.items = self.items, []
+        if not items or self._pid != os.getpid():
+            return  # nothing opened, or a forked child's copy of the parent's
+        if threading.current_thread().name.startswith("hailq-"):
+            # Collected in one of their own threads: it cannot join itself.
+            threading.Thread(target=_close_all, args=(items,), daemon=True,
+                             name="closing-hailq").start()
+        else:
+            _close_all(items)
+
+
+def _close_all(items: list[ConnectionPool | Listener]) -> None:
+    for item in reversed(items):  # the listener first, then the pools
+        item.close()
 
 
 _RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL")
