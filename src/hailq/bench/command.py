@@ -19,6 +19,7 @@ from hailq.bench.runner import (
     bench_send,
     machine,
 )
+from hailq.bench.scratch import bench_url, prepare_schemas, schema_of
 from hailq.bench.workers import WorkerFigure, bench_workers, render_workers
 from hailq.cli.context import given_url, json_requested
 
@@ -35,21 +36,6 @@ def _pg_reachable(url: str) -> str | None:
             return None
     except psycopg.Error as exc:
         return str(exc).strip().splitlines()[0]
-
-
-def drop_schemas(url: str) -> None:
-    """The benchmark owns its schemas: start from empty ones."""
-    import psycopg
-    from psycopg import sql
-
-    from hailq.url import parse_url
-
-    parsed = parse_url(url)
-    schema = parsed.options.get("schema", "hailq")
-    with psycopg.connect(parsed.target, autocommit=True) as conn:
-        for name in (schema, schema + "_raw", schema + "_workers"):
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                sql.Identifier(name)))
 
 
 PARTS = ("send", "cycle", "keys", "latency", "workers")
@@ -91,9 +77,8 @@ def workers_url(url: str) -> str:
     parsed = parse_url(url)
     if parsed.scheme == "sqlite":
         return f"sqlite:///{parsed.target.removesuffix('.db')}-workers.db"
-    schema = parsed.options.get("schema", "hailq")
     sep = "&" if "?" in parsed.target else "?"
-    return f"{parsed.target}{sep}schema={schema}_workers"
+    return f"{parsed.target}{sep}schema={schema_of(url)}_workers"
 
 
 def render(backend: str, figures: list[Figure]) -> str:
@@ -123,7 +108,7 @@ def render(backend: str, figures: list[Figure]) -> str:
 
 
 def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None:
-    report["backends"][backend] = [asdict(f) | {"ratio": f.ratio} for f in figures]
+    report["backends"][backend] = [f.as_json() for f in figures]
     report["goals"][backend] = [asdict(g) for g in check_goals(figures)]
 
 
@@ -131,7 +116,9 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--sqlite/--no-sqlite", "use_sqlite", default=True,
               help="Measure embedded SQLite (a fresh file in a temporary directory).")
 @click.option("--postgres", "pg_url", default=DEFAULT_PG, show_default=True,
-              help="PostgreSQL URL to measure; its schema is emptied. 'none' skips it.")
+              help="PostgreSQL URL to measure; 'none' skips it. Its ?schema= (default "
+                   "hailq_bench) must be new or one hailq bench created: it is dropped "
+                   "and created anew, as are that name + _raw and + _workers.")
 @click.option("--runs", default=3, show_default=True, help="Runs per figure; medians are shown.")
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS),
@@ -149,13 +136,26 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
 
     The benchmark empties what it measures, so it never uses the broker of
     --url or HAILQ_URL: SQLite runs in a temporary file, PostgreSQL in the
-    schema of --postgres (and that name + "_raw" and "_workers").
+    schema of --postgres (default hailq_bench, never hailq) and that name +
+    "_raw" and + "_workers". It creates those schemas itself and marks them
+    with the comment 'hailq bench scratch schema'; a later run drops and
+    recreates only schemas that carry that mark. One that exists without it
+    is refused (exit 2) before anything is measured, dropped or written.
+
+    The worker drain of 1 process x 8 threads is measured twice, on a queue
+    filled by send_many and on one filled by single sends, with the ratio.
     """
     if given_url(from_env=False) is not None:
         raise click.UsageError("bench does not take --url: it empties what it measures; "
                                "give --postgres URL with a schema of its own")
     if json_requested():
         raise click.UsageError("bench writes JSON with --json FILE after the command name")
+    pg = None if pg_url.lower() == "none" else bench_url(pg_url)
+    pg_problem = _pg_reachable(pg) if pg else None
+    if pg and not pg_problem:
+        # First of all, so that a schema that is not the benchmark's is refused before
+        # anything else is done.
+        prepare_schemas(pg)
     report: dict[str, Any] = {"machine": machine(), "runs": runs, "quick": quick,
                               "backends": {}, "goals": {}}
     if use_sqlite:
@@ -165,16 +165,13 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
                                   quick=quick, parts=only or PARTS)
             click.echo(render("SQLite (synchronous=full sends, WAL)", figures))
             _record(report, "sqlite", figures)
-    if pg_url.lower() != "none":
-        problem = _pg_reachable(pg_url)
-        if problem:
-            click.echo(f"PostgreSQL skipped: {problem}", err=True)
-        else:
-            click.echo("PostgreSQL …", err=True)
-            drop_schemas(pg_url)
-            figures = run_backend(pg_url, runs=runs, quick=quick, parts=only or PARTS)
-            click.echo(render("PostgreSQL (synchronous commit for sends)", figures))
-            _record(report, "postgresql", figures)
+    if pg and pg_problem:
+        click.echo(f"PostgreSQL skipped: {pg_problem}", err=True)
+    elif pg:
+        click.echo(f"PostgreSQL (schema {schema_of(pg)}) …", err=True)
+        figures = run_backend(pg, runs=runs, quick=quick, parts=only or PARTS)
+        click.echo(render("PostgreSQL (synchronous commit for sends)", figures))
+        _record(report, "postgresql", figures)
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=2))
 

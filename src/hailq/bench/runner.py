@@ -8,11 +8,12 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import hailq
 from hailq.bench.raw import RawCycle, RawPostgres, RawSQLite
+from hailq.bench.scratch import schema_of
 from hailq.url import parse_url
 
 QUEUE = "bench"
@@ -40,12 +41,16 @@ class Figure:
                                                            strict=True))
         return self.hailq / self.raw if self.raw else 0.0
 
+    def as_json(self) -> dict[str, Any]:
+        """The figure as ``hailq bench --json`` writes it: its fields and its ratio."""
+        return asdict(self) | {"ratio": self.ratio}
+
 
 def open_raw(url: str) -> RawCycle:
     parsed = parse_url(url)
     if parsed.scheme == "sqlite":
         return RawSQLite(parsed.target + ".raw")
-    return RawPostgres(parsed.target, parsed.options.get("schema", "hailq") + "_raw")
+    return RawPostgres(parsed.target, schema_of(url) + "_raw")
 
 
 def reset_hailq(url: str) -> hailq.Queue:
@@ -73,7 +78,7 @@ def vacuum(url: str) -> None:
     from psycopg import sql
 
     with psycopg.connect(parsed.target, autocommit=True) as conn:
-        schema = sql.Identifier(parsed.options.get("schema", "hailq"))
+        schema = sql.Identifier(schema_of(url))
         for table in ("messages", "counters", "workers", "dedup"):
             conn.execute(sql.SQL("VACUUM ANALYZE {}.{}").format(schema, sql.Identifier(table)))
         # A phase that wrote a million rows leaves a checkpoint due; let it happen now
