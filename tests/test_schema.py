@@ -106,9 +106,12 @@ def test_an_existing_sqlite_database_keeps_its_page_size_and_works(tmp_path: Pat
 
 def test_a_version_2_sqlite_database_migrates_with_its_messages_and_leases(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Migration 3 rebuilds the message table without the id index: every message keeps
-    its id, position and state, and leases taken before it still settle."""
+    """Migration 3 rebuilds the message table without the id index, migration 4 gives
+    queues their live settings columns: every message keeps its id, position and state,
+    and leases taken before them still settle."""
     from hailq.backends.sqlite import backend
+    from hailq.codec import encode_body
+    from hailq.ids import new_message_id
 
     path = tmp_path / "v2.db"
     url = f"sqlite:///{path}"
@@ -116,30 +119,47 @@ def test_a_version_2_sqlite_database_migrates_with_its_messages_and_leases(
         patch.setattr(backend, "MIGRATIONS", backend.MIGRATIONS[:2])
         old = hailq.connect(url)
         assert old.migrate() == 2
-        claims = old.queue("claims", lease=300)
-        claims.send_many([{"claim": n} for n in range(6)])
-        claims.send({"claim": "keyed"}, ordering_key="contract-7")
-        first, second, third = claims.receive(3)
         old.close()
+    # What a version-2 hailq wrote: a queue, six plain messages and a keyed one, the
+    # first three leased (receipts of that time name id and token only).
+    now = time.time()
+    settings = hailq.QueueSettings(lease=300).to_json()
+    legacy = []
     with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO hailq_queues VALUES ('claims', ?, ?)", (settings, now))
+        conn.execute("INSERT INTO hailq_counters (queue, sent) VALUES ('claims', 7)")
+        for n, body in enumerate([*range(6), "keyed"]):
+            data, kind = encode_body({"claim": body}, 1 << 20)
+            message_id, token = new_message_id(), f"{n:016x}"
+            leased = n < 3
+            conn.execute(
+                "INSERT INTO hailq_messages (id, queue, state, body, body_kind, priority, "
+                "ordering_key, sort_key, attempt, enqueued_at, available_at, lease_until, "
+                "token) VALUES (?, 'claims', ?, ?, ?, 0, ?, 0, ?, ?, ?, ?, ?)",
+                (message_id, "leased" if leased else "ready", data, kind,
+                 "contract-7" if body == "keyed" else None, int(leased), now, now,
+                 now + 300 if leased else None, token if leased else None))
+            if leased:
+                legacy.append(f"{message_id}.{token}")
         before = conn.execute("SELECT seq, id, state, token FROM hailq_messages "
                               "ORDER BY seq").fetchall()
         assert "sqlite_autoindex_hailq_messages_1" in _index_names(conn)
 
     broker = hailq.connect(url)
-    assert broker.migrate() == len(backend.MIGRATIONS) == 3
+    assert broker.migrate() == len(backend.MIGRATIONS) == 4
     with sqlite3.connect(path) as conn:
         after = conn.execute("SELECT seq, id, state, token FROM hailq_messages "
                              "ORDER BY seq").fetchall()
         assert "sqlite_autoindex_hailq_messages_1" not in _index_names(conn)
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT lease, max_attempts FROM hailq_queues").fetchall() \
+            == [(300.0, 5)]
     assert after == before
-    claims = broker.queue("claims")
-    legacy = [m.receipt.rpartition(".")[0] for m in (first, second, third)]  # id.token
+    claims = broker.get_queue("claims")
     claims.ack(legacy[0])
     claims.nack(legacy[1], delay=0)
     assert claims.extend(legacy[2], 60) > 0
-    claims.ack(third)
+    claims.ack(legacy[2])
     rest = claims.receive(10)
     assert [m.body["claim"] for m in rest] == [1, 3, 4, 5, "keyed"]
     claims.ack_many(rest)

@@ -7,6 +7,7 @@
 """
 
 from hailq.broker import Broker, connect
+from hailq.checks import Envelope
 from hailq.errors import (
     BackendUnavailable,
     DeadLetter,
@@ -21,6 +22,7 @@ from hailq.errors import (
     TopicNotFound,
 )
 from hailq.inbox import Inbox, inbox
+from hailq.message import Message
 from hailq.models import (
     AttemptError,
     DeadMessage,
@@ -29,7 +31,7 @@ from hailq.models import (
     Subscription,
     WorkerInfo,
 )
-from hailq.queue import Envelope, Message, Queue
+from hailq.queue import Queue
 from hailq.runtime import App, Worker
 from hailq.settings import QueueSettings, RetryPolicy
 from hailq.topic import Topic

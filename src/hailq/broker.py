@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Clock
+from hailq.backends.base import QueueSaveParams, WaitParams
 from hailq.backends.registry import lookup
 from hailq.errors import QueueNotFound, TopicNotFound
 from hailq.models import WorkerInfo
@@ -39,20 +40,20 @@ class Broker:
         that declared it earlier keeps the settings it saw until it declares again.
         """
         check_name(name)
-        stored = self.backend.queue_load(name)
+        stored = self.backend.queue_get(name)
         current = QueueSettings.from_json(stored) if stored else None
         wanted = QueueSettings.build(current, **settings)
         if stored is None or wanted != current:
             # Messages already queued take the new aging too, or old and new ones would
             # be ordered by different rules (rule 16).
             resort = current is not None and wanted.aging != current.aging
-            self.backend.queue_save(name, wanted.to_json(), wanted.aging, resort)
+            self.backend.queue_save(QueueSaveParams(name, wanted.to_json(), resort))
         return Queue(self.backend, name, wanted)
 
     def get_queue(self, name: str) -> Queue:
         """An existing queue with its stored settings; QueueNotFound if never declared."""
         check_name(name)
-        stored = self.backend.queue_load(name)
+        stored = self.backend.queue_get(name)
         if stored is None:
             raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
         return Queue(self.backend, name, QueueSettings.from_json(stored))
@@ -104,7 +105,7 @@ class Broker:
     def wait(self, queues: Sequence[str], timeout: float) -> None:
         """Block until a message may have become receivable in one of ``queues``, or
         ``timeout`` seconds; may return early (callers receive again and wait again)."""
-        self.backend.message_wait(queues, timeout)
+        self.backend.message_wait(WaitParams(queues, timeout))
 
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""

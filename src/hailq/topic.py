@@ -7,10 +7,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Duration
+from hailq.backends.base import PublishParams
+from hailq.checks import Envelope, build_message, check_batch
 from hailq.codec import Body, check_plain_text
 from hailq.errors import InvalidArgument, MessageTooLarge
 from hailq.models import Subscription
-from hailq.queue import Envelope, Queue, build_message, check_batch
+from hailq.queue import Queue
 from hailq.settings import MAX_MESSAGE_SIZE_LIMIT, QueueSettings, check_name
 
 if TYPE_CHECKING:
@@ -94,7 +96,8 @@ class Topic:
                                               "published") from None
             return [m for _, m in built]
 
-        ids = backend.topic_publish(self.name, copies, connection) if envelopes else []
+        ids = (backend.topic_publish(PublishParams(self.name, copies, connection))
+               if envelopes else [])
         result: list[dict[str, str]] = [{} for _ in envelopes]
         for (n, message), message_id in zip(built, ids, strict=True):
             result[n][message.queue] = message_id
@@ -104,7 +107,7 @@ class Topic:
         """Settings of a subscription queue; reads only, so it is safe inside a write."""
         found = self._settings.get(queue)
         if found is None:
-            stored = self._broker.backend.queue_load(queue)
+            stored = self._broker.backend.queue_get(queue)
             found = QueueSettings.from_json(stored) if stored else QueueSettings()
             self._settings[queue] = found
         return found

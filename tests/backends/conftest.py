@@ -208,9 +208,3 @@ def caller_transaction(store: Store, style: str, commit: bool) -> Iterator[Any]:
         conn.close()
 
 
-JOIN_DEFECT = (
-    "PostgreSQL joined(): the core's tx.atomic() is psycopg's conn.transaction(), which on "
-    "an idle non-autocommit connection (accepted by _check_foreign) begins AND COMMITS a "
-    "transaction of its own: a keyed or dedup send, or a publish, with connection= is "
-    "committed at once and survives the caller's rollback (rule 3); a plain send, which "
-    "uses no atomic(), stays in the caller's transaction")

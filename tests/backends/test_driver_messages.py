@@ -28,7 +28,6 @@ from hailq.backends.base import (
 from hailq.codec import encode_body
 
 from .conftest import (
-    JOIN_DEFECT,
     LEASE,
     Store,
     caller_transaction,
@@ -170,8 +169,6 @@ def test_a_dead_head_of_a_parking_queue_holds_its_key_until_redriven(
 def test_send_with_a_connection_exists_if_and_only_if_it_commits(
         store: Store, options: dict[str, Any], style: str, commit: bool,
         request: pytest.FixtureRequest) -> None:
-    if store.kind == "postgres" and style == "implicit" and not commit and options:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=JOIN_DEFECT))
     backend = store.backend
     save(backend, "q")
     m = message("q", "outbox", **options)
@@ -371,10 +368,6 @@ def test_ack_receipt_naming_another_queue_is_lost(backend: Backend) -> None:
     assert backend.message_ack(AckParams([receipt("q", r)])) == [False]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core._outcome answers each receipt by (message id, token) alone: a receipt naming "
-    "another queue, beside the current receipt of the same message in one batch, gets "
-    "the current receipt's answer (False) instead of None"))
 @pytest.mark.parametrize("call", ["ack", "claim"])
 def test_ack_receipt_of_another_queue_beside_the_current_one_is_lost(
         backend: Backend, call: str) -> None:
@@ -575,12 +568,6 @@ def test_nack_after_upkeep_killed_the_last_attempt_is_lost(backend: Backend) -> 
     assert (stats.nacked, stats.dead_lettered) == (0, 1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "message_nack (outcome retry or dead) of a receipt whose lease ended on the last "
-    "attempt returns True and re-kills the message with the nack's error, counting a "
-    "nack, while upkeep has not run yet; after upkeep the same nack returns False. "
-    "queries.sql message_nack excludes such a row only for give_back (:spare), though "
-    "its comment and message_extend treat it as dead already (rule 13)"))
 @pytest.mark.parametrize("outcome", ["retry", "dead"])
 def test_nack_of_an_ended_last_attempt_is_lost_before_upkeep_too(
         backend: Backend, outcome: str) -> None:

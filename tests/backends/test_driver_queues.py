@@ -24,7 +24,6 @@ from hailq.models import Subscription, WorkerInfo
 from hailq.settings import QueueSettings
 
 from .conftest import (
-    JOIN_DEFECT,
     LEASE,
     Store,
     caller_transaction,
@@ -137,11 +136,6 @@ def test_a_queue_never_saved_counts_like_a_saved_one(
         store: Store, request: pytest.FixtureRequest) -> None:
     """The core serves an undeclared queue with the default settings; its counts must not
     depend on the backend."""
-    if store.kind == "sqlite":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "SQLite counts only into a counters row that queue_save created "
-            "(counters_create; count_* are plain UPDATEs): a queue that was never saved "
-            "counts nothing, while PostgreSQL upserts its counters")))
     backend = store.backend
     send(backend, "undeclared", 1, 2)
     [r] = claim(backend, "undeclared")
@@ -228,8 +222,6 @@ def test_topic_publish_inserts_every_copy_or_none(backend: Backend) -> None:
 @pytest.mark.parametrize("style", ["explicit", "implicit"])
 def test_topic_publish_with_a_connection_joins_its_transaction(
         store: Store, style: str, commit: bool, request: pytest.FixtureRequest) -> None:
-    if store.kind == "postgres" and style == "implicit" and not commit:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=JOIN_DEFECT))
     backend = store.backend
     _subscribed(backend, "billing", "shipping")
     with caller_transaction(store, style, commit) as conn:

@@ -108,10 +108,6 @@ def test_upkeep_writes_what_stats_and_dead_list_showed_before_it(store: Store) -
     assert [x.id for x in claim(backend, "q", 10)] == [world.back, world.due]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "message_peek shows a message whose lease ended with available_at = lease_until "
-    "before upkeep, but leases_expire leaves the row's available_at at its old value "
-    "(the send's time), so the same message reads differently once upkeep ran"))
 def test_upkeep_writes_what_peek_showed_before_it(store: Store) -> None:
     backend = store.backend
     lapsed_queue(backend)

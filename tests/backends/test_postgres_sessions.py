@@ -14,7 +14,8 @@ import psycopg
 import pytest
 
 import hailq
-from hailq.backends.postgres.backend import PostgresBackend
+from hailq.backends.core import SqlBackend
+from hailq.backends.postgres.backend import PostgresDialect
 
 
 @pytest.fixture
@@ -24,10 +25,11 @@ def pg_broker(pg_url: str) -> Iterator[hailq.Broker]:
     broker.close()
 
 
-def _sessions(backend: PostgresBackend) -> list[str]:
+def _sessions(backend: SqlBackend) -> list[str]:
     """synchronous_commit of every idle connection in both of the backend's pools."""
     found = []
-    for pool in backend._pools():
+    assert isinstance(backend.dialect, PostgresDialect)
+    for pool in backend.dialect._pools():
         with pool.connection() as conn:
             row = conn.execute("SHOW synchronous_commit").fetchone()
             assert row is not None
@@ -37,7 +39,7 @@ def _sessions(backend: PostgresBackend) -> list[str]:
 
 def test_leases_and_acks_leave_every_connection_durable(pg_broker: hailq.Broker) -> None:
     backend = pg_broker.backend
-    assert isinstance(backend, PostgresBackend)
+    assert isinstance(backend, SqlBackend)
     q = pg_broker.queue("sessions")
     q.send_many([{"n": n} for n in range(4)])
     q.send({"n": 9}, ordering_key="k")

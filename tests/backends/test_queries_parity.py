@@ -32,7 +32,6 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "count_nacked",  # statement that changed the rows (a data-modifying WITH)
         "count_redelivered",
         "count_sent",
-        "counters_create",  # PostgreSQL creates a counter row with its first count
         "message_ack_claim_in_time",  # fast paths without RETURNING
         "message_ack_in_time",
         "message_ack_pairs",  # receipts from before receipts named the row's position

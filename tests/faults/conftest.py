@@ -32,19 +32,22 @@ Figure = Callable[..., None]
 
 
 @pytest.fixture
-def effects(url: str, tmp_path: Path) -> EffectStore:
-    return effect_store_for(url, tmp_path)
+def effects(url: str, tmp_path: Path) -> Iterator[EffectStore]:
+    store = effect_store_for(url, tmp_path)
+    yield store
+    store.drop()
 
 
 def effect_store_for(url: str, tmp_path: Path) -> EffectStore:
-    """A SQLite effects file in ``tmp_path``, or the broker's own PostgreSQL schema
-    (dropped with it by the ``pg_url`` fixture)."""
+    """A SQLite effects file in ``tmp_path``, or a schema of the application's own beside
+    the broker's in the same PostgreSQL database (hailq installs only into a schema that
+    is empty or its own, rule 30; the effect and the ack still commit together)."""
     if url.startswith("sqlite:"):
         store = EffectStore(f"sqlite:///{tmp_path / 'effects.db'}")
     else:
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
-        schema = query.pop("schema", "hailq")
+        schema = query.pop("schema", "hailq") + "_fx"
         rest = {k: v for k, v in query.items() if k not in ("pool_size", "poll_interval")}
         store = EffectStore(urlunsplit((parts.scheme, parts.netloc, parts.path,
                                         urlencode(rest), "")), schema)

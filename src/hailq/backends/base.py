@@ -1,7 +1,12 @@
 """The seam between queue semantics and storage.
 
-Each method is named entity-then-verb and takes one small params object.
-Every backend passes the same conformance suite (``tests/conformance``).
+Each method is named entity-then-verb and takes one params object, so an
+operation added later (pause, rate limits, schedules, metrics) fits the same
+shape. Nothing in a params object is a performance hint: a backend reads a
+queue's live settings (lease, attempts, cap, aging, dead-letter policy) from
+its own tables where the statement runs, so an operator's change reaches
+running consumers without a restart. ``tests/backends`` calls this seam
+directly on every backend; ``tests/conformance`` goes through the public API.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 
@@ -31,15 +36,14 @@ class NewMessage:
     aging: float | None
 
 
-class ClaimParams(NamedTuple):
-    """What a receive asks for (a tuple: built on every receive)."""
+class Receipt(NamedTuple):
+    """One lease: the message, the lease's token and, where known, the row's position
+    (lets a backend find the row without an index on ids)."""
 
     queue: str
-    max_messages: int
-    lease: float
-    max_attempts: int
-    max_in_flight: int | None
-    on_dead: str
+    message_id: str
+    token: str
+    seq: int | None = None
 
 
 class ClaimedRow(NamedTuple):
@@ -55,60 +59,69 @@ class ClaimedRow(NamedTuple):
     attempt: int
     enqueued_at: float
     lease_until: float
-    seq: int  # the row's position: lets the receiver's ack find it without an id lookup
-    sort_key: float  # rule 16's order, with seq: a claim's rows are sorted by these two
-
-    @classmethod
-    def from_returning(cls, row: Sequence[Any]) -> ClaimedRow:
-        """From a claim's RETURNING row, whose columns come in this class's order."""
-        return tuple.__new__(cls, row)
+    seq: int
+    sort_key: float  # rule 16's order, with seq: a claim's rows come sorted by these two
 
 
-def delivery_order(row: Sequence[Any]) -> tuple[Any, Any]:
-    """The sort key of a claim's RETURNING row (``sort_key, seq``): RETURNING has no order."""
-    return row[11], row[10]
+@dataclass(frozen=True, slots=True)
+class QueueSaveParams:
+    name: str
+    settings: str  # QueueSettings.to_json()
+    # Its aging changed: in the same transaction the live messages get the sort keys
+    # the new setting gives them (rule 16).
+    resort: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SendParams:
+    messages: Sequence[NewMessage]
+    connection: Any = None  # the caller's open transaction on the broker's database
+
+
+class ClaimParams(NamedTuple):
+    """A receive (a tuple: built on every receive), with the acks of finished work that
+    go in the same transaction where the backend can."""
+
+    queue: str
+    max_messages: int
+    lease: float | None = None  # None: the queue's stored lease
+    acks: Sequence[Receipt] = ()
+
+
+class ClaimResult(NamedTuple):
+    acked: list[bool | None]  # per ack, as message_ack
+    rows: list[ClaimedRow]
 
 
 class AckParams(NamedTuple):
-    queue: str
-    message_id: str
-    token: str
-    on_dead: str
-    # What the receiver saw: lets a backend take a fast path for messages without a key.
-    ordering_key: str | None = None
-    key_known: bool = False
-    seq: int | None = None  # the row's position, when the receiver knows it
-    # The queue has max_in_flight: a settled message makes room that receivers waiting
-    # on the cap must hear about (a backend that wakes them only for new messages).
-    wake: bool = False
+    receipts: Sequence[Receipt]
+
+
+NackOutcome = Literal["retry", "dead", "give_back"]
 
 
 @dataclass(frozen=True, slots=True)
 class NackParams:
-    queue: str
-    message_id: str
-    token: str
-    delay: float
-    error: str | None
-    max_attempts: int
-    aging: float | None
-    on_dead: str
-    dead: bool = False  # dead-letter now, whatever the attempts left
-    seq: int | None = None  # the row's position, when the receipt names it
-    wake: bool = False  # as AckParams.wake
-    # A give-back: a lease that still holds is returned untried and never dead-lettered,
-    # whatever the attempts; one that ended on the last attempt is not found (rule 13).
-    spare: bool = False
+    receipt: Receipt
+    error: str
+    # retry: back now or after the delay, dead after the last attempt (rule 13);
+    # dead: dead-letter now; give_back: returned untried, never killed while its lease
+    # holds, and keeping its place in line.
+    outcome: NackOutcome = "retry"
+    delay: float | None = None  # None: backoff[attempt - 1], the queue's retry policy
+    backoff: tuple[float, ...] = (0.0,)  # the last entry serves every later attempt
 
 
 @dataclass(frozen=True, slots=True)
 class ExtendParams:
-    queue: str
-    message_id: str
-    token: str
+    receipts: Sequence[Receipt]
     seconds: float
-    max_attempts: int  # a lease that ended on the last attempt is a dead message's
-    seq: int | None = None  # the row's position, when the receipt names it
+
+
+@dataclass(frozen=True, slots=True)
+class PeekParams:
+    queue: str
+    limit: int = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +136,30 @@ class DeadListParams:
 @dataclass(frozen=True, slots=True)
 class RedriveParams:
     queue: str
-    ids: Sequence[str] | None
-    aging: float | None
+    ids: Sequence[str] | None = None  # None: every dead message
+    aging: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeParams:
+    queue: str
+    dead: bool = False  # the dead letters instead of the live messages
+
+
+@dataclass(frozen=True, slots=True)
+class WaitParams:
+    queues: Sequence[str]
+    timeout: float
 
 
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishParams:
+    topic: str
+    build: BuildCopies  # called with the subscriptions read inside the transaction
+    connection: Any = None
 
 
 class Backend(Protocol):
@@ -151,100 +183,75 @@ class Backend(Protocol):
         """The clock every lease deadline uses (the database's, where it has one)."""
         ...
 
-    def queue_save(self, name: str, settings_json: str, aging: float | None,
-                   resort: bool) -> None:
-        """Store a queue's settings; with ``resort`` (its aging changed), in the same
-        transaction recompute the sort keys of its live messages for ``aging``."""
-        ...
+    def queue_save(self, params: QueueSaveParams) -> None: ...
 
-    def queue_load(self, name: str) -> str | None: ...
+    def queue_get(self, name: str) -> str | None:
+        """A queue's stored settings (JSON), None if it was never declared."""
+        ...
 
     def queue_list(self) -> list[tuple[str, str]]: ...
 
-    def message_insert(self, messages: Sequence[NewMessage],
-                       connection: Any = None) -> list[str]:
+    def queue_maintain(self, queue: str) -> None:
+        """Upkeep without a claim: due messages become ready, ended leases return their
+        message or kill it after its last attempt (rule 13)."""
+        ...
+
+    def queue_stats(self, queue: str) -> QueueStats:
+        """Counts as the next receive would find them; a read, it writes nothing."""
+        ...
+
+    def message_send(self, params: SendParams) -> list[str]:
         """Insert atomically; a dedup hit returns the earlier id and inserts nothing.
-
-        With ``connection`` (a caller's open transaction on the same database)
-        the insert joins that transaction and nothing is committed here.
-        """
+        With a connection the insert joins that transaction and commits with it."""
         ...
 
-    def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
-        """Lease up to ``max_messages`` in rule-16 order; reclaim ended leases first."""
+    def message_claim(self, params: ClaimParams) -> ClaimResult:
+        """Ack ``params.acks``, then lease up to ``max_messages`` in rule-16 order (ended
+        leases and due messages settled first), in one transaction where it can."""
         ...
 
-    def message_ack_claim(self, acks: Sequence[AckParams], params: ClaimParams,
-                          ) -> tuple[list[bool | None], list[ClaimedRow]]:
-        """``message_ack(acks)`` then ``message_claim(params)`` together: one transaction
-        where the backend can, so finished work is acked before new work is leased at the
-        cost of one commit."""
+    def message_ack(self, params: AckParams) -> list[bool | None]:
+        """Delete each message whose lease its receipt names, in one transaction.
+        Per receipt: ``False`` acked in time, ``True`` a late ack, ``None`` lease lost."""
         ...
 
-    def queue_upkeep(self, params: ClaimParams) -> None:
-        """The claim's upkeep without the claim: due messages become ready, ended leases
-        return their message or kill it (rule 13). ``max_messages`` is not used."""
-        ...
-
-    def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
-        """Delete each message whose lease the token names, in one transaction.
-
-        Per ack: ``False`` acked in time, ``True`` a late ack, ``None`` lease lost.
-        """
-        ...
-
-    def message_ack_transaction(self, ack: AckParams) -> AbstractContextManager[Any]:
-        """Yield a connection in a transaction that commits the caller's effect with the ack.
-
-        Raises LeaseLost (and rolls everything back) if the lease was lost.
-        """
+    def message_ack_transaction(self, receipt: Receipt) -> AbstractContextManager[Any]:
+        """Yield a connection in a transaction that commits the caller's effect with the
+        ack; LeaseLost (everything rolled back) if the lease was lost."""
         ...
 
     def message_nack(self, params: NackParams) -> bool:
-        """Give the message back (or dead-letter it); False if the lease was lost."""
+        """Give the message back, or dead-letter it; False if the lease was lost."""
         ...
 
-    def message_attempt(self, queue: str, message_id: str, token: str,
-                        seq: int | None) -> int | None:
-        """The attempt of the lease the receipt names, or None if it no longer holds it
-        (the attempt changes only with a new lease, so it stays right for this one)."""
+    def message_extend(self, params: ExtendParams) -> list[float | None]:
+        """Move each lease's end; per receipt the new deadline, None if it was lost."""
         ...
 
-    def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
-        """Move each lease's end, in one transaction; per lease the new deadline, or None
-        if the lease was lost."""
+    def message_peek(self, params: PeekParams) -> list[PeekedMessage]: ...
+
+    def message_wait(self, params: WaitParams) -> None:
+        """Block until a message may have become receivable in one of the queues, or
+        the timeout. May return early; callers claim again and wait again."""
         ...
 
-    def message_peek(self, queue: str, limit: int) -> list[PeekedMessage]: ...
-
-    def message_wait(self, queues: Sequence[str], timeout: float) -> None:
-        """Block until a message may have become receivable in one of ``queues``, or
-        ``timeout``. May return early; callers claim again and wait again."""
-        ...
+    def message_purge(self, params: PurgeParams) -> int: ...
 
     def dead_list(self, params: DeadListParams) -> list[DeadMessage]: ...
 
     def dead_redrive(self, params: RedriveParams) -> int: ...
 
-    def message_purge(self, queue: str, dead: bool) -> int:
-        """Delete dead messages (``dead=True``) or every live one, leased ones included."""
-        ...
-
-    def queue_stats(self, queue: str) -> QueueStats: ...
-
     def topic_save(self, topic: str) -> None: ...
 
     def topic_list(self) -> list[str]: ...
 
+    def topic_publish(self, params: PublishParams) -> list[str]:
+        """Read the subscriptions and insert the copies ``build`` makes, atomically."""
+        ...
+
     def subscription_save(self, subscription: Subscription) -> None: ...
 
     def subscription_list(self, topic: str) -> list[Subscription]: ...
-
-    def topic_publish(self, topic: str, build: BuildCopies,
-                      connection: Any = None) -> list[str]:
-        """Read the subscriptions and insert ``build(subscriptions)`` in one transaction;
-        with ``connection``, in the caller's open transaction (committed by the caller)."""
-        ...
 
     def worker_save(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat; ``last_seen`` is set to the backend's clock."""
@@ -257,4 +264,3 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
-

@@ -1,27 +1,32 @@
 -- hailq queries for PostgreSQL. {schema} is hailq's schema; parameters are %(name)s.
 -- Times are epoch seconds from {schema}.epoch(), the database clock (rule 11).
--- {relaxed} marks the leases' and acks' statements: a condition that is always true and
--- sets synchronous_commit = off for the statement's own transaction (a crash that loses
+-- {channel} is the schema's LISTEN/NOTIFY channel. {relaxed} marks the leases' and acks'
+-- statements: a condition that is always true and sets synchronous_commit = off for the statement's own transaction (a crash that loses
 -- one only causes a redelivery). Set per transaction, never per session, so no setting
 -- stays on a connection that a transaction pooler hands to a send next. The variant
 -- that commits a caller's effect with its ack renders it as plain true.
 
 -- name: queue_save
-INSERT INTO {schema}.queues (name, settings, created_at)
-VALUES (%(name)s, %(settings)s, {schema}.epoch())
-ON CONFLICT (name) DO UPDATE SET settings = excluded.settings;
+INSERT INTO {schema}.queues (name, settings, created_at, lease, max_attempts, max_in_flight,
+                             aging, park)
+VALUES (%(name)s, %(settings)s, {schema}.epoch(), %(lease)s, %(max_attempts)s,
+        %(max_in_flight)s, %(aging)s, %(park)s)
+ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
+    max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
+    aging = excluded.aging, park = excluded.park;
 
 -- name: queue_resort
 -- A queue's aging changed: give its live messages the keys they would have had under the
 -- new setting (rule 16), so old and new messages are ordered alike. Dead ones get theirs
 -- when redriven.
-UPDATE {schema}.messages
-SET sort_key = CASE WHEN %(aging)s::float8 IS NULL THEN -priority
-                    ELSE available_at - priority * %(aging)s::float8 END
+UPDATE {schema}.messages SET sort_key = {schema}.sort_key(priority, available_at, %(aging)s)
 WHERE queue = %(queue)s AND state <> 'dead';
 
--- name: queue_load
+-- name: queue_get
 SELECT settings FROM {schema}.queues WHERE name = %(name)s;
+
+-- name: queue_live
+SELECT lease, max_in_flight, max_attempts, park FROM {schema}.queues WHERE name = %(queue)s;
 
 -- name: queue_list
 SELECT name, settings FROM {schema}.queues ORDER BY name;
@@ -44,12 +49,13 @@ DELETE FROM {schema}.dedup WHERE ctid = ANY(ARRAY(
     FOR UPDATE SKIP LOCKED));
 
 -- name: keys_lock
--- Per-key order (rule 17): sends and releases of one key take its lock, in one order.
+-- PostgreSQL only (SQLite has one writer at a time): sends and releases of one key take
+-- its lock, in one order, so per-key order (rule 17) holds between concurrent writers.
 SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0)))
 FROM (SELECT k FROM unnest(%(keys)s::text[]) AS k ORDER BY k) AS sorted;
 
--- name: message_insert_counted
--- The common send (no key, no dedup id): insert and count in one statement, one round trip.
+-- name: message_insert
+-- Insert and count in one statement, one round trip.
 WITH inserted AS (
     INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
                                    ordering_key, sort_key, enqueued_at, available_at)
@@ -63,8 +69,7 @@ WITH inserted AS (
                ELSE 'ready'
            END,
            b.body, b.body_kind, b.headers, b.priority, b.ordering_key,
-           CASE WHEN b.aging IS NULL THEN -b.priority
-                ELSE {schema}.epoch() + b.delay - b.priority * b.aging END,
+           {schema}.sort_key(b.priority, {schema}.epoch() + b.delay, b.aging),
            {schema}.epoch(), {schema}.epoch() + b.delay
     FROM (
         SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.ordering_key ORDER BY u.ord)
@@ -85,43 +90,41 @@ INSERT INTO {schema}.counters AS c (queue, shard, sent)
 SELECT queue, pg_backend_pid() %% 16, count(*) FROM inserted GROUP BY queue
 ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + excluded.sent;
 
--- name: maintain
--- Claim-time upkeep, no sweeper needed: due scheduled messages become ready, ended
--- leases give their message back or kill it after its last attempt (rule 13).
-WITH promoted AS (
-    UPDATE {schema}.messages SET state = 'ready'
-    WHERE id = ANY(ARRAY(
-        SELECT id FROM {schema}.messages
-        WHERE queue = %(queue)s AND state = 'scheduled' AND available_at <= {schema}.epoch()
-          AND {relaxed}
-        LIMIT 1000 FOR UPDATE SKIP LOCKED))
-    RETURNING 1
-), expired AS (
-    UPDATE {schema}.messages
-    SET state = CASE WHEN attempt >= %(max_attempts)s THEN 'dead' ELSE 'ready' END,
-        dead_at = CASE WHEN attempt >= %(max_attempts)s THEN lease_until END,
-        parked = attempt >= %(max_attempts)s AND ordering_key IS NOT NULL AND %(park)s,
-        -- The lease's end, not now: reads show the same time before upkeep ran.
-        errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-            'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
-    WHERE id = ANY(ARRAY(
-        SELECT id FROM {schema}.messages
-        WHERE queue = %(queue)s AND state = 'leased' AND lease_until <= {schema}.epoch()
-          AND {relaxed}
-        LIMIT 1000 FOR UPDATE SKIP LOCKED))
-    RETURNING state, ordering_key
-)
-SELECT (SELECT count(*) FROM promoted), state, ordering_key FROM expired
-UNION ALL
-SELECT (SELECT count(*) FROM promoted), NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM expired);
+-- name: scheduled_promote
+UPDATE {schema}.messages SET state = 'ready'
+WHERE id = ANY(ARRAY(
+    SELECT id FROM {schema}.messages
+    WHERE queue = %(queue)s AND state = 'scheduled' AND available_at <= {schema}.epoch()
+      AND {relaxed}
+    LIMIT 1000 FOR UPDATE SKIP LOCKED));
+
+-- name: leases_expire
+-- An ended lease gives the message back, or kills it after its last attempt (rule 13),
+-- as of the lease's end: reads show the same time and error before upkeep ran.
+UPDATE {schema}.messages
+SET state = CASE WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
+    dead_at = CASE WHEN attempt >= q.max_attempts THEN lease_until END,
+    available_at = lease_until,
+    parked = attempt >= q.max_attempts AND ordering_key IS NOT NULL AND q.park,
+    errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+        'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
+FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts,
+             coalesce(bool_or(park), false) AS park
+      FROM {schema}.queues WHERE name = %(queue)s) AS q
+WHERE id = ANY(ARRAY(
+    SELECT id FROM {schema}.messages
+    WHERE queue = %(queue)s AND state = 'leased' AND lease_until <= {schema}.epoch()
+      AND {relaxed}
+    LIMIT 1000 FOR UPDATE SKIP LOCKED))
+RETURNING state, ordering_key, parked;
 
 -- name: count_dead
 INSERT INTO {schema}.counters AS c (queue, shard, dead_lettered)
-VALUES (%(queue)s, pg_backend_pid() %% 16, %(dead)s)
+VALUES (%(queue)s, pg_backend_pid() %% 16, %(n)s)
 ON CONFLICT (queue, shard) DO UPDATE SET dead_lettered = c.dead_lettered + excluded.dead_lettered;
 
 -- name: next_due
--- Seconds until a delayed message of these queues becomes due or a lease ends.
+-- PostgreSQL only (SQLite looks with claimable): seconds until a delayed message of these queues becomes due or a lease ends.
 SELECT least(
     (SELECT min(available_at) FROM {schema}.messages
      WHERE queue = ANY(%(queues)s::text[]) AND state = 'scheduled'),
@@ -130,6 +133,7 @@ SELECT least(
 ) - {schema}.epoch();
 
 -- name: in_flight_lock
+-- PostgreSQL only: claims of a capped queue take turns (SQLite has one writer at a time).
 SELECT pg_advisory_xact_lock(hashtextextended('hailq in flight ' || %(queue)s, 0));
 
 -- name: in_flight
@@ -181,7 +185,7 @@ WITH released AS (
     )
     RETURNING state
 )
-SELECT pg_notify(%(channel)s, %(queue)s) FROM released WHERE state = 'ready';
+SELECT pg_notify({channel}, %(queue)s) FROM released WHERE state = 'ready';
 
 -- name: keys_release
 -- key_release for the keys of a batch in one statement, not one round trip per key
@@ -204,7 +208,7 @@ WITH keys AS (
     WHERE id IN (SELECT id FROM heads WHERE id IS NOT NULL)
     RETURNING state
 )
-SELECT pg_notify(%(channel)s, %(queue)s)
+SELECT pg_notify({channel}, %(queue)s)
 FROM (SELECT 1 FROM released WHERE state = 'ready' LIMIT 1) AS woken;
 
 -- name: message_ack
@@ -213,8 +217,8 @@ WITH gone AS (
     USING unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[]) AS a(id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.queue = %(queue)s AND m.state <> 'blocked' AND {relaxed}
-    RETURNING m.id, m.ordering_key,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
+    RETURNING m.id, m.token, m.ordering_key,
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
 ), counted AS (
     -- Written only for late acks: acked itself is derived (sent - present - purged).
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
@@ -222,30 +226,12 @@ WITH gone AS (
     HAVING count(*) > 0
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
 )
-SELECT id, ordering_key, late, token FROM gone;
-
--- name: message_ack_any
--- Acks of messages without a key, of any queues, in one statement.
-WITH gone AS (
-    DELETE FROM {schema}.messages m
-    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[])
-          AS a(queue, id, token, seq)
-    WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
-      AND (a.seq IS NULL OR m.seq = a.seq)
-      AND m.ordering_key IS NULL AND m.state <> 'blocked' AND {relaxed}
-    RETURNING m.id, m.queue,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
-), counted AS (
-    INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
-    SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
-    ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
-)
-SELECT id, queue, late, token FROM gone;
+SELECT id, token, ordering_key, late FROM gone;
 
 -- name: message_ack_claim
--- Acks of messages without a key, then a claim: one statement, one round trip.
--- Its claim part repeats message_claim on purpose: used for plain claims too, the
--- prepared statement's DELETE over empty arrays got a generic plan that halved them.
+-- PostgreSQL only: acks of messages without a key, then a claim of an uncapped queue, in
+-- one statement and one round trip (the worker's path). Receipts it did not ack (keyed,
+-- or lost) go through message_ack next.
 WITH gone AS (
     DELETE FROM {schema}.messages m
     USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[])
@@ -286,7 +272,8 @@ WITH gone AS (
 )
 SELECT false AS acked, *, NULL::boolean FROM claimed
 UNION ALL
-SELECT true, id, token, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, late
+-- An acked row carries its queue where a claimed one has its key.
+SELECT true, id, token, NULL, NULL, NULL, NULL, queue, NULL, NULL, NULL, NULL, NULL, late
 FROM gone;
 
 -- name: message_ack_one
@@ -295,47 +282,56 @@ WITH gone AS (
     WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
       AND {relaxed}
       AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint)
-    RETURNING id, ordering_key, (state <> 'leased' OR lease_until < {schema}.epoch()) AS late,
-              token
+    RETURNING id, token, ordering_key,
+              (state <> 'leased' OR lease_until < {schema}.epoch()) AS late
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT %(queue)s, pg_backend_pid() %% 16, 1 FROM gone WHERE late
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + 1
 )
-SELECT id, ordering_key, late, token FROM gone;
+SELECT id, token, ordering_key, late FROM gone;
 
 -- name: messages_present
+-- PostgreSQL only: after a lost connection, which of these messages are still there.
 SELECT id FROM {schema}.messages WHERE id = ANY(%(ids)s::text[]);
-
--- name: message_attempt
-SELECT attempt FROM {schema}.messages
-WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
-  AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint) AND state IN ('leased', 'ready');
 
 -- name: message_nack
 -- %(spare)s (a give-back) never kills a message whose lease still holds; an ended lease
--- of the last attempt is a dead message's (rule 13), marked or not, so it is not found.
-WITH nacked AS (
-    UPDATE {schema}.messages
-    SET state = CASE WHEN %(dead)s OR (attempt >= %(max_attempts)s AND NOT %(spare)s)
-                     THEN 'dead'
-                     WHEN %(delay)s > 0 THEN 'scheduled' ELSE 'ready' END,
-        dead_at = CASE WHEN %(dead)s OR (attempt >= %(max_attempts)s AND NOT %(spare)s)
-                       THEN {schema}.epoch() END,
-        parked = (%(dead)s OR (attempt >= %(max_attempts)s AND NOT %(spare)s))
-                 AND ordering_key IS NOT NULL AND %(park)s,
-        available_at = {schema}.epoch() + %(delay)s,
-        sort_key = CASE WHEN %(aging)s::float8 IS NULL THEN sort_key
-                        ELSE {schema}.epoch() + %(delay)s - priority * %(aging)s::float8 END,
+-- of the last attempt is a dead message's (rule 13), marked or not, so it is not found
+-- (the receipt lost its lease) whatever the nack.
+-- Without %(delay)s the wait is %(backoff)s's entry for the attempt (its last for later
+-- ones). A give-back keeps the message's place in line.
+WITH q AS (
+    SELECT coalesce(max(max_attempts), 5) AS max_attempts,
+           coalesce(bool_or(park), false) AS park, max(aging) AS aging
+    FROM {schema}.queues WHERE name = %(queue)s
+), target AS (
+    SELECT m.id, m.attempt >= q.max_attempts AND NOT %(spare)s AS last,
+           coalesce(%(delay)s::float8, (%(backoff)s::float8[])[
+               least(m.attempt, cardinality(%(backoff)s::float8[]))]) AS delay
+    FROM {schema}.messages m, q
+    WHERE m.id = %(id)s AND m.queue = %(queue)s AND m.token = %(token)s
+      AND (%(seq)s::bigint IS NULL OR m.seq = %(seq)s::bigint)
+      AND m.state IN ('leased', 'ready')
+      AND (m.lease_until >= {schema}.epoch() OR m.attempt < q.max_attempts)
+      AND {relaxed}
+), nacked AS (
+    UPDATE {schema}.messages m
+    SET state = CASE WHEN %(dead)s OR t.last THEN 'dead'
+                     WHEN t.delay > 0 THEN 'scheduled' ELSE 'ready' END,
+        dead_at = CASE WHEN %(dead)s OR t.last THEN {schema}.epoch() END,
+        parked = (%(dead)s OR t.last) AND m.ordering_key IS NOT NULL AND q.park,
+        available_at = {schema}.epoch() + t.delay,
+        sort_key = CASE WHEN q.aging IS NULL OR %(spare)s THEN m.sort_key
+                        ELSE {schema}.sort_key(m.priority, {schema}.epoch() + t.delay,
+                                               q.aging) END,
         token = NULL,
         lease_until = NULL,
-        errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-            'attempt', attempt, 'error', %(error)s::text, 'at', {schema}.epoch()))
-    WHERE id = %(id)s AND queue = %(queue)s AND token = %(token)s
-      AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint) AND state IN ('leased', 'ready')
-      AND (NOT %(spare)s OR lease_until >= {schema}.epoch() OR attempt < %(max_attempts)s)
-      AND {relaxed}
-    RETURNING state, ordering_key
+        errors = coalesce(m.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+            'attempt', m.attempt, 'error', %(error)s::text, 'at', {schema}.epoch()))
+    FROM target t, q
+    WHERE m.id = t.id
+    RETURNING m.state, m.ordering_key, m.parked
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, nacked, dead_lettered)
     SELECT %(queue)s, pg_backend_pid() %% 16, 1, count(*) FILTER (WHERE state = 'dead')
@@ -343,19 +339,22 @@ WITH nacked AS (
     ON CONFLICT (queue, shard) DO UPDATE
     SET nacked = c.nacked + 1, dead_lettered = c.dead_lettered + excluded.dead_lettered
 ), woken AS (
-    SELECT pg_notify(%(channel)s, %(queue)s) FROM nacked WHERE state = 'ready'
+    SELECT pg_notify({channel}, %(queue)s) FROM nacked WHERE state = 'ready'
 )
-SELECT state, ordering_key, (SELECT count(*) FROM woken) FROM nacked;
+SELECT state, ordering_key, parked FROM nacked, (SELECT count(*) FROM woken) AS w;
 
 -- name: message_extend
+-- An ended lease can be extended while nobody received the message since, unless it
+-- ended on the last attempt: that message is dead (rule 13), whether or not upkeep has
+-- marked it yet.
 UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + e.seconds
 FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[], %(seconds)s::float8[])
      AS e(id, token, seq, seconds)
 WHERE m.id = e.id AND m.token = e.token AND (e.seq IS NULL OR m.seq = e.seq)
   AND m.queue = %(queue)s AND {relaxed}
   AND m.state IN ('leased', 'ready')
-  -- An ended lease of the last attempt is a dead message's (rule 13), marked or not.
-  AND (m.lease_until >= {schema}.epoch() OR m.attempt < %(max_attempts)s)
+  AND (m.lease_until >= {schema}.epoch() OR m.attempt < coalesce(
+      (SELECT max_attempts FROM {schema}.queues WHERE name = %(queue)s), 5))
 RETURNING m.id, m.token, m.lease_until;
 
 -- name: message_peek
@@ -363,7 +362,7 @@ RETURNING m.id, m.token, m.lease_until;
 -- scheduled message is ready, an ended lease gives its message back, and an ended lease
 -- of the last attempt is a dead message's (rule 13), so it is not shown here.
 WITH q AS (
-    SELECT coalesce((settings::jsonb ->> 'max_attempts')::int, 5) AS max_attempts
+    SELECT coalesce(max(max_attempts), 5) AS max_attempts
     FROM {schema}.queues WHERE name = %(queue)s
 ), t AS (SELECT {schema}.epoch() AS now), live AS (
     SELECT m.id, CASE WHEN m.state = 'scheduled' AND m.available_at <= t.now THEN 'ready'
@@ -389,8 +388,8 @@ LIMIT %(limit)s;
 -- Dead messages, and the ones whose lease ended on their last attempt: dead by rule 13
 -- already, shown as upkeep will mark them (same time, same "lease expired" entry).
 WITH q AS (
-    SELECT coalesce((settings::jsonb ->> 'max_attempts')::int, 5) AS max_attempts,
-           coalesce(settings::jsonb ->> 'on_dead' = 'park', false) AS park
+    SELECT coalesce(max(max_attempts), 5) AS max_attempts,
+           coalesce(bool_or(park), false) AS park
     FROM {schema}.queues WHERE name = %(queue)s
 ), dead AS (
     SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
@@ -410,7 +409,8 @@ SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_a
        dead_at, errors, parked
 FROM dead
 WHERE (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
-  AND (%(dead_before)s::float8 IS NULL OR dead_at <= %(dead_before)s::float8)
+  AND (%(older_than)s::float8 IS NULL
+       OR dead_at <= {schema}.epoch() - %(older_than)s::float8)
   AND (%(error)s::text IS NULL
        OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
                   WHERE strpos(e ->> 'error', %(error)s::text) > 0))
@@ -428,8 +428,7 @@ UPDATE {schema}.messages
 SET state = CASE WHEN ordering_key IS NULL THEN 'ready' ELSE 'blocked' END,
     attempt = 0, parked = false, dead_at = NULL, token = NULL, lease_until = NULL,
     available_at = {schema}.epoch(),
-    sort_key = CASE WHEN %(aging)s::float8 IS NULL THEN -priority
-                    ELSE {schema}.epoch() - priority * %(aging)s::float8 END
+    sort_key = {schema}.sort_key(priority, {schema}.epoch(), %(aging)s)
 WHERE queue = %(queue)s AND state = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]));
 
 -- name: purge_dead
@@ -454,9 +453,8 @@ SELECT r.n + d.n + e.n - k.n, s.n - d.n, l.n - e.n, b.n, x.n + k.n,
        c.sent, c.purged, c.nacked, c.redelivered, coalesce(c.dead_lettered, 0) + k.n,
        c.late_acks, t.now
 FROM (SELECT {schema}.epoch() AS now) AS t
-CROSS JOIN (SELECT coalesce((SELECT (settings::jsonb ->> 'max_attempts')::int
-                             FROM {schema}.queues WHERE name = %(queue)s), 5)
-                   AS max_attempts) AS q
+CROSS JOIN (SELECT coalesce(max(max_attempts), 5) AS max_attempts
+            FROM {schema}.queues WHERE name = %(queue)s) AS q
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
                     WHERE queue = %(queue)s AND state = 'ready') AS r
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM {schema}.messages
@@ -487,8 +485,7 @@ SELECT DISTINCT ordering_key FROM {schema}.messages
 WHERE queue = %(queue)s AND ordering_key IS NOT NULL
   AND ((state = 'dead' AND parked)
        OR (state = 'leased' AND lease_until <= {schema}.epoch()
-           AND (SELECT settings::jsonb ->> 'on_dead' = 'park'
-                       AND attempt >= coalesce((settings::jsonb ->> 'max_attempts')::int, 5)
+           AND (SELECT park AND attempt >= max_attempts
                 FROM {schema}.queues WHERE name = %(queue)s)))
 ORDER BY ordering_key;
 
@@ -523,4 +520,5 @@ FROM {schema}.workers ORDER BY started_at, id;
 DELETE FROM {schema}.workers WHERE last_seen < %(before)s;
 
 -- name: clock_now
+-- PostgreSQL only: the database's clock (SQLite's is the process's).
 SELECT {schema}.epoch();

@@ -35,6 +35,11 @@ messages parked boolean NO false NO
 queues name text NO  NO
 queues settings text NO  NO
 queues created_at double precision NO  NO
+queues lease double precision NO 30 NO
+queues max_attempts integer NO 5 NO
+queues max_in_flight integer YES  NO
+queues aging double precision YES  NO
+queues park boolean NO false NO
 subscriptions topic text NO  NO
 subscriptions queue text NO  NO
 subscriptions filter text YES  NO
@@ -70,6 +75,7 @@ CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (id)
 -- functions
 epoch returns double precision
 notify_insert returns trigger
+sort_key returns double precision
 
 -- triggers
 CREATE TRIGGER messages_notify AFTER INSERT ON {schema}.messages REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_insert('hailq_{schema}')

@@ -1,10 +1,11 @@
-"""Embedded SQLite: many processes on one machine share one database file.
+"""The SQLite dialect: many processes on one machine share one database file.
 
-Writes start with ``BEGIN IMMEDIATE`` so contention waits in SQLite's busy
-handler instead of failing; every thread and every forked process opens its
-own connection. Sends commit with ``synchronous=FULL`` (durable before
-``send`` returns); leases and acks commit with ``NORMAL``: losing one on power
-failure only causes a redelivery, which at-least-once allows.
+Connections, transactions and fast paths only; what happens in which order is
+``backends/core.py``'s. Writes start with ``BEGIN IMMEDIATE`` so contention
+waits instead of failing; every thread and every forked process opens its own
+connection. Sends commit with ``synchronous=FULL`` (durable before ``send``
+returns); leases and acks commit with ``NORMAL``: losing one on power failure
+only causes a redelivery, which at-least-once allows.
 """
 
 from __future__ import annotations
@@ -18,29 +19,18 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from hailq._time import Clock, system_clock
-from hailq.backends import rows
-from hailq.backends.base import (
-    AckParams,
-    BuildCopies,
-    ClaimedRow,
-    ClaimParams,
-    DeadListParams,
-    ExtendParams,
-    NackParams,
-    NewMessage,
-    RedriveParams,
-)
+from hailq.backends.base import ClaimedRow, NewMessage, Receipt
+from hailq.backends.core import Acked, Dialect, FastPathMissed, SqlBackend, Tx
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.backends.sqlite.watch import FolderWatch
-from hailq.errors import InvalidArgument, LeaseLost, SchemaError, StorageError
-from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
+from hailq.errors import InvalidArgument, SchemaError, StorageError
 from hailq.policy.ordering import sort_key
 
 Q = load_queries("hailq.backends.sqlite")
@@ -49,7 +39,6 @@ SCHEMA_TABLE = (
     "CREATE TABLE IF NOT EXISTS hailq_schema ("
     "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
 )
-_MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 _REOPEN_AFTER = {8, 10, 14}  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 _ACK_CHUNK = 500  # messages per batch-ack statement: 4 parameters each, SQLite allows 32,766
@@ -111,7 +100,7 @@ class _Transaction:
 
     __slots__ = ("_backend", "_conn", "_durable")
 
-    def __init__(self, backend: SQLiteBackend, durable: bool) -> None:
+    def __init__(self, backend: SQLiteDialect, durable: bool) -> None:
         self._backend = backend
         self._durable = durable
 
@@ -155,7 +144,34 @@ class _Transaction:
             raise self._backend._storage_error(exc) from None
 
 
-class SQLiteBackend:
+class _Tx(Tx):
+    """A connection at work in a transaction (or reading), with the clock's time."""
+
+    __slots__ = ("conn", "now")
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+
+    def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
+        return self.conn.execute(Q[name], _sqlite_args(params)).fetchall()
+
+    def exec(self, name: str, params: Mapping[str, Any]) -> int:
+        return int(self.conn.execute(Q[name], _sqlite_args(params)).rowcount)
+
+    def has(self, name: str) -> bool:
+        return name in Q
+
+    def atomic(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()  # every unit of work is one write transaction
+
+
+def _sqlite_args(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Lists travel as JSON arrays (read with json_each), booleans as 0 and 1."""
+    return {k: json.dumps(v) if isinstance(v, list | tuple) else v for k, v in params.items()}
+
+
+class SQLiteDialect(Dialect):
     """hailq on one SQLite file (``sqlite:///path/to/file.db``)."""
 
     def __init__(self, path: str, *, synchronous: str = "full", busy_timeout: float = 60.0,
@@ -171,8 +187,6 @@ class SQLiteBackend:
         self._poll_interval = poll_interval
         self._local = _Local()
         self._writer = _ForkSafeLock()
-        self._inserts = 0
-        self._maintained: dict[str, float] = {}
 
     # -- connections -------------------------------------------------------------------
 
@@ -209,6 +223,8 @@ class SQLiteBackend:
             # busy handler, whose sleeps grow to 100 ms: far longer than a hailq write holds
             # the lock. Setting it once saves two PRAGMAs per transaction.
             conn.execute("PRAGMA busy_timeout=0")
+            # Rule 16's sort key, one definition for Python and SQL.
+            conn.create_function("hailq_sort_key", 3, sort_key, deterministic=True)
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
         return conn
@@ -223,11 +239,6 @@ class SQLiteBackend:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
         return StorageError(f"SQLite database {self.path}: {exc}")
-
-    def _transaction(self, durable: bool) -> _Transaction:
-        """A write transaction (``with``): ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled
-        back on any error; sends commit durably, leases and acks with ``NORMAL``."""
-        return _Transaction(self, durable)
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
@@ -259,17 +270,53 @@ class SQLiteBackend:
             time.sleep(pause)
             pause = min(pause * 1.5, 0.005)
 
-    def _read(self, sql: str, params: dict[str, Any]) -> list[Any]:
+    def work(self, fn: Callable[[Tx], _T], *, durable: bool,
+             rerun: Callable[[Tx], _T] | None = None) -> _T:
+        # SQLite never loses a connection mid-call: nothing is re-run.
+        with _Transaction(self, durable) as conn:
+            return fn(_Tx(conn, self._clock()))
+
+    def read(self, fn: Callable[[Tx], _T]) -> _T:
         try:
-            conn = self._connection()
-            return self._patiently(lambda: conn.execute(sql, params).fetchall())
+            tx = _Tx(self._connection(), self._clock())
+            return self._patiently(lambda: fn(tx))
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
+
+    def joined(self, connection: Any, fn: Callable[[Tx], _T]) -> _T:
+        conn = self._check_foreign(connection)
+        try:
+            return fn(_Tx(conn, self._clock()))
+        except sqlite3.Error as exc:
+            raise self._storage_error(exc) from None
+
+    @contextmanager
+    def effect(self) -> Iterator[tuple[Tx, Any]]:
+        with _Transaction(self, True) as conn:
+            yield _Tx(conn, self._clock()), conn
+
+    def _check_foreign(self, connection: Any) -> sqlite3.Connection:
+        if not isinstance(connection, sqlite3.Connection):
+            raise InvalidArgument(
+                "connection= must be a sqlite3.Connection to the broker's database file, "
+                f"got {type(connection).__name__}")
+        files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
+        if not files or os.path.realpath(files[0]) != os.path.realpath(self.path):
+            raise InvalidArgument(
+                f"connection= is open on {files[0] if files else 'no file'}, not on the "
+                f"broker's database {self.path}")
+        if connection.isolation_level is None and not connection.in_transaction:
+            raise InvalidArgument(
+                "connection= is in autocommit mode with no open transaction; run BEGIN first "
+                "so the message commits with your transaction")
+        # A connection of the application's own has no hailq functions yet.
+        connection.create_function("hailq_sort_key", 3, sort_key, deterministic=True)
+        return connection
 
     # -- schema ------------------------------------------------------------------------
 
     def schema_migrate(self) -> int:
-        with self._transaction(durable=True) as conn:
+        with _Transaction(self, True) as conn:
             conn.execute(SCHEMA_TABLE)
             current = conn.execute("SELECT coalesce(max(version), 0) FROM hailq_schema")
             version = int(current.fetchone()[0])
@@ -309,166 +356,97 @@ class SQLiteBackend:
     def clock_now(self) -> float:
         return self._clock()
 
-    # -- queues ------------------------------------------------------------------------
+    # -- fast paths --------------------------------------------------------------------
 
-    def queue_save(self, name: str, settings_json: str, aging: float | None,
-                   resort: bool) -> None:
-        with self._transaction(durable=True) as conn:
-            conn.execute(Q["queue_save"], {"name": name, "settings": settings_json,
-                                           "now": self._clock()})
-            conn.execute(Q["counters_create"], {"queue": name})
-            if resort:
-                conn.execute(Q["queue_resort"], {"queue": name, "aging": aging})
-
-    def queue_load(self, name: str) -> str | None:
-        found = self._read(Q["queue_load"], {"name": name})
-        return str(found[0][0]) if found else None
-
-    def queue_list(self) -> list[tuple[str, str]]:
-        return [(str(n), str(s)) for n, s in self._read(Q["queue_list"], {})]
-
-    # -- sending -----------------------------------------------------------------------
-
-    def message_insert(self, messages: Sequence[NewMessage],
-                       connection: Any = None) -> list[str]:
-        if connection is not None:
-            conn = self._check_foreign(connection)
-            try:
-                return self._insert(conn, messages, self._clock())
-            except sqlite3.Error as exc:
-                raise self._storage_error(exc) from None
-        with self._transaction(durable=True) as conn:
-            return self._insert(conn, messages, self._clock())
-
-    def _check_foreign(self, connection: Any) -> sqlite3.Connection:
-        if not isinstance(connection, sqlite3.Connection):
-            raise InvalidArgument(
-                "connection= must be a sqlite3.Connection to the broker's database file, "
-                f"got {type(connection).__name__}")
-        files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
-        if not files or os.path.realpath(files[0]) != os.path.realpath(self.path):
-            raise InvalidArgument(
-                f"connection= is open on {files[0] if files else 'no file'}, not on the "
-                f"broker's database {self.path}")
-        if connection.isolation_level is None and not connection.in_transaction:
-            raise InvalidArgument(
-                "connection= is in autocommit mode with no open transaction; run BEGIN first "
-                "so the message commits with your transaction")
-        return connection
-
-    def _insert(self, conn: sqlite3.Connection, messages: Sequence[NewMessage],
-                now: float) -> list[str]:
-        ids: list[str] = []
-        fresh: list[NewMessage] = []
-        for m in messages:
-            if m.dedup_id is not None:
-                hit = conn.execute(Q["dedup_lookup"], {"queue": m.queue, "dedup_id": m.dedup_id,
-                                                       "now": now}).fetchone()
-                if hit is not None:
-                    ids.append(str(hit[0]))
-                    continue
-                conn.execute(Q["dedup_save"], {"queue": m.queue, "dedup_id": m.dedup_id,
-                                               "id": m.id, "now": now,
-                                               "dedup_window": m.dedup_window})
-            fresh.append(m)
-            ids.append(m.id)
+    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> None:
+        conn, now = _conn(tx), float(tx.now or 0.0)
         # In order, one row at a time as far as SQLite is concerned: a keyed message sees
         # the earlier ones of the same batch.
         conn.executemany(Q["message_insert"], [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": sort_key(m.priority, now + m.delay, m.aging),
-            "now": now, "delay": m.delay} for m in fresh])
-        for queue, n in Counter(m.queue for m in fresh).items():
+            "now": now, "delay": m.delay} for m in messages])
+        for queue, n in Counter(m.queue for m in messages).items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})
-        self._inserts += 1
-        if self._inserts % 1000 == 1:
-            conn.execute(Q["dedup_prune"], {"now": now})
-        return ids
 
-    def topic_publish(self, topic: str, build: BuildCopies,
-                      connection: Any = None) -> list[str]:
-        if connection is not None:  # the caller's transaction: every copy or none
-            conn = self._check_foreign(connection)
-            try:
-                return self._insert(conn, build(self._subscriptions(conn, topic)),
-                                    self._clock())
-            except sqlite3.Error as exc:
-                raise self._storage_error(exc) from None
-        with self._transaction(durable=True) as conn:
-            subs = self._subscriptions(conn, topic)
-            return self._insert(conn, build(subs), self._clock())
-
-    # -- receiving ---------------------------------------------------------------------
-
-    def message_claim(self, params: ClaimParams) -> list[ClaimedRow]:
-        return self.message_ack_claim((), params)[1]
-
-    def message_ack_claim(self, acks: Sequence[AckParams], params: ClaimParams,
-                          ) -> tuple[list[bool | None], list[ClaimedRow]]:
-        return _fast_first(lambda fast: self._ack_claim(acks, params, fast))
-
-    def _ack_claim(self, acks: Sequence[AckParams], params: ClaimParams, fast: bool,
-                   ) -> tuple[list[bool | None], list[ClaimedRow]]:
-        with self._transaction(durable=False) as conn:
-            now = self._clock()
-            acked = self._ack(conn, acks, now, fast) if acks else []
-            maintained = now - self._maintained.get(params.queue, 0.0) >= _MAINTAIN_EVERY
-            if maintained:
-                self._maintain(conn, params, now)
-            found = self._claim(conn, params, now)
-            if not found and not maintained:
-                self._maintain(conn, params, now)
-                found = self._claim(conn, params, now)
-            claimed = [ClaimedRow.from_returning(r) for r in found]
-            redelivered = sum(1 for r in claimed if r.attempt > 1)
-            if redelivered:
-                conn.execute(Q["count_redelivered"], {"queue": params.queue, "n": redelivered})
-        return acked, claimed
-
-    def queue_upkeep(self, params: ClaimParams) -> None:
-        with self._transaction(durable=False) as conn:
-            self._maintain(conn, params, self._clock())
-
-    def _maintain(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
-        """Claim-time upkeep, no sweeper needed: due messages become ready, ended leases end."""
-        self._maintained[params.queue] = now
-        conn.execute(Q["scheduled_promote"], {"queue": params.queue, "now": now})
-        self._expire(conn, params, now)
-
-    def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Any]:
-        n = params.max_messages
-        if params.max_in_flight is not None:
-            leased = conn.execute(Q["in_flight"], {"queue": params.queue}).fetchone()[0]
-            n = min(n, params.max_in_flight - int(leased))
-        if n <= 0:
-            return []
+    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
+        conn = _conn(tx)
         token = secrets.token_hex(8)
-        lease_until = now + params.lease
+        lease_until = float(tx.now or 0.0) + lease
         found = conn.execute(Q["message_claim"], {
-            "queue": params.queue, "n": n, "token": token, "lease_until": lease_until,
+            "queue": queue, "n": n, "token": token, "lease_until": lease_until,
         }).fetchall()
-        if found:
-            conn.execute(_for_rows("message_claim_mark", len(found)),
-                         [token, lease_until, *[r[10] for r in found]])
+        if not found:
+            return []
+        conn.execute(_for_rows("message_claim_mark", len(found)),
+                     [token, lease_until, *[r[10] for r in found]])
+        claimed = [ClaimedRow._make(r) for r in found]
+        redelivered = sum(1 for r in claimed if r.attempt > 1)
+        if redelivered:
+            conn.execute(Q["count_redelivered"], {"queue": queue, "n": redelivered})
+        return claimed
+
+    def ack(self, tx: Tx, receipts: Sequence[Receipt], fast: bool) -> list[Acked]:
+        """Receipts of one queue. One message whose lease holds and that has no key: a
+        delete that returns nothing. A batch of one claim's messages: the same, checked
+        by its count (FastPathMissed when it falls short). Otherwise by receipt."""
+        conn, now = _conn(tx), tx.now
+        queue = receipts[0].queue
+        if len(receipts) == 1:  # one message, the most common ack: nothing to group
+            one = receipts[0]
+            args = {"seq": one.seq, "id": one.message_id, "token": one.token,
+                    "queue": queue, "now": now}
+            if one.seq is not None and conn.execute(Q["message_ack_in_time"], args).rowcount:
+                return [Acked(one.message_id, one.token, None, False)]
+            found = [Acked(*r) for r in conn.execute(Q["message_ack_one"], args)]
+        elif fast and _one_claim(receipts):
+            self._ack_in_time(conn, receipts, now)
+            return [Acked(r.message_id, r.token, None, False) for r in receipts]
+        else:
+            known = [r for r in receipts if r.seq is not None]  # found by position
+            found = []
+            for start in range(0, len(known), _ACK_CHUNK):
+                part = known[start:start + _ACK_CHUNK]
+                found += [Acked(*r) for r in conn.execute(
+                    _for_rows("message_ack", len(part)), [
+                        *[r.seq for r in part],
+                        *[v for r in part for v in (r.seq, r.message_id, r.token)],
+                        queue, now])]
+            if len(known) < len(receipts):
+                pairs = json.dumps([[r.message_id, r.token] for r in receipts if r.seq is None])
+                found += [Acked(*r) for r in conn.execute(Q["message_ack_pairs"], {
+                    "pairs": pairs, "queue": queue, "now": now})]
+        late = sum(1 for a in found if a.late)
+        if late:
+            conn.execute(Q["count_late"], {"queue": queue, "n": late})
         return found
 
-    def _expire(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> None:
-        park = 1 if params.on_dead == "park" else 0
-        ended = conn.execute(Q["leases_expire"], {"queue": params.queue, "now": now,
-                                                  "max_attempts": params.max_attempts,
-                                                  "park": park}).fetchall()
-        dead = [key for state, key in ended if state == "dead"]
-        if dead:
-            conn.execute(Q["count_dead"], {"queue": params.queue, "dead": len(dead)})
-            for key in dead:
-                if key is not None and not park:
-                    self._release(conn, params.queue, key, now)
+    def _ack_in_time(self, conn: sqlite3.Connection, receipts: Sequence[Receipt],
+                     now: float | None) -> None:
+        queue = receipts[0].queue
+        for start in range(0, len(receipts), _ACK_CHUNK):
+            part = receipts[start:start + _ACK_CHUNK]
+            deleted = conn.execute(_for_rows("message_ack_claim_in_time", len(part)), [
+                *[r.seq for r in part], part[0].token, *[r.message_id for r in part],
+                queue, now]).rowcount
+            if deleted != len(part):
+                raise FastPathMissed
 
-    def _release(self, conn: sqlite3.Connection, queue: str, key: str, now: float) -> None:
-        conn.execute(Q["key_release"], {"queue": queue, "key": key, "now": now})
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+               ) -> dict[tuple[str, str], float]:
+        conn, found = _conn(tx), {}
+        for r in receipts:
+            row = conn.execute(Q["message_extend"], {
+                "id": r.message_id, "seq": r.seq, "queue": r.queue, "token": r.token,
+                "now": tx.now, "seconds": seconds}).fetchone()
+            if row is not None:
+                found[(r.message_id, r.token)] = float(row[0])
+        return found
 
-    def message_wait(self, queues: Sequence[str], timeout: float) -> None:
+    # -- waiting -----------------------------------------------------------------------
+
+    def wait(self, queues: Sequence[str], timeout: float) -> None:
         # PRAGMA data_version changes when another connection commits. The version last
         # seen is kept per thread, so a commit between an empty claim and this wait still
         # wakes us. Between checks the thread sleeps on inotify (a write to the database's
@@ -509,231 +487,21 @@ class SQLiteBackend:
             local.watch_failed = local.watch is None
         return local.watch
 
-    # -- finishing ---------------------------------------------------------------------
-
-    def message_ack(self, acks: Sequence[AckParams]) -> list[bool | None]:
-        def run(fast: bool) -> list[bool | None]:
-            with self._transaction(durable=False) as conn:
-                return self._ack(conn, acks, self._clock(), fast)
-
-        return _fast_first(run)
-
-    def _ack(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
-             now: float, fast: bool = False) -> list[bool | None]:
-        """Delete the rows the receipts still lease; per receipt False (in time), True
-        (late) or None (lost). With ``fast``, batches of one claim try
-        ``message_ack_claim_in_time`` first and raise _NotAllInTime when it misses a row:
-        the caller rolls back and calls again without ``fast``."""
-        if len(acks) == 1:  # one message, the most common ack: nothing to group
-            one = acks[0]
-            args = {"seq": one.seq, "id": one.message_id, "token": one.token,
-                    "queue": one.queue, "now": now}
-            if one.key_known and one.seq is not None and conn.execute(
-                    Q["message_ack_in_time"], args).rowcount:
-                if one.ordering_key is not None:
-                    self._release(conn, one.queue, one.ordering_key, now)
-                return [False]
-            found = conn.execute(Q["message_ack_one"], args).fetchall()
-            self._acked(conn, one.queue, found, now)
-            return [bool(found[0][2])] if found else [None]
-        if fast and _one_claim(acks):
-            self._ack_in_time(conn, acks, now)
-            return [False] * len(acks)
-        by_queue: dict[str, list[AckParams]] = {}
-        for a in acks:
-            by_queue.setdefault(a.queue, []).append(a)
-        # By receipt (id and token), not id: a stale receipt beside the current one of
-        # the same message gets None, not the current one's answer.
-        outcome: dict[tuple[str, str], bool] = {}
-        for queue, group in by_queue.items():
-            known = [a for a in group if a.seq is not None]  # found by position
-            found = []
-            for start in range(0, len(known), _ACK_CHUNK):
-                part = known[start:start + _ACK_CHUNK]
-                found += conn.execute(_for_rows("message_ack_seq", len(part)), [
-                    *[a.seq for a in part],
-                    *[v for a in part for v in (a.seq, a.message_id, a.token)],
-                    queue, now]).fetchall()
-            if len(known) < len(group):
-                pairs = json.dumps([[a.message_id, a.token] for a in group if a.seq is None])
-                found += conn.execute(Q["message_ack"], {"pairs": pairs, "queue": queue,
-                                                         "now": now}).fetchall()
-            self._acked(conn, queue, found, now)
-            outcome.update({(r[0], r[3]): bool(r[2]) for r in found})
-        return [outcome.get((a.message_id, a.token)) for a in acks]
-
-    def _ack_in_time(self, conn: sqlite3.Connection, acks: Sequence[AckParams],
-                     now: float) -> None:
-        queue = acks[0].queue
-        for start in range(0, len(acks), _ACK_CHUNK):
-            part = acks[start:start + _ACK_CHUNK]
-            deleted = conn.execute(_for_rows("message_ack_claim_in_time", len(part)), [
-                *[a.seq for a in part], part[0].token, *[a.message_id for a in part],
-                queue, now]).rowcount
-            if deleted != len(part):
-                raise _NotAllInTime
-        self._acked(conn, queue, [(a.message_id, a.ordering_key, False) for a in acks], now)
-
-    def _acked(self, conn: sqlite3.Connection, queue: str, found: list[Any],
-               now: float) -> None:
-        """After acks of ``queue`` deleted ``found`` (id, key, late, ...): free the keys'
-        next messages, count the late acks."""
-        late = 0
-        keys = set()
-        for row in found:
-            key, was_late = row[1], row[2]
-            late += was_late
-            if key is not None:
-                keys.add(key)
-        for key in sorted(keys):
-            self._release(conn, queue, key, now)
-        if late:
-            conn.execute(Q["count_late"], {"queue": queue, "n": late})
-
-    @contextmanager
-    def message_ack_transaction(self, ack: AckParams) -> Iterator[sqlite3.Connection]:
-        # The ack goes first: it fences the message (nobody else can lease it while this
-        # write transaction is open) and fails fast when the lease is already lost.
-        with self._transaction(durable=True) as conn:
-            if self._ack(conn, [ack], self._clock())[0] is None:
-                raise LeaseLost(f"message {ack.message_id} was received again or is gone; "
-                                "the transaction was rolled back")
-            yield conn
-
-    def message_nack(self, params: NackParams) -> bool:
-        with self._transaction(durable=False) as conn:
-            now = self._clock()
-            park = 1 if params.on_dead == "park" else 0
-            row = conn.execute(Q["message_nack"], {
-                "id": params.message_id, "seq": params.seq, "queue": params.queue,
-                "token": params.token, "now": now, "delay": params.delay,
-                "error": params.error or "nacked", "max_attempts": params.max_attempts,
-                "aging": params.aging,
-                "park": park, "dead": 1 if params.dead else 0, "spare": int(params.spare),
-            }).fetchone()
-            if row is None:
-                return False
-            state, key = row
-            dead = state == "dead"
-            conn.execute(Q["count_nacked"], {"queue": params.queue, "dead": int(dead)})
-            if dead and key is not None and not park:
-                self._release(conn, params.queue, key, now)
-            return True
-
-    def message_attempt(self, queue: str, message_id: str, token: str,
-                        seq: int | None) -> int | None:
-        found = self._read(Q["message_attempt"], {"queue": queue, "id": message_id,
-                                                  "token": token, "seq": seq})
-        return int(found[0][0]) if found else None
-
-    def message_extend(self, extends: Sequence[ExtendParams]) -> list[float | None]:
-        with self._transaction(durable=False) as conn:
-            now = self._clock()
-            results: list[float | None] = []
-            for e in extends:
-                row = conn.execute(Q["message_extend"], {
-                    "id": e.message_id, "seq": e.seq, "queue": e.queue, "token": e.token,
-                    "now": now, "seconds": e.seconds,
-                    "max_attempts": e.max_attempts}).fetchone()
-                results.append(None if row is None else float(row[0]))
-        return results
-
-    # -- operators ---------------------------------------------------------------------
-
-    def message_peek(self, queue: str, limit: int) -> list[PeekedMessage]:
-        found = self._read(Q["message_peek"], {"queue": queue, "limit": limit,
-                                                "now": self._clock()})
-        return [rows.peeked(queue, r) for r in found]
-
-    def dead_list(self, params: DeadListParams) -> list[DeadMessage]:
-        now = self._clock()
-        before = None if params.older_than is None else now - params.older_than
-        found = self._read(Q["dead_list"], {
-            "queue": params.queue, "ordering_key": params.ordering_key, "now": now,
-            "dead_before": before, "error": params.error_contains, "limit": params.limit})
-        return [rows.dead_letter(params.queue, r) for r in found]
-
-    def dead_redrive(self, params: RedriveParams) -> int:
-        ids = json.dumps(list(params.ids or []))
-        every = 1 if params.ids is None else 0
-        with self._transaction(durable=True) as conn:
-            now = self._clock()
-            keys = [r[0] for r in conn.execute(Q["dead_keys"], {"queue": params.queue,
-                                                                 "ids": ids, "all": every})]
-            count = conn.execute(Q["dead_redrive"], {"queue": params.queue, "ids": ids,
-                                                     "all": every, "now": now,
-                                                     "aging": params.aging}).rowcount
-            for key in keys:
-                self._release(conn, params.queue, key, now)
-        return int(count)
-
-    def message_purge(self, queue: str, dead: bool) -> int:
-        with self._transaction(durable=True) as conn:
-            now = self._clock()
-            if dead:
-                gone = conn.execute(Q["purge_dead"], {"queue": queue}).fetchall()
-                for key in {k for k, parked in gone if k is not None and parked}:
-                    self._release(conn, queue, key, now)
-                count = len(gone)
-            else:
-                count = int(conn.execute(Q["purge_live"], {"queue": queue}).rowcount)
-            conn.execute(Q["count_purged"], {"queue": queue, "n": count})
-            return count
-
-    def queue_stats(self, queue: str) -> QueueStats:
-        now = self._clock()
-        row = self._read(Q["stats"], {"queue": queue, "now": now})[0]
-        parked = [r[0] for r in self._read(Q["stats_parked"], {"queue": queue, "now": now})]
-        return rows.stats(queue, row, now, parked)
-
-    # -- topics ------------------------------------------------------------------------
-
-    def topic_save(self, topic: str) -> None:
-        with self._transaction(durable=True) as conn:
-            conn.execute(Q["topic_save"], {"name": topic, "now": self._clock()})
-
-    def topic_list(self) -> list[str]:
-        return [str(r[0]) for r in self._read(Q["topic_list"], {})]
-
-    def subscription_save(self, subscription: Subscription) -> None:
-        with self._transaction(durable=True) as conn:
-            conn.execute(Q["subscription_save"], {
-                "topic": subscription.topic, "queue": subscription.queue,
-                "filter": None if subscription.filter is None else json.dumps(
-                    subscription.filter, sort_keys=True),
-                "now": self._clock()})
-
-    def subscription_list(self, topic: str) -> list[Subscription]:
-        return self._subscriptions(self._connection(), topic)
-
-    def _subscriptions(self, conn: sqlite3.Connection, topic: str) -> list[Subscription]:
-        found = self._patiently(
-            lambda: conn.execute(Q["subscription_list"], {"topic": topic}).fetchall())
-        return [Subscription(t, q, None if f is None else json.loads(f)) for t, q, f in found]
-
-    # -- workers -----------------------------------------------------------------------
-
-    def worker_save(self, worker: WorkerInfo) -> None:
-        with self._transaction(durable=False) as conn:
-            conn.execute(Q["worker_save"], {
-                "id": worker.id, "host": worker.host, "pid": worker.pid,
-                "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
-                "in_flight": worker.in_flight, "started_at": worker.started_at,
-                "now": self._clock(), "state": worker.state})
-
-    def worker_list(self) -> list[WorkerInfo]:
-        return [WorkerInfo(i, h, p, json.loads(q), c, f, s, seen, st)
-                for i, h, p, q, c, f, s, seen, st in self._read(Q["worker_list"], {})]
-
-    def worker_prune(self, before: float) -> int:
-        with self._transaction(durable=False) as conn:
-            return int(conn.execute(Q["worker_prune"], {"before": before}).rowcount)
-
     def close(self) -> None:
         conn = self._local.conn
         if conn is not None and self._local.generation == _Forks.generation:
             conn.close()
         self._local.conn = None
+
+
+def SQLiteBackend(path: str, **options: Any) -> SqlBackend:
+    """hailq on one SQLite file: the storage core over the SQLite dialect."""
+    return SqlBackend(SQLiteDialect(path, **options))
+
+
+def _conn(tx: Tx) -> sqlite3.Connection:
+    assert isinstance(tx, _Tx)
+    return tx.conn
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -749,27 +517,12 @@ def _statements(script: str) -> Iterator[str]:
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
 
 
-class _NotAllInTime(Exception):
-    """A fast batch ack deleted fewer rows than it was given: roll back, ack row by row."""
-
-
-def _fast_first(run: Callable[[bool], _T]) -> _T:
-    """``run(True)``, a transaction that tries the fast batch ack; when that raised
-    _NotAllInTime (rolled back, nothing written), ``run(False)``."""
-    try:
-        return run(True)
-    except _NotAllInTime:
-        return run(False)
-
-
-def _one_claim(acks: Sequence[AckParams]) -> bool:
-    """Several acks of Message objects (position and key known) of one claim of one
-    queue, each message named once."""
-    first = acks[0]
-    return (len(acks) > 1
-            and all(a.key_known and a.seq is not None and a.token == first.token
-                    and a.queue == first.queue for a in acks)
-            and len({a.seq for a in acks}) == len(acks))
+def _one_claim(receipts: Sequence[Receipt]) -> bool:
+    """Several receipts of one claim (their positions known), each message named once."""
+    first = receipts[0]
+    return (len(receipts) > 1
+            and all(r.seq is not None and r.token == first.token for r in receipts)
+            and len({r.seq for r in receipts}) == len(receipts))
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,35 +1,40 @@
--- hailq queries for SQLite. Parameters are named (:name). Times are epoch seconds.
+-- hailq queries for SQLite. Parameters are named (:name); lists arrive as JSON arrays.
+-- Times are epoch seconds of the broker's clock, passed as :now. hailq_sort_key is rule
+-- 16's sort key (hailq/policy/ordering.py, registered on every connection).
 
 -- name: queue_save
-INSERT INTO hailq_queues (name, settings, created_at) VALUES (:name, :settings, :now)
-ON CONFLICT (name) DO UPDATE SET settings = excluded.settings;
+INSERT INTO hailq_queues (name, settings, created_at, lease, max_attempts, max_in_flight,
+                          aging, park)
+VALUES (:name, :settings, :now, :lease, :max_attempts, :max_in_flight, :aging, :park)
+ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
+    max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
+    aging = excluded.aging, park = excluded.park;
 
 -- name: queue_resort
 -- A queue's aging changed: give its live messages the keys they would have had under the
 -- new setting (rule 16), so old and new messages are ordered alike. Dead ones get theirs
 -- when redriven.
-UPDATE hailq_messages
-SET sort_key = CASE WHEN :aging IS NULL THEN -priority ELSE available_at - priority * :aging END
+UPDATE hailq_messages SET sort_key = hailq_sort_key(priority, available_at, :aging)
 WHERE queue = :queue AND state <> 'dead';
 
--- name: counters_create
-INSERT INTO hailq_counters (queue) VALUES (:queue) ON CONFLICT (queue) DO NOTHING;
-
--- name: queue_load
+-- name: queue_get
 SELECT settings FROM hailq_queues WHERE name = :name;
+
+-- name: queue_live
+SELECT lease, max_in_flight, max_attempts, park FROM hailq_queues WHERE name = :queue;
 
 -- name: queue_list
 SELECT name, settings FROM hailq_queues ORDER BY name;
 
--- name: dedup_lookup
-SELECT message_id FROM hailq_dedup
-WHERE queue = :queue AND dedup_id = :dedup_id AND expires_at > :now;
-
--- name: dedup_save
+-- name: dedup_claim
+-- The id that owns the dedup id (ours when it is new or the old one expired), and
+-- whether this statement made the record (always: SQLite never re-runs a send).
 INSERT INTO hailq_dedup (queue, dedup_id, message_id, expires_at)
 VALUES (:queue, :dedup_id, :id, :now + :dedup_window)
 ON CONFLICT (queue, dedup_id) DO UPDATE
-SET message_id = excluded.message_id, expires_at = excluded.expires_at;
+SET message_id = CASE WHEN expires_at <= :now THEN excluded.message_id ELSE message_id END,
+    expires_at = CASE WHEN expires_at <= :now THEN excluded.expires_at ELSE expires_at END
+RETURNING message_id, 1;
 
 -- name: dedup_prune
 DELETE FROM hailq_dedup WHERE (queue, dedup_id) IN (
@@ -53,10 +58,14 @@ VALUES (:id, :queue,
         :now, :now + :delay);
 
 -- name: count_sent
-UPDATE hailq_counters SET sent = sent + :n WHERE queue = :queue;
+-- SQLite only: it has no data-modifying WITH, so what PostgreSQL counts inside the
+-- statement that changed the rows is a statement of its own here.
+INSERT INTO hailq_counters (queue, sent) VALUES (:queue, :n)
+ON CONFLICT (queue) DO UPDATE SET sent = sent + excluded.sent;
 
 -- name: claimable
--- A cheap read: is a claim worth a write transaction? :queues is a JSON array.
+-- SQLite only: a cheap read between waits (PostgreSQL is woken by NOTIFY instead).
+-- Is a claim worth a write transaction? :queues is a JSON array.
 SELECT 1 FROM json_each(:queues) AS q
 WHERE EXISTS (SELECT 1 FROM hailq_messages WHERE queue = q.value AND state = 'ready')
    OR EXISTS (SELECT 1 FROM hailq_messages
@@ -70,17 +79,25 @@ UPDATE hailq_messages SET state = 'ready'
 WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now;
 
 -- name: leases_expire
--- An ended lease gives the message back, or kills it after its last attempt (rule 13).
+-- An ended lease gives the message back, or kills it after its last attempt (rule 13),
+-- as of the lease's end: reads show the same time and error before upkeep ran.
 UPDATE hailq_messages
-SET state = CASE WHEN attempt >= :max_attempts THEN 'dead' ELSE 'ready' END,
-    dead_at = CASE WHEN attempt >= :max_attempts THEN lease_until END,
-    parked = CASE WHEN attempt >= :max_attempts AND ordering_key IS NOT NULL
-                  THEN :park ELSE 0 END,
-    -- The lease's end, not now: reads show the same time before upkeep ran.
+SET state = CASE WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
+    dead_at = CASE WHEN attempt >= q.max_attempts THEN lease_until END,
+    available_at = lease_until,
+    parked = CASE WHEN attempt >= q.max_attempts AND ordering_key IS NOT NULL
+                  THEN q.park ELSE 0 END,
     errors = json_insert(coalesce(errors, '[]'), '$[#]', json_object(
         'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
+FROM (SELECT coalesce((SELECT max_attempts FROM hailq_queues WHERE name = :queue), 5)
+             AS max_attempts,
+             coalesce((SELECT park FROM hailq_queues WHERE name = :queue), 0) AS park) AS q
 WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
-RETURNING state, ordering_key;
+RETURNING state, ordering_key, parked;
+
+-- name: count_dead
+INSERT INTO hailq_counters (queue, dead_lettered) VALUES (:queue, :n)
+ON CONFLICT (queue) DO UPDATE SET dead_lettered = dead_lettered + excluded.dead_lettered;
 
 -- name: in_flight
 SELECT count(*) FROM hailq_messages WHERE queue = :queue AND state = 'leased';
@@ -100,22 +117,25 @@ ORDER BY sort_key, seq
 LIMIT :n;
 
 -- name: message_claim_mark
--- {marks} stands for one ? per row read by message_claim; the parameters are the token,
--- the lease's end, then the rows' seqs.
+-- SQLite only: the second half of its claim (see message_claim). {marks} stands for one
+-- ? per row read by message_claim; the parameters are the token, the lease's end, then
+-- the rows' seqs.
 UPDATE hailq_messages
 SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?
 WHERE seq IN ({marks});
 
 -- name: count_redelivered
-UPDATE hailq_counters SET redelivered = redelivered + :n WHERE queue = :queue;
+-- SQLite only: it has no data-modifying WITH (PostgreSQL counts inside the statement).
+INSERT INTO hailq_counters (queue, redelivered) VALUES (:queue, :n)
+ON CONFLICT (queue) DO UPDATE SET redelivered = redelivered + excluded.redelivered;
 
 -- name: message_ack_in_time
--- The common ack: the lease still holds and the receiver knows the message's key, so
--- nothing needs returning (RETURNING costs an ack about a fifth). No row changed: the
--- caller asks message_ack_one what happened.
+-- SQLite only: the common ack, a message without a key whose lease still holds, needs
+-- nothing back (RETURNING costs an ack about a fifth). No row changed: the caller asks
+-- message_ack_one what happened.
 DELETE FROM hailq_messages
 WHERE seq = :seq AND id = :id AND token = :token AND queue = :queue
-  AND state = 'leased' AND lease_until >= :now;
+  AND state = 'leased' AND lease_until >= :now AND ordering_key IS NULL;
 
 -- name: message_ack_one
 -- Rows are found by position (seq); a receipt made before receipts named it is found by a
@@ -123,13 +143,16 @@ WHERE seq = :seq AND id = :id AND token = :token AND queue = :queue
 DELETE FROM hailq_messages
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND token = :token AND queue = :queue AND state <> 'blocked'
-RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late;
+RETURNING id, token, ordering_key, state <> 'leased' OR lease_until < :now AS late;
 
 -- name: count_late
-UPDATE hailq_counters SET late_acks = late_acks + :n WHERE queue = :queue;
+-- SQLite only: it has no data-modifying WITH (PostgreSQL counts inside the statement).
+INSERT INTO hailq_counters (queue, late_acks) VALUES (:queue, :n)
+ON CONFLICT (queue) DO UPDATE SET late_acks = late_acks + excluded.late_acks;
 
 -- name: count_purged
-UPDATE hailq_counters SET purged = purged + :n WHERE queue = :queue;
+INSERT INTO hailq_counters (queue, purged) VALUES (:queue, :n)
+ON CONFLICT (queue) DO UPDATE SET purged = purged + excluded.purged;
 
 -- name: key_release
 -- Release the next message of a key once nothing earlier holds it (rule 17).
@@ -146,9 +169,25 @@ AND NOT EXISTS (
       AND (state IN ('ready', 'scheduled', 'leased') OR (state = 'dead' AND parked = 1))
 );
 
--- name: message_ack_seq
--- A batch of received messages: {marks} stands for one ? per message and {receipts} for
--- one (?, ?, ?) per message; the parameters are the seqs, then seq, id and token of each
+-- name: keys_release
+-- key_release for several keys (a JSON array) in one statement.
+UPDATE hailq_messages
+SET state = CASE WHEN available_at > :now THEN 'scheduled' ELSE 'ready' END
+WHERE seq IN (
+    SELECT (SELECT m.seq FROM hailq_messages m
+            WHERE m.queue = :queue AND m.ordering_key = k.value AND m.state = 'blocked'
+            ORDER BY m.seq LIMIT 1)
+    FROM json_each(:keys) AS k
+    WHERE NOT EXISTS (
+        SELECT 1 FROM hailq_messages m
+        WHERE m.queue = :queue AND m.ordering_key = k.value
+          AND (m.state IN ('ready', 'scheduled', 'leased')
+               OR (m.state = 'dead' AND m.parked = 1)))
+);
+
+-- name: message_ack
+-- A batch of receipts: {marks} stands for one ? per receipt and {receipts} for one
+-- (?, ?, ?) per receipt; the parameters are the seqs, then seq, id and token of each
 -- receipt, then queue and now. The seqs find the rows; each row must then match one
 -- receipt whole. (Matching seq, id and token each against the batch's lists is not
 -- enough: one claim's messages share a token, so a stale receipt beside a current one
@@ -156,63 +195,67 @@ AND NOT EXISTS (
 DELETE FROM hailq_messages
 WHERE seq IN ({marks}) AND (seq, id, token) IN (VALUES {receipts})
   AND queue = ? AND state <> 'blocked'
-RETURNING id, ordering_key, state <> 'leased' OR lease_until < ? AS late, token;
+RETURNING id, token, ordering_key, state <> 'leased' OR lease_until < ? AS late;
 
 -- name: message_ack_claim_in_time
--- A batch of Message objects of one claim (one lease token), all still leased in time:
--- nothing needs returning, so no row is staged for RETURNING. {marks} stands for one ?
--- per message; the parameters are the seqs, the token, the ids, then queue and now. The
--- caller compares the count of deleted rows with the batch and, when they differ, rolls
--- the transaction back and acks through message_ack_seq. A row that holds the token at
--- one of the seqs is the message that claim leased there (positions of live rows do not
--- change, tokens are drawn per claim), and its id must be one of the batch's. The unary +
--- keeps the planner on the seqs instead of the leased index.
+-- SQLite only: a batch of one claim's receipts (one lease token), all without a key and
+-- still leased in time: nothing needs returning, so no row is staged for RETURNING.
+-- {marks} stands for one ? per message; the parameters are the seqs, the token, the ids,
+-- then queue and now. The caller compares the count of deleted rows with the batch and,
+-- when they differ, rolls the transaction back and acks through message_ack. A row that
+-- holds the token at one of the seqs is the message that claim leased there (positions
+-- of live rows do not change, tokens are drawn per claim), and its id must be one of the
+-- batch's. The unary + keeps the planner on the seqs instead of the leased index.
 DELETE FROM hailq_messages
 WHERE seq IN ({marks}) AND token = ? AND id IN ({marks})
-  AND queue = ? AND +state = 'leased' AND +lease_until >= ?;
+  AND queue = ? AND +state = 'leased' AND +lease_until >= ? AND ordering_key IS NULL;
 
--- name: message_ack
--- :pairs is a JSON array of [id, token]: receipts made before receipts named the row's
--- position. A scan (ids have no index); such receipts only live as long as a lease.
+-- name: message_ack_pairs
+-- SQLite only: receipts made before receipts named the row's position, a JSON array of
+-- [id, token]. A scan (ids have no index); such receipts only live as long as a lease.
 DELETE FROM hailq_messages
 WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                       FROM json_each(:pairs))
   AND queue = :queue AND state <> 'blocked'
-RETURNING id, ordering_key, state <> 'leased' OR lease_until < :now AS late, token;
+RETURNING id, token, ordering_key, state <> 'leased' OR lease_until < :now AS late;
 
 -- name: message_nack
 -- :spare (a give-back) never kills a message whose lease still holds; an ended lease of
--- the last attempt is a dead message's (rule 13), marked or not, so it is not found.
+-- the last attempt is a dead message's (rule 13), marked or not, so it is not found
+-- (the receipt lost its lease) whatever the nack.
+-- Without :delay the wait is :backoff's entry for the attempt (its last for later ones).
 UPDATE hailq_messages
-SET state = CASE WHEN :dead OR (attempt >= :max_attempts AND NOT :spare) THEN 'dead'
-                 WHEN :delay > 0 THEN 'scheduled' ELSE 'ready' END,
-    dead_at = CASE WHEN :dead OR (attempt >= :max_attempts AND NOT :spare) THEN :now END,
-    parked = CASE WHEN (:dead OR (attempt >= :max_attempts AND NOT :spare))
+SET state = CASE WHEN :dead OR (attempt >= q.max_attempts AND NOT :spare) THEN 'dead'
+                 WHEN coalesce(:delay, json_extract(:backoff, '$[' || (min(
+                          attempt, json_array_length(:backoff)) - 1) || ']')) > 0
+                 THEN 'scheduled' ELSE 'ready' END,
+    dead_at = CASE WHEN :dead OR (attempt >= q.max_attempts AND NOT :spare) THEN :now END,
+    parked = CASE WHEN (:dead OR (attempt >= q.max_attempts AND NOT :spare))
                        AND ordering_key IS NOT NULL
-                  THEN :park ELSE 0 END,
-    available_at = :now + :delay,
-    sort_key = CASE WHEN :aging IS NULL THEN sort_key
-                    ELSE :now + :delay - priority * :aging END,
+                  THEN q.park ELSE 0 END,
+    available_at = :now + coalesce(:delay, json_extract(:backoff, '$[' || (min(
+        attempt, json_array_length(:backoff)) - 1) || ']')),
+    sort_key = CASE WHEN q.aging IS NULL OR :spare THEN sort_key
+                    ELSE hailq_sort_key(priority, :now + coalesce(:delay, json_extract(
+                        :backoff, '$[' || (min(attempt, json_array_length(:backoff)) - 1)
+                        || ']')), q.aging) END,
     token = NULL,
     lease_until = NULL,
     errors = json_insert(coalesce(errors, '[]'), '$[#]',
                          json_object('attempt', attempt, 'error', :error, 'at', :now))
+FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts, coalesce(max(park), 0) AS park,
+             max(aging) AS aging
+      FROM hailq_queues WHERE name = :queue) AS q
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
-  AND (NOT :spare OR lease_until >= :now OR attempt < :max_attempts)
-RETURNING state, ordering_key;
-
--- name: message_attempt
-SELECT attempt FROM hailq_messages
-WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
-  AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready');
+  AND (lease_until >= :now OR attempt < q.max_attempts)
+RETURNING state, ordering_key, parked;
 
 -- name: count_nacked
-UPDATE hailq_counters SET nacked = nacked + 1, dead_lettered = dead_lettered + :dead
-WHERE queue = :queue;
-
--- name: count_dead
-UPDATE hailq_counters SET dead_lettered = dead_lettered + :dead WHERE queue = :queue;
+-- SQLite only: it has no data-modifying WITH (PostgreSQL counts inside the statement).
+INSERT INTO hailq_counters (queue, nacked, dead_lettered) VALUES (:queue, 1, :dead)
+ON CONFLICT (queue) DO UPDATE SET nacked = nacked + 1,
+    dead_lettered = dead_lettered + excluded.dead_lettered;
 
 -- name: message_extend
 -- An ended lease can be extended while nobody received the message since, unless it
@@ -221,7 +264,8 @@ UPDATE hailq_counters SET dead_lettered = dead_lettered + :dead WHERE queue = :q
 UPDATE hailq_messages SET state = 'leased', lease_until = :now + :seconds
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
-  AND (lease_until >= :now OR attempt < :max_attempts)
+  AND (lease_until >= :now
+       OR attempt < coalesce((SELECT max_attempts FROM hailq_queues WHERE name = :queue), 5))
 RETURNING lease_until;
 
 -- name: message_peek
@@ -229,8 +273,8 @@ RETURNING lease_until;
 -- scheduled message is ready, an ended lease gives its message back, and an ended lease
 -- of the last attempt is a dead message's (rule 13), so it is not shown here.
 WITH q AS (
-    SELECT coalesce(json_extract(settings, '$.max_attempts'), 5) AS max_attempts
-    FROM hailq_queues WHERE name = :queue
+    SELECT coalesce((SELECT max_attempts FROM hailq_queues WHERE name = :queue), 5)
+           AS max_attempts
 ), live AS (
     SELECT m.id, CASE WHEN m.state = 'scheduled' AND m.available_at <= :now THEN 'ready'
                       WHEN m.state = 'leased' AND m.lease_until <= :now THEN 'ready'
@@ -239,10 +283,9 @@ WITH q AS (
            m.enqueued_at, CASE WHEN m.state = 'leased' AND m.lease_until <= :now
                                THEN m.lease_until ELSE m.available_at END AS available_at,
            m.sort_key, m.seq
-    FROM hailq_messages AS m LEFT JOIN q
+    FROM hailq_messages AS m, q
     WHERE m.queue = :queue AND m.state <> 'dead'
-      AND NOT (m.state = 'leased' AND m.lease_until <= :now
-               AND m.attempt >= coalesce(q.max_attempts, 5))
+      AND NOT (m.state = 'leased' AND m.lease_until <= :now AND m.attempt >= q.max_attempts)
 )
 SELECT id, state, body, body_kind, headers, priority, ordering_key, attempt,
        enqueued_at, available_at
@@ -255,8 +298,7 @@ LIMIT :limit;
 -- Dead messages, and the ones whose lease ended on their last attempt: dead by rule 13
 -- already, shown as upkeep will mark them (same time, same "lease expired" entry).
 WITH q AS (
-    SELECT coalesce(json_extract(settings, '$.max_attempts'), 5) AS max_attempts,
-           coalesce(json_extract(settings, '$.on_dead') = 'park', 0) AS park
+    SELECT coalesce(max(max_attempts), 5) AS max_attempts, coalesce(max(park), 0) AS park
     FROM hailq_queues WHERE name = :queue
 ), dead AS (
     SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
@@ -268,7 +310,7 @@ WITH q AS (
            json_insert(coalesce(m.errors, '[]'), '$[#]', json_object(
                'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until)),
            m.ordering_key IS NOT NULL AND q.park, m.seq
-    FROM hailq_messages AS m JOIN q
+    FROM hailq_messages AS m, q
     WHERE m.queue = :queue AND m.state = 'leased' AND m.lease_until <= :now
       AND m.attempt >= q.max_attempts
 )
@@ -276,7 +318,7 @@ SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_a
        dead_at, errors, parked
 FROM dead
 WHERE (:ordering_key IS NULL OR ordering_key = :ordering_key)
-  AND (:dead_before IS NULL OR dead_at <= :dead_before)
+  AND (:older_than IS NULL OR dead_at <= :now - :older_than)
   AND (:error IS NULL OR EXISTS (
       SELECT 1 FROM json_each(errors) AS e
       WHERE instr(json_extract(e.value, '$.error'), :error) > 0))
@@ -285,15 +327,15 @@ LIMIT :limit;
 
 -- name: dead_keys
 SELECT DISTINCT ordering_key FROM hailq_messages
-WHERE queue = :queue AND state = 'dead' AND ordering_key IS NOT NULL AND (:all OR id IN (SELECT value FROM json_each(:ids)));
+WHERE queue = :queue AND state = 'dead' AND ordering_key IS NOT NULL
+  AND (:all OR id IN (SELECT value FROM json_each(:ids)));
 
 -- name: dead_redrive
 -- Redriven keyed messages wait behind their key; key_release then frees the oldest.
 UPDATE hailq_messages
 SET state = CASE WHEN ordering_key IS NULL THEN 'ready' ELSE 'blocked' END,
     attempt = 0, parked = 0, dead_at = NULL, token = NULL, lease_until = NULL,
-    available_at = :now,
-    sort_key = CASE WHEN :aging IS NULL THEN -priority ELSE :now - priority * :aging END
+    available_at = :now, sort_key = hailq_sort_key(priority, :now, :aging)
 WHERE queue = :queue AND state = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)));
 
 -- name: purge_dead
@@ -307,11 +349,10 @@ DELETE FROM hailq_messages WHERE queue = :queue AND state <> 'dead';
 -- One statement, one snapshot, each count served by its state's partial index; counted as
 -- the next receive would find them (a read writes nothing): due scheduled messages are
 -- ready, ended leases ready again or, after the last attempt, dead (rule 13).
--- acked = sent - present - purged.
+-- acked = sent - present - purged. The clock comes last.
 WITH q AS (
-    SELECT coalesce(json_extract(settings, '$.max_attempts'), 5) AS max_attempts,
-           coalesce(json_extract(settings, '$.on_dead') = 'park', 0) AS park
-    FROM hailq_queues WHERE name = :queue
+    SELECT coalesce((SELECT max_attempts FROM hailq_queues WHERE name = :queue), 5)
+           AS max_attempts
 )
 SELECT r.n + d.n + e.n - k.n, s.n - d.n, l.n - e.n, b.n, x.n + k.n,
        (SELECT min(enqueued_at) FROM hailq_messages
@@ -320,7 +361,8 @@ SELECT r.n + d.n + e.n - k.n, s.n - d.n, l.n - e.n, b.n, x.n + k.n,
                                   OR (state = 'leased' AND lease_until <= :now
                                       AND attempt < (SELECT max_attempts FROM q)))),
        r.n + s.n + l.n + b.n + x.n,
-       c.sent, c.purged, c.nacked, c.redelivered, coalesce(c.dead_lettered, 0) + k.n, c.late_acks
+       c.sent, c.purged, c.nacked, c.redelivered, coalesce(c.dead_lettered, 0) + k.n,
+       c.late_acks, :now
 FROM (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'ready') AS r,
      (SELECT count(*) AS n FROM hailq_messages WHERE queue = :queue AND state = 'scheduled') AS s,
      (SELECT count(*) AS n FROM hailq_messages
@@ -341,8 +383,7 @@ SELECT DISTINCT ordering_key FROM hailq_messages
 WHERE queue = :queue AND ordering_key IS NOT NULL
   AND ((state = 'dead' AND parked = 1)
        OR (state = 'leased' AND lease_until <= :now
-           AND (SELECT json_extract(settings, '$.on_dead') = 'park'
-                       AND attempt >= coalesce(json_extract(settings, '$.max_attempts'), 5)
+           AND (SELECT park = 1 AND attempt >= max_attempts
                 FROM hailq_queues WHERE name = :queue)))
 ORDER BY ordering_key;
 

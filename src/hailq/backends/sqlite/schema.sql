@@ -63,7 +63,7 @@ CREATE TABLE hailq_queues (
     name TEXT PRIMARY KEY,
     settings TEXT NOT NULL,
     created_at REAL NOT NULL
-);
+, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0);
 
 -- table hailq_schema
 CREATE TABLE hailq_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);

@@ -1,0 +1,604 @@
+"""The storage choreography, written once for every SQL dialect.
+
+What happens in which order lives here: a send checks its dedup id, inserts
+and counts; a claim acks finished work, frees the keys it held, settles the
+queue when its upkeep is due, leases the next rows in rule 16's order and
+counts redeliveries; a nack counts and frees a dead message's key; reads map
+rows to models. A dialect (``sqlite/``, ``postgres/``) brings its connections
+and transactions, its ``queries.sql`` (the same statement names in both, apart
+from a listed few) and its real fast paths; it never repeats a step of these.
+
+Per-key order (rule 17) lives in three places a reader can find: a keyed
+message is inserted ``blocked`` behind an earlier live one of its key
+(``message_insert``), every step that ends a key's head calls ``_release``
+below, and ``key_release`` / ``keys_release`` in each ``queries.sql`` free the
+next message once nothing earlier holds the key.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, NamedTuple, TypeVar
+
+from hailq.backends import rows
+from hailq.backends.base import (
+    AckParams,
+    ClaimedRow,
+    ClaimParams,
+    ClaimResult,
+    DeadListParams,
+    ExtendParams,
+    NackParams,
+    NewMessage,
+    PeekParams,
+    PublishParams,
+    PurgeParams,
+    QueueSaveParams,
+    Receipt,
+    RedriveParams,
+    SendParams,
+    WaitParams,
+)
+from hailq.errors import LeaseLost
+from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
+
+T = TypeVar("T")
+MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
+# Seconds a process keeps a queue's stored settings before it reads them again: an
+# operator's change (a lease, a cap, attempts) reaches running consumers within this.
+SETTINGS_FOR = 0.5
+_PRUNE_EVERY = 1000  # sends between prunes of expired dedup records
+
+
+class Acked(NamedTuple):
+    """A row an ack deleted (of the queue whose receipts the dialect was given)."""
+
+    id: str
+    token: str
+    ordering_key: str | None
+    late: bool
+
+
+# Acked receipts, (queue, message id, token) -> whether the ack was late.
+Outcome = dict[tuple[str, str, str], bool]
+
+
+class Live(NamedTuple):
+    """A queue's settings as stored now: what a claim obeys (rules 1, 6, 13)."""
+
+    lease: float
+    max_in_flight: int | None
+    max_attempts: int
+    park: bool
+
+
+class Tx(ABC):
+    """One connection at work, in its dialect's idiom. ``now`` is the clock's time for
+    dialects that pass it to their statements, None where SQL reads the database's."""
+
+    now: float | None
+
+    @abstractmethod
+    def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
+        """Execute statement ``name``; its rows."""
+
+    @abstractmethod
+    def exec(self, name: str, params: Mapping[str, Any]) -> int:
+        """Execute statement ``name``; how many rows it changed."""
+
+    @abstractmethod
+    def has(self, name: str) -> bool:
+        """Whether this dialect has statement ``name`` (see tests/backends)."""
+
+    @abstractmethod
+    def atomic(self) -> AbstractContextManager[None]:
+        """Several statements that commit together (a no-op inside a transaction)."""
+
+    def one(self, name: str, params: Mapping[str, Any]) -> Any:
+        found = self.run(name, params)
+        return found[0] if found else None
+
+    def also(self, name: str, params: Mapping[str, Any]) -> None:
+        """Run a dialect-only step where the dialect has it: SQLite counts in statements
+        of their own what PostgreSQL counts inside the statement that changed the rows."""
+        if self.has(name):
+            self.exec(name, params)
+
+
+class Dialect(ABC):
+    """What one database brings to the core: connections, transactions, fast paths."""
+
+    url_for_display: str
+
+    # -- connections and transactions --------------------------------------------------
+
+    @abstractmethod
+    def work(self, fn: Callable[[Tx], T], *, durable: bool,
+             rerun: Callable[[Tx], T] | None = None) -> T:
+        """Run ``fn`` on one connection: in one write transaction, or, where the dialect
+        autocommits statements, with ``tx.atomic()`` around those that go together.
+        ``durable`` commits wait for the disk (sends, operators' changes); leases and
+        acks need not (a lost one only causes a redelivery). A dialect that retries
+        after a lost connection runs ``rerun`` where the first try's outcome is unknown."""
+
+    @abstractmethod
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        """Run ``fn``'s reads; nothing is written."""
+
+    @abstractmethod
+    def joined(self, connection: Any, fn: Callable[[Tx], T]) -> T:
+        """Run ``fn`` in the caller's open transaction on the broker's database; the
+        caller commits. A connection of the wrong kind or database is InvalidArgument."""
+
+    @abstractmethod
+    def effect(self) -> AbstractContextManager[tuple[Tx, Any]]:
+        """A durable transaction whose connection the caller also writes its effect with."""
+
+    # -- fast paths ----------------------------------------------------------------------
+
+    @abstractmethod
+    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> None:
+        """Insert new messages (dedup already settled) and count them as sent."""
+
+    @abstractmethod
+    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
+        """Lease up to ``n`` ready rows in rule 16's order and count redeliveries."""
+
+    @abstractmethod
+    def ack(self, tx: Tx, receipts: Sequence[Receipt], fast: bool) -> list[Acked]:
+        """Delete the rows the receipts still lease (their late acks counted). With
+        ``fast`` a dialect may try a shortcut and raise FastPathMissed to be called again
+        without it in a fresh transaction."""
+
+    def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
+                  lease: float) -> tuple[Outcome, list[ClaimedRow]] | None:
+        """Acks of messages without a key and a claim of an uncapped queue in one step,
+        where the dialect can; None where it cannot. Receipts it did not ack go through
+        ``ack`` next."""
+        return None
+
+    @abstractmethod
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+               ) -> dict[tuple[str, str], float]:
+        """Move the leases' ends; the new deadline by (id, token) of each one still held."""
+
+    def wake(self, tx: Tx, queues: Iterable[str]) -> None:  # noqa: B027 - optional
+        """Tell waiting receivers that a capped queue has room (where they listen)."""
+
+    @abstractmethod
+    def wait(self, queues: Sequence[str], timeout: float) -> None: ...
+
+    # -- schema and clock ---------------------------------------------------------------
+
+    @abstractmethod
+    def schema_migrate(self) -> int: ...
+
+    @abstractmethod
+    def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def schema_latest(self) -> int: ...
+
+    @abstractmethod
+    def clock_now(self) -> float: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class FastPathMissed(Exception):
+    """A dialect's shortcut did not fit: roll back and run the general path."""
+
+
+class SqlBackend:
+    """The ``Backend`` seam over a SQL dialect."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.url_for_display = dialect.url_for_display
+        self._maintained: dict[str, float] = {}
+        self._settings: dict[str, tuple[float, Live]] = {}
+        self._sends = 0
+
+    # -- schema and clock ----------------------------------------------------------------
+
+    def schema_migrate(self) -> int:
+        return self.dialect.schema_migrate()
+
+    def schema_version(self) -> int:
+        return self.dialect.schema_version()
+
+    def schema_latest(self) -> int:
+        return self.dialect.schema_latest()
+
+    def clock_now(self) -> float:
+        return self.dialect.clock_now()
+
+    def close(self) -> None:
+        self.dialect.close()
+
+    # -- queues --------------------------------------------------------------------------
+
+    def queue_save(self, params: QueueSaveParams) -> None:
+        settings = json.loads(params.settings)
+        args = {"name": params.name, "settings": params.settings, "lease": settings["lease"],
+                "max_attempts": settings["max_attempts"], "aging": settings["aging"],
+                "max_in_flight": settings["max_in_flight"],
+                "park": settings["on_dead"] == "park"}
+
+        def save(tx: Tx) -> None:
+            with tx.atomic():
+                tx.exec("queue_save", {**args, "now": tx.now})
+                if params.resort:
+                    tx.exec("queue_resort", {"queue": params.name, "aging": args["aging"]})
+
+        self.dialect.work(save, durable=True)
+
+    def queue_get(self, name: str) -> str | None:
+        found = self.dialect.read(lambda tx: tx.one("queue_get", {"name": name}))
+        return None if found is None else str(found[0])
+
+    def queue_list(self) -> list[tuple[str, str]]:
+        return [(str(n), str(s)) for n, s in self.dialect.read(
+            lambda tx: tx.run("queue_list", {}))]
+
+    def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live:
+        """The queue's stored settings, read again when older than SETTINGS_FOR."""
+        now = time.monotonic()
+        kept = self._settings.get(queue)
+        if kept is not None and not fresh and now - kept[0] < SETTINGS_FOR:
+            return kept[1]
+        found = tx.one("queue_live", {"queue": queue})
+        if found is None:  # never declared here: the defaults
+            live = Live(30.0, None, 5, False)
+        else:
+            lease, cap, attempts, park = found
+            live = Live(float(lease), None if cap is None else int(cap), int(attempts),
+                        bool(park))
+        self._settings[queue] = (now, live)
+        return live
+
+    def queue_maintain(self, queue: str) -> None:
+        self.dialect.work(lambda tx: self._maintain(tx, queue), durable=False)
+
+    def _maintain(self, tx: Tx, queue: str) -> None:
+        """Claim-time upkeep, no sweeper needed: due messages become ready, ended leases
+        give their message back or kill it after its last attempt (rule 13). The SQL
+        reads the attempts and the dead-letter policy where it runs."""
+        self._maintained[queue] = _clock(tx)
+        args = {"queue": queue, "now": tx.now}
+        with tx.atomic():
+            tx.exec("scheduled_promote", args)
+            ended = tx.run("leases_expire", args)
+            dead = [(key, parked) for state, key, parked in ended if state == "dead"]
+            if dead:
+                tx.exec("count_dead", {"queue": queue, "n": len(dead)})
+                self._release(tx, queue, [k for k, parked in dead
+                                          if k is not None and not parked])
+
+    def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None:
+        """Free the next message of each key whose head just ended (rule 17)."""
+        unique = sorted(set(keys))
+        if not unique:
+            return
+        tx.also("keys_lock", {"keys": [f"{queue}\x1f{k}" for k in unique]})
+        if len(unique) == 1:  # a direct index probe, where a set costs a join
+            tx.exec("key_release", {"queue": queue, "key": unique[0], "now": tx.now})
+        else:
+            tx.exec("keys_release", {"queue": queue, "keys": unique, "now": tx.now})
+
+    def queue_stats(self, queue: str) -> QueueStats:
+        def look(tx: Tx) -> QueueStats:
+            row = tx.one("stats", {"queue": queue, "now": tx.now})  # its clock comes last
+            parked = [r[0] for r in tx.run("stats_parked", {"queue": queue, "now": tx.now})]
+            return rows.stats(queue, row[:-1], float(row[-1]), parked)
+
+        return self.dialect.read(look)
+
+    # -- sending -------------------------------------------------------------------------
+
+    def message_send(self, params: SendParams) -> list[str]:
+        messages = params.messages
+        if params.connection is not None:
+            return self.dialect.joined(params.connection,
+                                       lambda tx: self._send(tx, messages, rerun=False))
+        return self.dialect.work(lambda tx: self._send(tx, messages, rerun=False),
+                                 durable=True,
+                                 rerun=lambda tx: self._send(tx, messages, rerun=True))
+
+    def _send(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool) -> list[str]:
+        """Insert what no dedup record claims. With ``rerun`` (the first try's connection
+        broke with its commit unknown) a dedup record that try made means it was stored
+        then, and may be consumed already: it is not inserted again. The insert itself
+        skips message ids that are stored already."""
+        ids: list[str] = []
+        fresh: list[NewMessage] = []
+        plain = all(m.dedup_id is None and m.ordering_key is None for m in messages)
+        with tx.atomic() if not plain else _nothing():
+            for m in messages:
+                if m.dedup_id is not None:
+                    owner, made = tx.one("dedup_claim", {
+                        "queue": m.queue, "dedup_id": m.dedup_id, "id": m.id,
+                        "dedup_window": m.dedup_window, "now": tx.now})
+                    if owner != m.id or (rerun and not made):
+                        ids.append(str(owner))
+                        continue
+                fresh.append(m)
+                ids.append(m.id)
+            if fresh:
+                keyed = [f"{m.queue}\x1f{m.ordering_key}" for m in fresh
+                         if m.ordering_key is not None]
+                if keyed:  # sends and releases of one key take turns (rule 17)
+                    tx.also("keys_lock", {"keys": sorted(set(keyed))})
+                self.dialect.insert(tx, fresh)
+            if not plain:  # only dedup ids make records to prune
+                self._sends += 1
+                if self._sends % _PRUNE_EVERY == 1:
+                    tx.exec("dedup_prune", {"now": tx.now})
+        return ids
+
+    def topic_publish(self, params: PublishParams) -> list[str]:
+        def publish(tx: Tx) -> list[str]:
+            with tx.atomic():
+                copies = params.build(self._subscriptions(tx, params.topic))
+                return self._send(tx, copies, rerun=False) if copies else []
+
+        if params.connection is not None:
+            return self.dialect.joined(params.connection, publish)
+        return self.dialect.work(publish, durable=True)
+
+    # -- receiving -----------------------------------------------------------------------
+
+    def message_claim(self, params: ClaimParams) -> ClaimResult:
+        if not params.acks:
+            return ClaimResult([], self.dialect.work(lambda tx: self._claim(tx, params),
+                                                     durable=False))
+        return self._fast_first(lambda tx, fast: self._ack_claim(tx, params, fast),
+                                rerun=lambda tx: self._ack_claim(tx, params, False,
+                                                                 rerun=True))
+
+    def _ack_claim(self, tx: Tx, params: ClaimParams, fast: bool,
+                   rerun: bool = False) -> ClaimResult:
+        fused = None
+        if not self._upkeep_due(tx, params.queue):
+            live = self._live(tx, params.queue)
+            if live.max_in_flight is None:
+                fused = self.dialect.ack_claim(
+                    tx, params.acks, params.queue, params.max_messages,
+                    live.lease if params.lease is None else params.lease)
+        done, found = fused if fused is not None else ({}, [])
+        left = [r for r in params.acks if r[:3] not in done]
+        acked = self._acked(tx, left, fast, done) if left else done
+        outcome = self._outcome(tx, params.acks, acked, rerun)
+        self._woken(tx, params.acks, acked)
+        return ClaimResult(outcome, found or self._claim(tx, params))
+
+    def _upkeep_due(self, tx: Tx, queue: str) -> bool:
+        return _clock(tx) - self._maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
+
+    def _claim(self, tx: Tx, params: ClaimParams) -> list[ClaimedRow]:
+        due = self._upkeep_due(tx, params.queue)
+        live = self._live(tx, params.queue, fresh=due)
+        if due:
+            self._maintain(tx, params.queue)
+        found = self._claim_now(tx, params, live)
+        if not found and not due:
+            self._maintain(tx, params.queue)
+            found = self._claim_now(tx, params, live)
+        return found
+
+    def _claim_now(self, tx: Tx, params: ClaimParams, live: Live) -> list[ClaimedRow]:
+        lease = live.lease if params.lease is None else params.lease
+        if live.max_in_flight is None:
+            return self.dialect.claim(tx, params.queue, params.max_messages, lease)
+        with tx.atomic():  # a cap across every consumer: claims of the queue take turns
+            tx.also("in_flight_lock", {"queue": params.queue})
+            leased = int(tx.one("in_flight", {"queue": params.queue})[0])
+            room = min(params.max_messages, live.max_in_flight - leased)
+            return self.dialect.claim(tx, params.queue, room, lease) if room > 0 else []
+
+    def message_wait(self, params: WaitParams) -> None:
+        self.dialect.wait(params.queues, params.timeout)
+
+    # -- finishing -----------------------------------------------------------------------
+
+    def message_ack(self, params: AckParams) -> list[bool | None]:
+        receipts = params.receipts
+
+        def ack(tx: Tx, fast: bool, rerun: bool = False) -> list[bool | None]:
+            acked = self._acked(tx, receipts, fast, {})
+            self._woken(tx, receipts, acked)
+            return self._outcome(tx, receipts, acked, rerun)
+
+        return self._fast_first(ack, rerun=lambda tx: ack(tx, False, rerun=True))
+
+    def _acked(self, tx: Tx, receipts: Sequence[Receipt], fast: bool,
+               done: Outcome) -> Outcome:
+        """Ack ``receipts`` and free their keys; ``done`` were acked already (their keys
+        need nothing: a fused ack only takes messages without one)."""
+        by_queue: dict[str, list[Receipt]] = {}
+        for r in receipts:
+            by_queue.setdefault(r.queue, []).append(r)
+        acked = dict(done)
+        for queue, group in by_queue.items():
+            with tx.atomic():
+                found = self.dialect.ack(tx, group, fast)
+                self._release(tx, queue, [a.ordering_key for a in found
+                                          if a.ordering_key is not None])
+            for a in found:
+                acked[(queue, a.id, a.token)] = bool(a.late)
+        return acked
+
+    def _outcome(self, tx: Tx, receipts: Sequence[Receipt], acked: Outcome,
+                 rerun: bool) -> list[bool | None]:
+        """Per receipt, by receipt (queue, id and token): a stale receipt, or one naming
+        another queue, beside the current one of the same message gets None, not the
+        current one's answer. After a re-run (the first try's connection broke, its
+        commit unknown) a receipt whose message is gone was acked by that first try."""
+        if rerun:
+            unsure = [r.message_id for r in receipts if r[:3] not in acked]
+            if unsure:
+                present = {row[0] for row in tx.run("messages_present", {"ids": unsure})}
+                acked = {**acked, **{r[:3]: False for r in receipts
+                                     if r.message_id not in present and r[:3] not in acked}}
+        return [acked.get(r[:3]) for r in receipts]
+
+    def _woken(self, tx: Tx, receipts: Sequence[Receipt], acked: Outcome) -> None:
+        """A settled message of a capped queue makes room: its waiting receivers hear."""
+        if acked:
+            capped = {q for q, _, _ in acked if self._live(tx, q).max_in_flight is not None}
+            if capped:
+                self.dialect.wake(tx, capped)
+
+    def _fast_first(self, fn: Callable[[Tx, bool], T],
+                    rerun: Callable[[Tx], T] | None = None) -> T:
+        try:
+            return self.dialect.work(lambda tx: fn(tx, True), durable=False, rerun=rerun)
+        except FastPathMissed:
+            return self.dialect.work(lambda tx: fn(tx, False), durable=False, rerun=rerun)
+
+    @contextmanager
+    def message_ack_transaction(self, receipt: Receipt) -> Iterator[Any]:
+        # The ack goes first: it fences the message (nobody else can lease it until this
+        # transaction ends) and fails before the effect when the lease is already lost.
+        with self.dialect.effect() as (tx, conn):
+            acked = self._acked(tx, [receipt], False, {})
+            if not acked:
+                raise LeaseLost(f"message {receipt.message_id} was received again or is "
+                                "gone; the transaction was rolled back")
+            self._woken(tx, [receipt], acked)
+            yield conn
+
+    def message_nack(self, params: NackParams) -> bool:
+        r = params.receipt
+
+        def nack(tx: Tx) -> bool:
+            with tx.atomic():
+                found = tx.one("message_nack", {
+                    "queue": r.queue, "id": r.message_id, "token": r.token, "seq": r.seq,
+                    "now": tx.now, "error": params.error, "delay": params.delay,
+                    "backoff": list(params.backoff), "dead": params.outcome == "dead",
+                    "spare": params.outcome == "give_back"})
+                if found is None:
+                    return False
+                state, key, parked = found
+                tx.also("count_nacked", {"queue": r.queue, "dead": int(state == "dead")})
+                if state == "dead" and key is not None and not parked:
+                    self._release(tx, r.queue, [key])
+                if self._live(tx, r.queue).max_in_flight is not None:
+                    self.dialect.wake(tx, [r.queue])
+                return True
+
+        return self.dialect.work(nack, durable=False)
+
+    def message_extend(self, params: ExtendParams) -> list[float | None]:
+        def extend(tx: Tx) -> list[float | None]:
+            # By receipt: a stale one is told it lost its lease, not given another's.
+            found = self.dialect.extend(tx, params.receipts, params.seconds)
+            return [found.get((r.message_id, r.token)) for r in params.receipts]
+
+        return self.dialect.work(extend, durable=False)
+
+    # -- operators -----------------------------------------------------------------------
+
+    def message_peek(self, params: PeekParams) -> list[PeekedMessage]:
+        found = self.dialect.read(lambda tx: tx.run("message_peek", {
+            "queue": params.queue, "limit": params.limit, "now": tx.now}))
+        return [rows.peeked(params.queue, r) for r in found]
+
+    def dead_list(self, params: DeadListParams) -> list[DeadMessage]:
+        found = self.dialect.read(lambda tx: tx.run("dead_list", {
+            "queue": params.queue, "ordering_key": params.ordering_key, "now": tx.now,
+            "older_than": params.older_than, "error": params.error_contains,
+            "limit": params.limit}))
+        return [rows.dead_letter(params.queue, r) for r in found]
+
+    def dead_redrive(self, params: RedriveParams) -> int:
+        args = {"queue": params.queue, "ids": list(params.ids or []),
+                "all": params.ids is None, "aging": params.aging}
+
+        def redrive(tx: Tx) -> int:
+            with tx.atomic():
+                self._maintain(tx, params.queue)
+                keys = [r[0] for r in tx.run("dead_keys", args)]
+                count = tx.exec("dead_redrive", {**args, "now": tx.now})
+                self._release(tx, params.queue, keys)
+                self.dialect.wake(tx, [params.queue])
+                return count
+
+        return self.dialect.work(redrive, durable=True)
+
+    def message_purge(self, params: PurgeParams) -> int:
+        queue = params.queue
+
+        def purge(tx: Tx) -> int:
+            with tx.atomic():
+                self._maintain(tx, queue)
+                if params.dead:
+                    gone = tx.run("purge_dead", {"queue": queue})
+                    self._release(tx, queue, [k for k, parked in gone
+                                              if k is not None and parked])
+                    count = len(gone)
+                else:
+                    count = tx.exec("purge_live", {"queue": queue})
+                tx.exec("count_purged", {"queue": queue, "n": count})
+                return count
+
+        return self.dialect.work(purge, durable=True)
+
+    # -- topics --------------------------------------------------------------------------
+
+    def topic_save(self, topic: str) -> None:
+        self.dialect.work(lambda tx: tx.exec("topic_save", {"name": topic, "now": tx.now}),
+                          durable=True)
+
+    def topic_list(self) -> list[str]:
+        return [str(r[0]) for r in self.dialect.read(lambda tx: tx.run("topic_list", {}))]
+
+    def subscription_save(self, subscription: Subscription) -> None:
+        args = {"topic": subscription.topic, "queue": subscription.queue,
+                "filter": None if subscription.filter is None else json.dumps(
+                    subscription.filter, sort_keys=True)}
+        self.dialect.work(lambda tx: tx.exec("subscription_save", {**args, "now": tx.now}),
+                          durable=True)
+
+    def subscription_list(self, topic: str) -> list[Subscription]:
+        return self.dialect.read(lambda tx: self._subscriptions(tx, topic))
+
+    def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]:
+        return [Subscription(t, q, None if f is None else json.loads(f))
+                for t, q, f in tx.run("subscription_list", {"topic": topic})]
+
+    # -- workers -------------------------------------------------------------------------
+
+    def worker_save(self, worker: WorkerInfo) -> None:
+        args = {"id": worker.id, "host": worker.host, "pid": worker.pid,
+                "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
+                "in_flight": worker.in_flight, "started_at": worker.started_at,
+                "state": worker.state}
+        self.dialect.work(lambda tx: tx.exec("worker_save", {**args, "now": tx.now}),
+                          durable=False)
+
+    def worker_list(self) -> list[WorkerInfo]:
+        return [WorkerInfo(i, h, p, json.loads(q), c, f, s, seen, st)
+                for i, h, p, q, c, f, s, seen, st in self.dialect.read(
+                    lambda tx: tx.run("worker_list", {}))]
+
+    def worker_prune(self, before: float) -> int:
+        return self.dialect.work(lambda tx: tx.exec("worker_prune", {"before": before}),
+                                 durable=False)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _clock(tx: Tx) -> float:
+    """The time upkeep is throttled by: the dialect's clock where it passes one to its
+    statements (a test's injected clock moves it), else this process's."""
+    return time.monotonic() if tx.now is None else tx.now

@@ -1,0 +1,123 @@
+"""A received message and the lease it holds (SPEC rules 6-10, 22)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from hailq._time import Duration
+from hailq.backends.base import ClaimedRow, Receipt
+from hailq.codec import Body, decode_body, decode_headers
+from hailq.ids import make_receipt, parse_receipt
+
+if TYPE_CHECKING:
+    from hailq.queue import Queue
+
+
+class Message:
+    """A received message and its lease. ``receipt`` names this lease alone."""
+
+    __slots__ = ("_lease", "_queue", "_receipt", "attempt", "body", "enqueued_at",
+                 "headers", "id", "lease_until", "ordering_key", "priority", "settled")
+
+    def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
+                 priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
+                 lease_until: float, receipt: str, seq: int | None = None) -> None:
+        _, token, named_seq = parse_receipt(receipt)
+        self._queue = queue
+        self._lease = Receipt(queue.name, id, token, named_seq if seq is None else seq)
+        self.id = id
+        self.body = body
+        self.headers = headers
+        self.priority = priority
+        self.ordering_key = ordering_key
+        self.attempt = attempt
+        self.enqueued_at = enqueued_at
+        self.lease_until = lease_until
+        self._receipt: str | None = receipt
+        self.settled = False  # acked, nacked or dead-lettered through this object
+
+    @classmethod
+    def claimed(cls, queue: Queue, r: ClaimedRow) -> Message:
+        """From a claimed row, without ``__init__``'s keywords: receive builds one per
+        message, and at batch sizes of 10 and more this is a visible share of a cycle."""
+        m = cls.__new__(cls)
+        m._queue, m.id = queue, r.id
+        m._lease = Receipt(queue.name, r.id, r.token, r.seq)
+        m.body = decode_body(r.body, r.body_kind)
+        m.headers = decode_headers(r.headers)
+        m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt
+        m.enqueued_at, m.lease_until = r.enqueued_at, r.lease_until
+        m._receipt = None  # written when first asked for: acks of a Message do not need it
+        m.settled = False
+        return m
+
+    @property
+    def lease(self) -> Receipt:
+        """The lease this message holds, as the storage seam names it."""
+        return self._lease
+
+    @property
+    def receipt(self) -> str:
+        """The receipt of this lease, a plain string: ``queue.ack(receipt)`` works later."""
+        if self._receipt is None:
+            lease = self._lease
+            self._receipt = make_receipt(lease.message_id, lease.token, lease.seq)
+        return self._receipt
+
+    @property
+    def queue(self) -> str:
+        """The name of the queue it was received from."""
+        return self._queue.name
+
+    @property
+    def source(self) -> Queue:
+        """The ``Queue`` it was received from."""
+        return self._queue
+
+    def ack(self) -> None:
+        """Remove the message for good. Raises LeaseLost if it was received again since."""
+        self._queue.ack(self)
+        self.settled = True
+
+    def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
+        """Give the message back now, after ``delay``, or after the queue's retry backoff."""
+        self._queue.nack(self.receipt, delay=delay, error=error, attempt=self.attempt)
+        self.settled = True
+
+    def give_back(self, reason: str | None = None) -> None:
+        """Return the message now, untried: a consumer that stops before its work is done
+        (a worker's shutdown) gives it back. Unlike ``nack`` this is no failure: the
+        message keeps its place in line and never dies of it, even on its last attempt
+        (the attempt still counts, so the next delivery may show one more than
+        ``max_attempts``). Raises LeaseLost as ``nack`` does."""
+        self._queue.give_back(self.receipt, reason)
+        self.settled = True
+
+    def dead_letter(self, reason: str) -> None:
+        """Move the message to the dead-letter queue now, whatever attempts it has left."""
+        self._queue.dead_letter(self.receipt, reason)
+        self.settled = True
+
+    def extend(self, seconds: Duration) -> None:
+        """Move the lease's end to ``seconds`` from now."""
+        self.lease_until = self._queue.extend(self.receipt, seconds)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """Commit an effect in the broker's database together with the ack (rule 22).
+
+        Yields a database connection (``sqlite3.Connection`` or psycopg
+        ``Connection``) inside a transaction in which the message is already
+        acked. Leaving the block commits both; an exception rolls both back. If
+        the lease was lost, ``LeaseLost`` is raised before the block runs and
+        nothing is committed. Do not commit inside the block.
+        """
+        with self._queue.ack_transaction(self) as conn:
+            yield conn
+        self.settled = True
+
+    def __repr__(self) -> str:
+        return (f"<Message {self.id} queue={self.queue} attempt={self.attempt} "
+                f"priority={self.priority}>")
