@@ -146,7 +146,7 @@ def test_a_version_2_sqlite_database_migrates_with_its_messages_and_leases(
         assert "sqlite_autoindex_hailq_messages_1" in _index_names(conn)
 
     broker = hailq.connect(url)
-    assert broker.migrate() == len(backend.MIGRATIONS) == 4
+    assert broker.migrate() == len(backend.MIGRATIONS) >= 4
     with sqlite3.connect(path) as conn:
         after = conn.execute("SELECT seq, id, state, token FROM hailq_messages "
                              "ORDER BY seq").fetchall()

@@ -1,0 +1,2 @@
+-- hailq schema version 5 (SQLite): what operators and schedulers keep in the broker's
+-- database, apart from what code declares.
