@@ -43,7 +43,8 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "keys_lock",  # the same
         "message_ack_claim",  # acks and a claim in one round trip
         "messages_present",  # after a lost connection, what the first try did
-        "next_due",  # SQLite looks with claimable instead
+        "wait_begin",  # SQLite looks with claimable instead
+        "message_insert_one",  # SQLite inserts a row at a time anyway
     }),
 }
 

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import os
 import re
+import socket
 import threading
 import time
 import weakref
@@ -39,6 +40,7 @@ _RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failures
+_WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
 
 
 def _check_schema(schema: str) -> str:
@@ -106,6 +108,8 @@ class PostgresDialect(Dialect):
         self._fast: ConnectionPool | None = None
         self._listener: Listener | None = None
         self._owned = _Owned([])
+        self._waiter = ""  # who waits, as wait_begin registers it: set per process
+        self._looks = threading.local()  # per thread: looks in a row that found no sleep
 
     # -- connections -------------------------------------------------------------------
 
@@ -114,6 +118,7 @@ class PostgresDialect(Dialect):
             # After fork the parent's pools (and their threads) are unusable: start anew.
             self._probe()
             self._pid = os.getpid()
+            self._waiter = f"{socket.gethostname()}:{self._pid}:{id(self):x}"
             self._durable = self._make_pool("durable")
             self._fast = self._make_pool("fast")
             self._listener = None
@@ -316,7 +321,14 @@ class PostgresDialect(Dialect):
     # -- fast paths --------------------------------------------------------------------
 
     def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> None:
-        tx.exec("message_insert", _insert_args(messages))
+        if len(messages) == 1 and messages[0].ordering_key is None:
+            m = messages[0]
+            tx.run("message_insert_one", {
+                "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
+                "headers": m.headers, "priority": m.priority, "delay": m.delay,
+                "aging": m.aging})
+        else:
+            tx.run("message_insert", _insert_args(messages))
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
         return _claimed_rows(tx.run("message_claim", {"queue": queue, "n": n,
@@ -363,12 +375,30 @@ class PostgresDialect(Dialect):
 
     def wait(self, queues: Sequence[str], timeout: float) -> None:
         # NOTIFY wakes us for new and released messages; time alone makes delayed ones
-        # due and ends leases, so never sleep past the next such moment.
+        # due and ends leases, so never sleep past the next such moment. A send notifies
+        # only while a receiver is registered as waiting (migration 2), so register
+        # first, with the listener's state taken before: a notification that comes
+        # between the registration and the wait still ends the wait.
         names = list(queues)
-        found = self._call(False, lambda c: c.execute(self._q["next_due"],
-                                                      {"queues": names}).fetchone())
-        due = float("inf") if not found or found[0] is None else max(float(found[0]), 0.01)
-        self._listen().wait(tuple(names), min(timeout, self._poll_interval, due))
+        key = tuple(names)
+        listener = self._listen()
+        before = listener.state(key)
+        longest = min(timeout, self._poll_interval)
+        found = self._call(False, lambda c: c.execute(self._q["wait_begin"], {
+            "queues": names, "waiter": self._waiter,
+            "seconds": longest + _WAIT_SLACK}).fetchone())
+        assert found is not None
+        due = float("inf") if found[0] is None else max(float(found[0]), 0.01)
+        if int(found[1]) == 0:
+            self._looks.busy = 0
+            listener.wait_since(key, before, min(longest, due))
+            return
+        # A message is ready (a capped queue may stay so) or a send is about to commit:
+        # look again at once, then after 1, 2, 4 ... ms, up to the usual wait.
+        busy = getattr(self._looks, "busy", 0)
+        self._looks.busy = min(busy + 1, 20)
+        if busy:
+            listener.wait_since(key, before, min(longest, due, 0.001 * 2 ** (busy - 1)))
 
     def close(self) -> None:
         if self._pid != os.getpid():

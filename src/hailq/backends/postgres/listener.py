@@ -45,6 +45,20 @@ class Listener:
                 self._cond.wait_for(lambda: self._state(queues) != before, timeout)
             seen[queues] = self._state(queues)
 
+    def state(self, queues: tuple[str, ...]) -> tuple[int, ...]:
+        """A mark for ``wait_since``: notifications for ``queues`` after it count."""
+        self._start()
+        with self._cond:
+            return self._state(queues)
+
+    def wait_since(self, queues: tuple[str, ...], before: tuple[int, ...],
+                   timeout: float) -> None:
+        """Return when one of ``queues`` was notified (or the connection was made again)
+        since ``state`` gave ``before``, or after ``timeout``."""
+        self._start()
+        with self._cond:
+            self._cond.wait_for(lambda: self._state(queues) != before, timeout)
+
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             with self._cond:

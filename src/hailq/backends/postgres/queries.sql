@@ -84,11 +84,38 @@ WITH inserted AS (
     -- A send re-run after its connection broke may find its own rows committed: they
     -- are neither stored twice nor counted twice.
     ON CONFLICT (id) DO NOTHING
-    RETURNING queue
+    RETURNING queue, state
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, sent)
+    SELECT queue, pg_backend_pid() %% 16, count(*) FROM inserted GROUP BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + excluded.sent
 )
-INSERT INTO {schema}.counters AS c (queue, shard, sent)
-SELECT queue, pg_backend_pid() %% 16, count(*) FROM inserted GROUP BY queue
-ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + excluded.sent;
+-- Wake receivers waiting in LISTEN, if any waits (wake() in migration 2).
+SELECT {schema}.wake(queue, {channel})
+FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'ready') AS woken;
+
+-- name: message_insert_one
+-- PostgreSQL only: the commonest send, one message without a key, as message_insert
+-- without its arrays, window and sort: plain parameters and a plan that stays generic
+-- (the array form was planned again for every call on some connections), 0.4 to 0.5 of
+-- a bare insert loop's rate instead of 0.4 (docs/performance.md).
+WITH inserted AS (
+    INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
+                                   sort_key, enqueued_at, available_at)
+    VALUES (%(id)s::text, %(queue)s::text,
+            CASE WHEN %(delay)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
+            %(body)s::bytea, %(kind)s::smallint, %(headers)s::text, %(priority)s::smallint,
+            {schema}.sort_key(%(priority)s::integer, {schema}.epoch() + %(delay)s::float8,
+                              %(aging)s::float8),
+            {schema}.epoch(), {schema}.epoch() + %(delay)s::float8)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING queue, state
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, sent)
+    SELECT queue, pg_backend_pid() %% 16, 1 FROM inserted
+    ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + 1
+)
+SELECT {schema}.wake(queue, {channel}) FROM inserted WHERE state = 'ready';
 
 -- name: scheduled_promote
 UPDATE {schema}.messages SET state = 'ready'
@@ -123,14 +150,16 @@ INSERT INTO {schema}.counters AS c (queue, shard, dead_lettered)
 VALUES (%(queue)s, pg_backend_pid() %% 16, %(n)s)
 ON CONFLICT (queue, shard) DO UPDATE SET dead_lettered = c.dead_lettered + excluded.dead_lettered;
 
--- name: next_due
--- PostgreSQL only (SQLite looks with claimable): seconds until a delayed message of these queues becomes due or a lease ends.
+-- name: wait_begin
+-- PostgreSQL only (SQLite looks with claimable): before a receiver sleeps, seconds until
+-- a delayed message is due or a lease ends, and wait_begin()'s answer (migration 2: 0
+-- sleep, 1 a message is ready, 2 look again soon).
 SELECT least(
     (SELECT min(available_at) FROM {schema}.messages
      WHERE queue = ANY(%(queues)s::text[]) AND state = 'scheduled'),
     (SELECT min(lease_until) FROM {schema}.messages
      WHERE queue = ANY(%(queues)s::text[]) AND state = 'leased')
-) - {schema}.epoch();
+) - {schema}.epoch(), {schema}.wait_begin(%(queues)s::text[], %(waiter)s, %(seconds)s);
 
 -- name: in_flight_lock
 -- PostgreSQL only: claims of a capped queue take turns (SQLite has one writer at a time).

@@ -46,6 +46,9 @@ subscriptions filter text YES  NO
 subscriptions created_at double precision NO  NO
 topics name text NO  NO
 topics created_at double precision NO  NO
+waiters queue text NO  NO
+waiters waiter text NO  NO
+waiters until double precision NO  NO
 workers id text NO  NO
 workers host text NO  NO
 workers pid integer NO  NO
@@ -70,12 +73,13 @@ CREATE INDEX messages_scheduled ON {schema}.messages USING btree (queue, availab
 CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (name)
 CREATE UNIQUE INDEX subscriptions_pkey ON {schema}.subscriptions USING btree (topic, queue)
 CREATE UNIQUE INDEX topics_pkey ON {schema}.topics USING btree (name)
+CREATE UNIQUE INDEX waiters_pkey ON {schema}.waiters USING btree (queue, waiter)
 CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (id)
 
 -- functions
 epoch returns double precision
-notify_insert returns trigger
 sort_key returns double precision
+wait_begin returns integer
+wake returns void
 
 -- triggers
-CREATE TRIGGER messages_notify AFTER INSERT ON {schema}.messages REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_insert('hailq_{schema}')
