@@ -30,7 +30,8 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
-from hailq.backends.core import Acked, Dialect, Outcome, SqlBackend, Tx
+from hailq.backends.core import SqlBackend
+from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, SchemaError, StorageError

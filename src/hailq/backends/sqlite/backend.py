@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import sqlite3
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,8 +26,10 @@ from typing import Any, TypeVar
 
 from hailq._time import Clock, system_clock
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
-from hailq.backends.core import Acked, Dialect, FastPathMissed, SqlBackend, Tx
+from hailq.backends.core import SqlBackend
+from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Tx
 from hailq.backends.sqlfile import load_migrations, load_queries
+from hailq.backends.sqlite.connection import Forks, ForkSafeLock, Local, Transaction
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, SchemaError, StorageError
 from hailq.policy.ordering import sort_key
@@ -51,97 +52,6 @@ PAGE_SIZE = 1024
 _FIRST_PAUSE = 0.001  # seconds: the first sleep while another process holds the write lock
 _RECHECK = 0.1  # seconds between looks for messages that became due by time alone
 _EAGER = 0.05  # seconds of fast polling after a write was seen, until its commit shows
-
-
-class _Forks:
-    """How many forks this process is from its start: a connection or lock made in
-    another generation belongs to the parent. Counting at fork replaces a getpid
-    system call on every transaction."""
-
-    generation = 0
-
-    @classmethod
-    def count(cls) -> None:
-        cls.generation += 1
-
-
-os.register_at_fork(after_in_child=_Forks.count)
-
-
-class _Local(threading.local):
-    generation: int = -1
-    conn: sqlite3.Connection | None = None
-    synchronous: str = ""
-    version: int | None = None
-    watch: FolderWatch | None = None
-    watch_failed: bool = False
-
-
-class _ForkSafeLock:
-    """A re-entrant lock that a forked child gets fresh (a parent thread may have held it)."""
-
-    def __init__(self) -> None:
-        self._generation = _Forks.generation
-        self._lock = threading.RLock()
-
-    def __enter__(self) -> None:
-        if self._generation != _Forks.generation:
-            self._generation, self._lock = _Forks.generation, threading.RLock()
-        self._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-
-class _Transaction:
-    """One write transaction of a backend. A class, not a generator: every receive and
-    every ack opens one, and a generator-based context manager cost a tenth of a
-    one-message cycle."""
-
-    __slots__ = ("_backend", "_conn", "_durable")
-
-    def __init__(self, backend: SQLiteDialect, durable: bool) -> None:
-        self._backend = backend
-        self._durable = durable
-
-    def __enter__(self) -> sqlite3.Connection:
-        backend = self._backend
-        conn = self._conn = backend._connection()
-        wanted = backend._send_sync if self._durable else "NORMAL"
-        # Threads of one process take turns on a lock first: handing over a Python lock is
-        # immediate, while waiting on SQLite's file lock means sleeping and retrying.
-        backend._writer.__enter__()
-        try:
-            if backend._local.synchronous != wanted:
-                conn.execute(f"PRAGMA synchronous={wanted}")
-                backend._local.synchronous = wanted
-            backend._begin(conn)
-        except BaseException as exc:
-            backend._writer.__exit__()
-            if isinstance(exc, sqlite3.Error):
-                raise backend._storage_error(exc) from None
-            raise
-        return conn
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: object) -> None:
-        try:
-            if exc is None:
-                try:
-                    self._conn.execute("COMMIT")
-                    return
-                except BaseException as failed:
-                    self._roll_back(failed)
-                    raise
-            self._roll_back(exc)
-        finally:
-            self._backend._writer.__exit__()
-
-    def _roll_back(self, exc: BaseException) -> None:
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise self._backend._storage_error(exc) from None
 
 
 class _Tx(Tx):
@@ -185,17 +95,17 @@ class SQLiteDialect(Dialect):
         self._busy_timeout = busy_timeout
         self._clock = clock
         self._poll_interval = poll_interval
-        self._local = _Local()
-        self._writer = _ForkSafeLock()
+        self._local = Local()
+        self._writer = ForkSafeLock()
 
     # -- connections -------------------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
         local = self._local
-        if local.conn is None or local.generation != _Forks.generation:
+        if local.conn is None or local.generation != Forks.generation:
             # A connection inherited through fork is dropped, never used or closed here.
             local.conn = self._open()
-            local.generation = _Forks.generation
+            local.generation = Forks.generation
             local.synchronous = ""
             local.version = None
             local.watch = None
@@ -273,7 +183,7 @@ class SQLiteDialect(Dialect):
     def work(self, fn: Callable[[Tx], _T], *, durable: bool,
              rerun: Callable[[Tx], _T] | None = None) -> _T:
         # SQLite never loses a connection mid-call: nothing is re-run.
-        with _Transaction(self, durable) as conn:
+        with Transaction(self, durable) as conn:
             return fn(_Tx(conn, self._clock()))
 
     def read(self, fn: Callable[[Tx], _T]) -> _T:
@@ -292,7 +202,7 @@ class SQLiteDialect(Dialect):
 
     @contextmanager
     def effect(self) -> Iterator[tuple[Tx, Any]]:
-        with _Transaction(self, True) as conn:
+        with Transaction(self, True) as conn:
             yield _Tx(conn, self._clock()), conn
 
     def _check_foreign(self, connection: Any) -> sqlite3.Connection:
@@ -316,7 +226,7 @@ class SQLiteDialect(Dialect):
     # -- schema ------------------------------------------------------------------------
 
     def schema_migrate(self) -> int:
-        with _Transaction(self, True) as conn:
+        with Transaction(self, True) as conn:
             conn.execute(SCHEMA_TABLE)
             current = conn.execute("SELECT coalesce(max(version), 0) FROM hailq_schema")
             version = int(current.fetchone()[0])
@@ -489,7 +399,7 @@ class SQLiteDialect(Dialect):
 
     def close(self) -> None:
         conn = self._local.conn
-        if conn is not None and self._local.generation == _Forks.generation:
+        if conn is not None and self._local.generation == Forks.generation:
             conn.close()
         self._local.conn = None
 

@@ -1,0 +1,145 @@
+"""What a SQL dialect brings to the storage core: one connection's work (``Tx``) and
+the dialect itself (connections, transactions, fast paths). ``core.py`` says what
+happens in which order; a dialect only says how, in its own database's idiom."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple, TypeVar
+
+from hailq.backends.base import ClaimedRow, NewMessage, Receipt
+
+T = TypeVar("T")
+
+
+class Acked(NamedTuple):
+    """A row an ack deleted (of the queue whose receipts the dialect was given)."""
+
+    id: str
+    token: str
+    ordering_key: str | None
+    late: bool
+
+
+# Acked receipts, (queue, message id, token) -> whether the ack was late.
+Outcome = dict[tuple[str, str, str], bool]
+
+
+class Tx(ABC):
+    """One connection at work, in its dialect's idiom. ``now`` is the clock's time for
+    dialects that pass it to their statements, None where SQL reads the database's."""
+
+    now: float | None
+
+    @abstractmethod
+    def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
+        """Execute statement ``name``; its rows."""
+
+    @abstractmethod
+    def exec(self, name: str, params: Mapping[str, Any]) -> int:
+        """Execute statement ``name``; how many rows it changed."""
+
+    @abstractmethod
+    def has(self, name: str) -> bool:
+        """Whether this dialect has statement ``name`` (see tests/backends)."""
+
+    @abstractmethod
+    def atomic(self) -> AbstractContextManager[None]:
+        """Several statements that commit together (a no-op inside a transaction)."""
+
+    def one(self, name: str, params: Mapping[str, Any]) -> Any:
+        found = self.run(name, params)
+        return found[0] if found else None
+
+    def also(self, name: str, params: Mapping[str, Any]) -> None:
+        """Run a dialect-only step where the dialect has it: SQLite counts in statements
+        of their own what PostgreSQL counts inside the statement that changed the rows."""
+        if self.has(name):
+            self.exec(name, params)
+
+
+class Dialect(ABC):
+    """What one database brings to the core: connections, transactions, fast paths."""
+
+    url_for_display: str
+
+    # -- connections and transactions --------------------------------------------------
+
+    @abstractmethod
+    def work(self, fn: Callable[[Tx], T], *, durable: bool,
+             rerun: Callable[[Tx], T] | None = None) -> T:
+        """Run ``fn`` on one connection: in one write transaction, or, where the dialect
+        autocommits statements, with ``tx.atomic()`` around those that go together.
+        ``durable`` commits wait for the disk (sends, operators' changes); leases and
+        acks need not (a lost one only causes a redelivery). A dialect that retries
+        after a lost connection runs ``rerun`` where the first try's outcome is unknown."""
+
+    @abstractmethod
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        """Run ``fn``'s reads; nothing is written."""
+
+    @abstractmethod
+    def joined(self, connection: Any, fn: Callable[[Tx], T]) -> T:
+        """Run ``fn`` in the caller's open transaction on the broker's database; the
+        caller commits. A connection of the wrong kind or database is InvalidArgument."""
+
+    @abstractmethod
+    def effect(self) -> AbstractContextManager[tuple[Tx, Any]]:
+        """A durable transaction whose connection the caller also writes its effect with."""
+
+    # -- fast paths ----------------------------------------------------------------------
+
+    @abstractmethod
+    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> None:
+        """Insert new messages (dedup already settled) and count them as sent."""
+
+    @abstractmethod
+    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
+        """Lease up to ``n`` ready rows in rule 16's order and count redeliveries."""
+
+    @abstractmethod
+    def ack(self, tx: Tx, receipts: Sequence[Receipt], fast: bool) -> list[Acked]:
+        """Delete the rows the receipts still lease (their late acks counted). With
+        ``fast`` a dialect may try a shortcut and raise FastPathMissed to be called again
+        without it in a fresh transaction."""
+
+    def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
+                  lease: float) -> tuple[Outcome, list[ClaimedRow]] | None:
+        """Acks of messages without a key and a claim of an uncapped queue in one step,
+        where the dialect can; None where it cannot. Receipts it did not ack go through
+        ``ack`` next."""
+        return None
+
+    @abstractmethod
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+               ) -> dict[tuple[str, str], float]:
+        """Move the leases' ends; the new deadline by (id, token) of each one still held."""
+
+    def wake(self, tx: Tx, queues: Iterable[str]) -> None:  # noqa: B027 - optional
+        """Tell waiting receivers that a capped queue has room (where they listen)."""
+
+    @abstractmethod
+    def wait(self, queues: Sequence[str], timeout: float) -> None: ...
+
+    # -- schema and clock ---------------------------------------------------------------
+
+    @abstractmethod
+    def schema_migrate(self) -> int: ...
+
+    @abstractmethod
+    def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def schema_latest(self) -> int: ...
+
+    @abstractmethod
+    def clock_now(self) -> float: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class FastPathMissed(Exception):
+    """A dialect's shortcut did not fit: roll back and run the general path."""
