@@ -61,7 +61,7 @@ class RetryPolicy:
 
 _SETTING_NAMES = (
     "lease", "max_attempts", "aging", "retry", "dedup_window",
-    "max_message_size", "max_in_flight", "on_dead",
+    "max_message_size", "max_in_flight", "on_dead", "slo",
 )
 
 
@@ -77,6 +77,9 @@ class QueueSettings:
     max_message_size: int = MIB
     max_in_flight: int | None = None
     on_dead: OnDead = "continue"
+    # Service levels (rule 25): priority -> the longest a message of it should wait, in
+    # seconds, from available to handler start. Priorities not listed have none.
+    slo: dict[int, float] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -95,6 +98,7 @@ class QueueSettings:
             _check_int(self.max_in_flight, "max_in_flight", 1, 1_000_000)
         if self.on_dead not in ("continue", "park"):
             raise InvalidArgument(f'on_dead must be "continue" or "park", got {self.on_dead!r}')
+        set_(self, "slo", check_slo(self.slo))
 
     @classmethod
     def build(cls, base: QueueSettings | None = None, **changes: Any) -> QueueSettings:
@@ -111,6 +115,25 @@ class QueueSettings:
         data = json.loads(text)
         data["retry"] = RetryPolicy(**data.get("retry", {}))
         return cls(**{k: v for k, v in data.items() if k in _SETTING_NAMES})
+
+
+def check_slo(value: object) -> dict[int, float] | None:
+    """``{priority: seconds}`` with priorities 0-9 and targets above 0 (an empty mapping
+    is None: no service levels); keys read back from JSON as strings are accepted."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"slo must be a mapping of priority to seconds such as "
+                              f"{{9: 10, 0: 600}}, got {value!r}")
+    checked: dict[int, float] = {}
+    for key, target in value.items():
+        priority = int(key) if isinstance(key, str) and key.isdigit() else key
+        if isinstance(priority, bool) or not isinstance(priority, int) \
+                or not 0 <= priority <= 9:
+            raise InvalidArgument(f"slo priorities must be integers from 0 to 9, got {key!r}")
+        checked[priority] = seconds(target, f"slo target of priority {priority}",
+                                    allow_zero=False, maximum=30 * 86400)
+    return dict(sorted(checked.items(), reverse=True)) or None
 
 
 def _coerce(name: str, value: Any) -> Any:

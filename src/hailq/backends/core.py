@@ -43,6 +43,7 @@ from hailq.backends.base import (
     WaitParams,
 )
 from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, Tx
+from hailq.backends.figures import FiguresStore
 from hailq.errors import LeaseLost
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 
@@ -63,7 +64,7 @@ class Live(NamedTuple):
     park: bool
 
 
-class SqlBackend:
+class SqlBackend(FiguresStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:

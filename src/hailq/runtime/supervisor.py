@@ -61,6 +61,7 @@ class WorkerSpec:
     registry_interval: float = 3.0
     log_level: str = "INFO"
     json_logs: bool = False
+    metrics: tuple[str, int] | None = None  # --metrics-port: this process's series, probes
 
     def handlers(self) -> App:
         """Import the target and check it against the queues; InvalidArgument if they clash."""
@@ -88,7 +89,10 @@ class WorkerSpec:
             broker.migrate()
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
-                   registry_interval=self.registry_interval).run(signals=signals)
+                   registry_interval=self.registry_interval,
+                   metrics_port=None if self.metrics is None else self.metrics[1],
+                   metrics_host="0.0.0.0" if self.metrics is None else self.metrics[0],
+                   ).run(signals=signals)
 
 
 def _child_main(spec: WorkerSpec, supervisor: int) -> None:

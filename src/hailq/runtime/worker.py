@@ -25,6 +25,8 @@ from contextlib import nullcontext
 
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
+from hailq.observe.process import ProcessSeries, ProcessServer
+from hailq.observe.recorder import FigureRecorder
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
 from hailq.runtime.app import App, Handler, app_for
@@ -54,13 +56,16 @@ class Worker:
     ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT, when run in the main
     thread) and the two-stage shutdown are done. ``poll`` is the longest a
     long-poll waits before the worker looks again; ``registry_interval`` how
-    often it records itself in the worker registry.
+    often it records itself in the worker registry. ``metrics_port`` (with
+    ``metrics_host``, every interface by default) serves this process's own series and
+    its probes (``hailq/observe/process.py``); None serves nothing.
     """
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
                  queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
                  concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
-                 registry_interval: float = 3.0, worker_id: str | None = None) -> None:
+                 registry_interval: float = 3.0, worker_id: str | None = None,
+                 metrics_port: int | None = None, metrics_host: str = "0.0.0.0") -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
@@ -85,6 +90,7 @@ class Worker:
         self._flag = StopFlag()
         self._inflight = InFlight(concurrency)
         self._queues: dict[str, Queue] = {}
+        self.metrics_address = None if metrics_port is None else (metrics_host, metrics_port)
 
     # -- control -----------------------------------------------------------------------
 
@@ -161,10 +167,14 @@ class Worker:
 
     def _handle(self, message: Message, handler: Handler, services: _Services) -> None:
         error: BaseException | None = None
+        waited = services.figures.now() - message.available_at  # rule 25: wait and run
+        began = time.monotonic()
         try:
             call_handler(handler, message, services.loop)
         except BaseException as exc:  # a handler's failure, whatever it is, fails the message
             error = exc
+        services.figures.observe(message.queue, message.priority, waited,
+                                 time.monotonic() - began, error is None)
         services.keeper.release(message)
         if not self._inflight.settle(message):
             return  # given back after the grace period; the outcome no longer counts
@@ -214,6 +224,17 @@ class _Services:
         self.loop = LoopThread()
         self.keeper = LeaseKeeper()
         self.acks = AckBatcher(worker._queues)
+        self.server: ProcessServer | None = None
+        series = None
+        if worker.metrics_address is not None:
+            series = ProcessSeries(worker.concurrency, lambda: worker.in_flight)
+            self.server = ProcessServer(
+                *worker.metrics_address, series,
+                alive=lambda: self.fetcher.alive or worker.state == "draining",
+                ready=lambda: worker.state == "running" and self.fetcher.alive)
+        self.figures = FigureRecorder(broker, list(worker.order.queues),
+                                      lambda q: worker._queues[q].settings.slo,
+                                      process=series)
         self.slots = SlotPool(worker.concurrency)
         self.registry = RegistryReporter(
             broker, worker_id=worker.worker_id, queues=worker.order.queues,
@@ -226,11 +247,17 @@ class _Services:
     def start(self) -> None:
         self.keeper.start()
         self.acks.start()
+        self.figures.start()
+        if self.server is not None:
+            self.server.start()
         self.slots.start()
         self.registry.start()
 
     def close(self) -> None:
         self.acks.close()
+        self.figures.close()
+        if self.server is not None:
+            self.server.close()
         self.keeper.close()
         self.slots.close()
         self.loop.close()

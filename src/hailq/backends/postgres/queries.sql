@@ -182,7 +182,7 @@ WITH picked AS (
         lease_until = {schema}.epoch() + %(lease)s
     FROM picked WHERE m.id = picked.id
     RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
-              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key
+              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
 ), counted AS (
     -- Written only when something was redelivered: first deliveries cost nothing here.
     INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
@@ -292,7 +292,7 @@ WITH gone AS (
         lease_until = {schema}.epoch() + %(lease)s
     FROM picked WHERE m.id = picked.id
     RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
-              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key
+              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
 ), redelivered AS (
     INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
     SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
@@ -302,7 +302,8 @@ WITH gone AS (
 SELECT false AS acked, *, NULL::boolean FROM claimed
 UNION ALL
 -- An acked row carries its queue where a claimed one has its key.
-SELECT true, id, token, NULL, NULL, NULL, NULL, queue, NULL, NULL, NULL, NULL, NULL, late
+SELECT true, id, token, NULL, NULL, NULL, NULL, queue, NULL, NULL, NULL, NULL, NULL, NULL,
+       late
 FROM gone;
 
 -- name: message_ack_one
@@ -551,3 +552,52 @@ DELETE FROM {schema}.workers WHERE last_seen < %(before)s;
 -- name: clock_now
 -- PostgreSQL only: the database's clock (SQLite's is the process's).
 SELECT {schema}.epoch();
+
+-- name: figures_histogram_add
+-- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
+-- or handler-time histogram grows by what the process saw since its last flush.
+INSERT INTO {schema}.histograms AS h (queue, kind, priority, le, n, total)
+VALUES (%(queue)s, %(kind)s, %(priority)s, %(le)s, %(n)s, %(total)s)
+ON CONFLICT (queue, kind, priority, le) DO UPDATE
+SET n = h.n + excluded.n, total = h.total + excluded.total;
+
+-- name: figures_rate_add
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+INSERT INTO {schema}.rates AS r (queue, slot, priority, started, acked, failed, breaches,
+                                 handler_total)
+VALUES (%(queue)s, floor({schema}.epoch() / 10)::bigint, %(priority)s, %(started)s,
+        %(acked)s, %(failed)s, %(breaches)s, %(handler_total)s)
+ON CONFLICT (queue, slot, priority) DO UPDATE
+SET started = r.started + excluded.started, acked = r.acked + excluded.acked,
+    failed = r.failed + excluded.failed, breaches = r.breaches + excluded.breaches,
+    handler_total = r.handler_total + excluded.handler_total;
+
+-- name: figures_sample
+-- The queue's counters as of now, the first sample of each 10-second slot kept: rates of
+-- sends and deaths without a write per send.
+INSERT INTO {schema}.samples AS s (queue, slot, at, sent, dead_lettered)
+SELECT %(queue)s, floor({schema}.epoch() / 10)::bigint, {schema}.epoch(),
+       coalesce(sum(sent), 0), coalesce(sum(dead_lettered), 0)
+FROM {schema}.counters WHERE queue = %(queue)s
+ON CONFLICT (queue, slot) DO NOTHING;
+
+-- name: figures_prune_rates
+DELETE FROM {schema}.rates WHERE slot < floor({schema}.epoch() / 10)::bigint - 360;
+
+-- name: figures_prune_samples
+DELETE FROM {schema}.samples WHERE slot < floor({schema}.epoch() / 10)::bigint - 360;
+
+-- name: figures_histograms
+SELECT kind, priority, le, n, total FROM {schema}.histograms
+WHERE queue = %(queue)s ORDER BY kind, priority, le;
+
+-- name: figures_rates
+-- The last five minutes and a slot, per slot and priority.
+SELECT slot, priority, started, acked, failed, breaches, handler_total FROM {schema}.rates
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - 310) / 10)::bigint
+ORDER BY slot, priority;
+
+-- name: figures_samples
+SELECT at, sent, dead_lettered FROM {schema}.samples
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - 310) / 10)::bigint
+ORDER BY at;

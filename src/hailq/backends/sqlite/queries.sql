@@ -110,7 +110,7 @@ SELECT count(*) FROM hailq_messages WHERE queue = :queue AND state = 'leased';
 -- a fifth fewer instructions than UPDATE ... RETURNING, which writes its rows to a
 -- temporary table first and hands them back in no particular order.
 SELECT id, :token, body, body_kind, headers, priority, ordering_key, attempt + 1,
-       enqueued_at, :lease_until, seq, sort_key
+       enqueued_at, :lease_until, seq, sort_key, available_at
 FROM hailq_messages
 WHERE queue = :queue AND state = 'ready'
 ORDER BY sort_key, seq
@@ -414,3 +414,52 @@ FROM hailq_workers ORDER BY started_at, id;
 
 -- name: worker_prune
 DELETE FROM hailq_workers WHERE last_seen < :before;
+
+-- name: figures_histogram_add
+-- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
+-- or handler-time histogram grows by what the process saw since its last flush.
+INSERT INTO hailq_histograms (queue, kind, priority, le, n, total)
+VALUES (:queue, :kind, :priority, :le, :n, :total)
+ON CONFLICT (queue, kind, priority, le) DO UPDATE
+SET n = n + excluded.n, total = total + excluded.total;
+
+-- name: figures_rate_add
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+INSERT INTO hailq_rates (queue, slot, priority, started, acked, failed, breaches,
+                         handler_total)
+VALUES (:queue, CAST(:now / 10 AS INTEGER), :priority, :started, :acked, :failed,
+        :breaches, :handler_total)
+ON CONFLICT (queue, slot, priority) DO UPDATE
+SET started = started + excluded.started, acked = acked + excluded.acked,
+    failed = failed + excluded.failed, breaches = breaches + excluded.breaches,
+    handler_total = handler_total + excluded.handler_total;
+
+-- name: figures_sample
+-- The queue's counters as of now, the first sample of each 10-second slot kept: rates of
+-- sends and deaths without a write per send.
+INSERT INTO hailq_samples (queue, slot, at, sent, dead_lettered)
+SELECT :queue, CAST(:now / 10 AS INTEGER), :now, coalesce(sum(sent), 0),
+       coalesce(sum(dead_lettered), 0)
+FROM hailq_counters WHERE queue = :queue
+ON CONFLICT (queue, slot) DO NOTHING;
+
+-- name: figures_prune_rates
+DELETE FROM hailq_rates WHERE slot < CAST(:now / 10 AS INTEGER) - 360;
+
+-- name: figures_prune_samples
+DELETE FROM hailq_samples WHERE slot < CAST(:now / 10 AS INTEGER) - 360;
+
+-- name: figures_histograms
+SELECT kind, priority, le, n, total FROM hailq_histograms
+WHERE queue = :queue ORDER BY kind, priority, le;
+
+-- name: figures_rates
+-- The last five minutes and a slot, per slot and priority.
+SELECT slot, priority, started, acked, failed, breaches, handler_total FROM hailq_rates
+WHERE queue = :queue AND slot >= CAST((:now - 310) / 10 AS INTEGER)
+ORDER BY slot, priority;
+
+-- name: figures_samples
+SELECT at, sent, dead_lettered FROM hailq_samples
+WHERE queue = :queue AND slot >= CAST((:now - 310) / 10 AS INTEGER)
+ORDER BY at;

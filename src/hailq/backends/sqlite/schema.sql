@@ -36,6 +36,17 @@ CREATE TABLE hailq_dedup (
     PRIMARY KEY (queue, dedup_id)
 ) WITHOUT ROWID;
 
+-- table hailq_histograms
+CREATE TABLE hailq_histograms (
+    queue TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    le REAL NOT NULL,
+    n INTEGER NOT NULL DEFAULT 0,
+    total REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, kind, priority, le)
+) WITHOUT ROWID;
+
 -- table hailq_messages
 CREATE TABLE hailq_messages (
     seq INTEGER PRIMARY KEY,
@@ -64,6 +75,29 @@ CREATE TABLE hailq_queues (
     settings TEXT NOT NULL,
     created_at REAL NOT NULL
 , lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0);
+
+-- table hailq_rates
+CREATE TABLE hailq_rates (
+    queue TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    priority INTEGER NOT NULL,
+    started INTEGER NOT NULL DEFAULT 0,
+    acked INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    breaches INTEGER NOT NULL DEFAULT 0,
+    handler_total REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, slot, priority)
+) WITHOUT ROWID;
+
+-- table hailq_samples
+CREATE TABLE hailq_samples (
+    queue TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    at REAL NOT NULL,
+    sent INTEGER NOT NULL,
+    dead_lettered INTEGER NOT NULL,
+    PRIMARY KEY (queue, slot)
+) WITHOUT ROWID;
 
 -- table hailq_schema
 CREATE TABLE hailq_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);
