@@ -42,7 +42,7 @@ from hailq.backends.base import (
     SendParams,
     WaitParams,
 )
-from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, Tx
+from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, OutcomeUnknown, Tx
 from hailq.errors import LeaseLost
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 
@@ -52,6 +52,10 @@ MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and pr
 # operator's change (a lease, a cap, attempts) reaches running consumers within this.
 SETTINGS_FOR = 0.5
 _PRUNE_EVERY = 1000  # sends between prunes of expired dedup records
+# What a send whose outcome a broken or dropped connection left unknown tells its caller
+# (rule 31): a rerun under the same dedup_id finds the first try's record (rule 4).
+MAYBE_STORED = ("the message may have been stored all the same; a retry with the same "
+                "dedup_id is safe (it stores the message once)")
 
 
 class Live(NamedTuple):
@@ -175,9 +179,12 @@ class SqlBackend:
         if params.connection is not None:
             return self.dialect.joined(params.connection,
                                        lambda tx: self._send(tx, messages, rerun=False))
-        return self.dialect.work(lambda tx: self._send(tx, messages, rerun=False),
-                                 durable=True,
-                                 rerun=lambda tx: self._send(tx, messages, rerun=True))
+        try:
+            return self.dialect.work(lambda tx: self._send(tx, messages, rerun=False),
+                                     durable=True,
+                                     rerun=lambda tx: self._send(tx, messages, rerun=True))
+        except OutcomeUnknown as exc:
+            raise OutcomeUnknown(exc.cause, MAYBE_STORED) from None
 
     def _send(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool) -> list[str]:
         """Insert what no dedup record claims. With ``rerun`` (the first try's connection
@@ -218,7 +225,10 @@ class SqlBackend:
 
         if params.connection is not None:
             return self.dialect.joined(params.connection, publish)
-        return self.dialect.work(publish, durable=True)
+        try:
+            return self.dialect.work(publish, durable=True)
+        except OutcomeUnknown as exc:
+            raise OutcomeUnknown(exc.cause, MAYBE_STORED) from None
 
     # -- receiving -----------------------------------------------------------------------
 
