@@ -38,10 +38,13 @@ from hailq.url import parse_url
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
               default="INFO", show_default=True)
+@click.option("--no-scheduler", "no_scheduler", is_flag=True,
+              help="Do not send periodic messages from this worker (by default every "
+                   "worker runs a scheduler; each slot is sent once however many run).")
 @common_options
 def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
-                   log_level: str) -> int:
+                   log_level: str, no_scheduler: bool) -> int:
     """Run the handlers of TARGET (module:function or module:app) until stopped.
 
     A handler takes the received message. It acks by returning, nacks with the
@@ -64,7 +67,8 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     logs.configure(level, json_lines=app.out.json)
     spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map,
                       concurrency=1 if pool == "process" else concurrency, grace=grace,
-                      poll=poll, log_level=level, json_logs=app.out.json)
+                      poll=poll, log_level=level, json_logs=app.out.json,
+                      scheduler=not no_scheduler)
     if pool == "process":
         if concurrency > MAX_PROCESSES:
             raise click.BadParameter(f"at most {MAX_PROCESSES} with --pool process (one "

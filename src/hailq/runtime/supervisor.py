@@ -61,6 +61,7 @@ class WorkerSpec:
     registry_interval: float = 3.0
     log_level: str = "INFO"
     json_logs: bool = False
+    scheduler: bool = True  # run a scheduler of periodic messages beside the consumers
 
     def handlers(self) -> App:
         """Import the target and check it against the queues; InvalidArgument if they clash."""
@@ -88,7 +89,8 @@ class WorkerSpec:
             broker.migrate()
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
-                   registry_interval=self.registry_interval).run(signals=signals)
+                   registry_interval=self.registry_interval,
+                   scheduler=self.scheduler).run(signals=signals)
 
 
 def _child_main(spec: WorkerSpec, supervisor: int) -> None:

@@ -35,6 +35,7 @@ from hailq.runtime.inflight import InFlight
 from hailq.runtime.order import Order, StrictOrder, WeightedOrder
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
+from hailq.runtime.scheduler import Scheduler
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 
 log = logging.getLogger("hailq.worker")
@@ -54,13 +55,16 @@ class Worker:
     ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT, when run in the main
     thread) and the two-stage shutdown are done. ``poll`` is the longest a
     long-poll waits before the worker looks again; ``registry_interval`` how
-    often it records itself in the worker registry.
+    often it records itself in the worker registry. With ``scheduler`` (the default)
+    it also runs a scheduler that sends periodic messages (its app's and every other
+    stored schedule's; ``hailq.runtime.scheduler``).
     """
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
                  queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
                  concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
-                 registry_interval: float = 3.0, worker_id: str | None = None) -> None:
+                 registry_interval: float = 3.0, worker_id: str | None = None,
+                 scheduler: bool = True) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
@@ -85,6 +89,7 @@ class Worker:
         self._flag = StopFlag()
         self._inflight = InFlight(concurrency)
         self._queues: dict[str, Queue] = {}
+        self.scheduler = scheduler  # run a scheduler (rule 35) beside the consumers
 
     # -- control -----------------------------------------------------------------------
 
@@ -222,12 +227,15 @@ class _Services:
         self.fetcher = Fetcher(broker, worker._queues, worker.order, worker._inflight,
                                lambda m: worker._dispatch(m, self), worker._flag,
                                poll=worker.poll, acks=self.acks)
+        self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
 
     def start(self) -> None:
         self.keeper.start()
         self.acks.start()
         self.slots.start()
         self.registry.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
 
     def close(self) -> None:
         self.acks.close()
@@ -235,6 +243,8 @@ class _Services:
         self.slots.close()
         self.loop.close()
         self.registry.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
 
 
 def _last_line(text: str | None) -> str:
