@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, TypeVar
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
+from hailq.errors import StorageError
 
 T = TypeVar("T")
 
@@ -32,6 +33,7 @@ class Tx(ABC):
     dialects that pass it to their statements, None where SQL reads the database's."""
 
     now: float | None
+    conn: Any  # the driver's connection, for the dialect's own fast paths
 
     @abstractmethod
     def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
@@ -64,6 +66,9 @@ class Dialect(ABC):
     """What one database brings to the core: connections, transactions, fast paths."""
 
     url_for_display: str
+    # Whether ack_plain acks anything: a dialect whose units of work are each one
+    # transaction has no round trip to save, and the core skips the call.
+    acks_plain_apart = False
 
     # -- connections and transactions --------------------------------------------------
 
@@ -105,6 +110,12 @@ class Dialect(ABC):
         ``fast`` a dialect may try a shortcut and raise FastPathMissed to be called again
         without it in a fresh transaction."""
 
+    def ack_plain(self, tx: Tx, receipts: Sequence[Receipt]) -> Outcome:
+        """Acks of messages without a key, outside a transaction where statements
+        autocommit (one round trip); the receipts it did not ack go through ``ack``.
+        A dialect whose every unit of work is one transaction acks nothing here."""
+        return {}
+
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
                   lease: float) -> tuple[Outcome, list[ClaimedRow]] | None:
         """Acks of messages without a key and a claim of an uncapped queue in one step,
@@ -139,6 +150,18 @@ class Dialect(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+
+class OutcomeUnknown(StorageError):
+    """The connection broke, or was dropped past its deadline, after the call reached the
+    server: what it wrote may have been committed all the same (rule 31). ``cause`` is
+    the failure; ``note`` says what that means for the call (the core says it of sends)."""
+
+    def __init__(self, cause: str, note: str = "what it wrote may have been committed "
+                 "all the same") -> None:
+        super().__init__(f"{cause}; {note}")
+        self.cause = cause
+        self.note = note
 
 
 class FastPathMissed(Exception):
