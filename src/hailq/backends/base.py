@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
+from hailq.backends.schedules import ScheduleBackend
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 
 
@@ -210,8 +211,9 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(Protocol):
-    """Storage for hailq. Times are seconds since the epoch on the backend's clock."""
+class Backend(ScheduleBackend, Protocol):
+    """Storage for hailq. Times are seconds since the epoch on the backend's clock.
+    Periodic schedules' methods: ``hailq/backends/schedules.py``."""
 
     url_for_display: str
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
 
-from hailq.backends import rows
+from hailq.backends import rates, rows
 from hailq.backends.base import (
     AckParams,
     ClaimedRow,
@@ -44,6 +44,7 @@ from hailq.backends.base import (
 )
 from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, OutcomeUnknown, Tx
 from hailq.backends.figures import FiguresStore
+from hailq.backends.schedules import ScheduleStore
 from hailq.errors import LeaseLost
 from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
 
@@ -66,9 +67,11 @@ class Live(NamedTuple):
     max_in_flight: int | None
     max_attempts: int
     park: bool
+    rate: float | None = None  # rule 33: messages per second, None: no limit
+    burst: float = 0.0  # the bucket's size where there is a rate
 
 
-class SqlBackend(FiguresStore):
+class SqlBackend(ScheduleStore, FiguresStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -107,6 +110,7 @@ class SqlBackend(FiguresStore):
         def save(tx: Tx) -> None:
             with tx.atomic():
                 tx.exec("queue_save", {**args, "now": tx.now})
+                tx.exec("queue_rate_save", rates.save_args(params.name, settings))
                 if params.resort:
                     tx.exec("queue_resort", {"queue": params.name, "aging": args["aging"]})
 
@@ -132,7 +136,7 @@ class SqlBackend(FiguresStore):
         else:
             lease, cap, attempts, park = found
             live = Live(float(lease), None if cap is None else int(cap), int(attempts),
-                        bool(park))
+                        bool(park), *rates.live(tx, queue))
         self._settings[queue] = (now, live)
         return live
 
@@ -246,7 +250,7 @@ class SqlBackend(FiguresStore):
         fused = None
         if not self._upkeep_due(tx, params.queue):
             live = self._live(tx, params.queue)
-            if live.max_in_flight is None:
+            if live.max_in_flight is None and live.rate is None:
                 fused = self.dialect.ack_claim(
                     tx, params.acks, params.queue, params.max_messages,
                     live.lease if params.lease is None else params.lease)
@@ -274,16 +278,33 @@ class SqlBackend(FiguresStore):
 
     def _claim_now(self, tx: Tx, params: ClaimParams, live: Live) -> list[ClaimedRow]:
         lease = live.lease if params.lease is None else params.lease
-        if live.max_in_flight is None:
+        if live.max_in_flight is None and live.rate is None:
             return self.dialect.claim(tx, params.queue, params.max_messages, lease)
-        with tx.atomic():  # a cap across every consumer: claims of the queue take turns
-            tx.also("in_flight_lock", {"queue": params.queue})
-            leased = int(tx.one("in_flight", {"queue": params.queue})[0])
-            room = min(params.max_messages, live.max_in_flight - leased)
+        with tx.atomic():
+            room = params.max_messages
+            if live.max_in_flight is not None:
+                # A cap across every consumer: claims of the queue take turns.
+                tx.also("in_flight_lock", {"queue": params.queue})
+                leased = int(tx.one("in_flight", {"queue": params.queue})[0])
+                room = min(room, live.max_in_flight - leased)
+            if room > 0 and live.rate is not None:  # rule 33, within the cap (rule 1)
+                return rates.claim(tx, params.queue, room, live.rate, live.burst,
+                                   lambda n: self.dialect.claim(tx, params.queue, n, lease))
             return self.dialect.claim(tx, params.queue, room, lease) if room > 0 else []
 
     def message_wait(self, params: WaitParams) -> None:
-        self.dialect.wait(params.queues, params.timeout)
+        queues, timeout = list(params.queues), params.timeout
+        limited = [q for q in queues if (kept := self._settings.get(q)) is not None
+                   and kept[1].rate is not None]
+        if limited:  # a queue out of tokens is not waited on until its next token is due
+            starved = self.dialect.read(lambda tx: rates.starved(tx, limited))
+            if starved:
+                queues = [q for q in queues if q not in starved]
+                timeout = min(timeout, min(starved.values()))
+                if not queues:
+                    time.sleep(max(timeout, 0.001))
+                    return
+        self.dialect.wait(queues, timeout)
 
     # -- finishing -----------------------------------------------------------------------
 

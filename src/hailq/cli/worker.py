@@ -47,11 +47,14 @@ from hailq.url import parse_url
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
               default="INFO", show_default=True)
+@click.option("--no-scheduler", "no_scheduler", is_flag=True,
+              help="Do not send periodic messages from this worker (by default every "
+                   "worker runs a scheduler; each slot is sent once however many run).")
 @common_options
 def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
-                   metrics: str | None, time_limit: float | None,
-                   log_level: str) -> int:
+                   metrics: str | None, time_limit: float | None, log_level: str,
+                   no_scheduler: bool) -> int:
     """Run the handlers of TARGET (module:function or module:app) until stopped.
 
     A handler takes the received message. It acks by returning, nacks with the
@@ -81,7 +84,7 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map,
                       concurrency=1 if pool == "process" else concurrency, grace=grace,
                       poll=poll, log_level=level, json_logs=app.out.json,
-                      time_limit=time_limit, metrics=address)
+                      time_limit=time_limit, scheduler=not no_scheduler, metrics=address)
     if pool == "process":
         if concurrency > MAX_PROCESSES:
             raise click.BadParameter(f"at most {MAX_PROCESSES} with --pool process (one "

@@ -67,6 +67,7 @@ class WorkerSpec:
     log_level: str = "INFO"
     json_logs: bool = False
     time_limit: float | None = None
+    scheduler: bool = True  # run a scheduler of periodic messages beside the consumers
     metrics: tuple[str, int] | None = None  # --metrics-port: this process's series, probes
 
     def handlers(self) -> App:
@@ -101,6 +102,7 @@ class WorkerSpec:
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
                    registry_interval=self.registry_interval, time_limit=self.time_limit,
                    stuck="exit" if child else "replace",
+                   scheduler=self.scheduler,
                    metrics_port=None if self.metrics is None else self.metrics[1],
                    metrics_host="0.0.0.0" if self.metrics is None else self.metrics[0],
                    ).run(signals=signals)

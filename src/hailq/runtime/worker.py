@@ -44,6 +44,7 @@ from hailq.runtime.logs import about
 from hailq.runtime.order import Order, StrictOrder, WeightedOrder
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
+from hailq.runtime.scheduler import Scheduler
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT, Running, Watchdog, check_time_limit
 
@@ -72,6 +73,9 @@ class Worker:
     own: past it the attempt fails with a "time limit" error. A plain handler's
     thread that does not stop then is replaced by a new one (``stuck="replace"``),
     or, with ``stuck="exit"`` (the process pool's children), ends the process.
+
+    With ``scheduler`` (the default) it also runs a scheduler that sends periodic
+    messages (its app's and every other stored schedule's; ``hailq.runtime.scheduler``).
     """
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
@@ -80,6 +84,7 @@ class Worker:
                  registry_interval: float = 3.0, worker_id: str | None = None,
                  time_limit: float | None = None,
                  stuck: Literal["replace", "exit"] = "replace",
+                 scheduler: bool = True,
                  metrics_port: int | None = None, metrics_host: str = "0.0.0.0") -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
@@ -110,6 +115,7 @@ class Worker:
         self._inflight = InFlight(concurrency)
         self._queues: dict[str, Queue] = {}
         self.tally = Tally()
+        self.scheduler = scheduler  # run a scheduler (rule 35) beside the consumers
         self.metrics_address = None if metrics_port is None else (metrics_host, metrics_port)
 
     # -- control -----------------------------------------------------------------------
@@ -389,6 +395,7 @@ class _Services:
                                poll=worker.poll, acks=self.acks)
         self.watchdog = Watchdog(lambda running: worker._expire(running, self))
         self.begun = time.monotonic()
+        self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
 
     def start(self) -> None:
         self.watchdog.start()
@@ -399,6 +406,8 @@ class _Services:
             self.server.start()
         self.slots.start()
         self.registry.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
 
     def close(self) -> None:
         self.watchdog.close()
@@ -410,6 +419,8 @@ class _Services:
         self.slots.close()
         self.loop.close()
         self.registry.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
 
 
 def _last_line(text: str | None) -> str:

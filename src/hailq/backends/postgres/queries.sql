@@ -573,6 +573,87 @@ DELETE FROM {schema}.workers WHERE last_seen < %(before)s;
 -- PostgreSQL only: the database's clock (SQLite's is the process's).
 SELECT {schema}.epoch();
 
+-- name: rate_take
+-- Rule 33: a claim of a rate-limited queue takes min(n, whole tokens) from the queue's
+-- bucket, refilled at rate tokens a second up to burst; the upsert locks the bucket's row
+-- until the claim commits, so claims of a limited queue take turns (unlimited queues
+-- never run it). A new bucket starts full. Every SET reads the old row.
+INSERT INTO {schema}.rate_buckets AS b (queue, tokens, refilled_at, taken)
+VALUES (%(queue)s, %(burst)s - least(%(n)s, floor(%(burst)s)), {schema}.epoch(),
+        least(%(n)s, floor(%(burst)s)))
+ON CONFLICT (queue) DO UPDATE SET
+    taken = least(%(n)s, floor(least(%(burst)s, b.tokens
+            + greatest(0.0, {schema}.epoch() - b.refilled_at) * %(rate)s))),
+    tokens = least(%(burst)s, b.tokens
+             + greatest(0.0, {schema}.epoch() - b.refilled_at) * %(rate)s)
+             - least(%(n)s, floor(least(%(burst)s, b.tokens
+               + greatest(0.0, {schema}.epoch() - b.refilled_at) * %(rate)s))),
+    refilled_at = greatest(b.refilled_at, {schema}.epoch())
+RETURNING taken;
+
+-- name: rate_return
+-- Tokens a claim took but found no message for go back, in the same transaction.
+UPDATE {schema}.rate_buckets SET tokens = tokens + %(n)s WHERE queue = %(queue)s;
+
+-- name: rate_due
+-- Seconds until the next whole token of each rate-limited queue among the queues (0 or
+-- less: one is there): a limited receiver sleeps that long instead of polling.
+SELECT b.queue,
+       (1.0 - least(q.burst, b.tokens
+        + greatest(0.0, {schema}.epoch() - b.refilled_at) * q.rate_per_second))
+       / q.rate_per_second
+FROM {schema}.rate_buckets AS b JOIN {schema}.queues AS q ON q.name = b.queue
+WHERE b.queue = ANY(%(queues)s::text[]) AND q.rate_per_second IS NOT NULL;
+
+-- name: queue_rate_save
+-- A queue's rate limit as columns the claim reads (NULL: unlimited).
+UPDATE {schema}.queues SET rate_per_second = %(rate)s, burst = %(burst)s
+WHERE name = %(name)s;
+
+-- name: queue_rate
+SELECT rate_per_second, burst FROM {schema}.queues WHERE name = %(queue)s;
+
+-- name: schedule_save
+-- Rule 35: declare a schedule, or update its definition. A new one starts with its
+-- creation time as its last slot, so slots from before it existed never fire; an
+-- existing one keeps its last slot, its pause and its counts.
+INSERT INTO {schema}.schedules AS s (name, queue, cron, every, timezone, catch_up, body,
+                                     body_kind, headers, priority, source, created_at,
+                                     declared_at, last_slot)
+VALUES (%(name)s, %(queue)s, %(cron)s, %(every)s, %(timezone)s, %(catch_up)s, %(body)s,
+        %(body_kind)s, %(headers)s, %(priority)s, %(source)s, %(now)s, %(now)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, cron = excluded.cron,
+    every = excluded.every, timezone = excluded.timezone, catch_up = excluded.catch_up,
+    body = excluded.body, body_kind = excluded.body_kind, headers = excluded.headers,
+    priority = excluded.priority, source = excluded.source,
+    declared_at = greatest(s.declared_at, excluded.declared_at);
+
+-- name: schedule_declare
+-- A running scheduler still declares these (its app's app.periodic): see "declared".
+UPDATE {schema}.schedules SET declared_at = greatest(declared_at, %(now)s)
+WHERE name = ANY(%(names)s::text[]);
+
+-- name: schedule_list
+SELECT name, queue, cron, every, timezone, catch_up, body, body_kind, headers, priority,
+       source, paused, created_at, declared_at, last_slot, fired_at, fired
+FROM {schema}.schedules ORDER BY name;
+
+-- name: schedule_fire
+-- Claim slots: only the scheduler that saw last_slot as it is moves it, in the
+-- transaction that sends the slots' messages, so each slot is sent once however many
+-- schedulers run (a second one waits for the row, then finds it moved).
+UPDATE {schema}.schedules SET last_slot = %(slot)s, fired_at = %(now)s, fired = fired + %(n)s
+WHERE name = %(name)s AND last_slot = %(seen)s AND last_slot < %(slot)s AND NOT paused;
+
+-- name: schedule_pause
+-- A resumed schedule skips the slots of its pause: it goes on from now.
+UPDATE {schema}.schedules SET paused = %(paused)s,
+    last_slot = CASE WHEN %(paused)s THEN last_slot ELSE greatest(last_slot, %(now)s) END
+WHERE name = %(name)s;
+
+-- name: schedule_remove
+DELETE FROM {schema}.schedules WHERE name = %(name)s;
+
 -- name: figures_histogram_add
 -- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
 -- or handler-time histogram grows by what the process saw since its last flush.

@@ -56,6 +56,12 @@ queues max_attempts integer NO 5 NO
 queues max_in_flight integer YES  NO
 queues aging double precision YES  NO
 queues park boolean NO false NO
+queues rate_per_second double precision YES  NO
+queues burst double precision YES  NO
+rate_buckets queue text NO  NO
+rate_buckets tokens double precision NO  NO
+rate_buckets refilled_at double precision NO  NO
+rate_buckets taken integer NO 0 NO
 rates queue text NO  NO
 rates slot bigint NO  NO
 rates priority smallint NO  NO
@@ -69,6 +75,23 @@ samples slot bigint NO  NO
 samples at double precision NO  NO
 samples sent bigint NO  NO
 samples dead_lettered bigint NO  NO
+schedules name text NO  NO
+schedules queue text NO  NO
+schedules cron text YES  NO
+schedules every double precision YES  NO
+schedules timezone text NO 'UTC'::text NO
+schedules catch_up integer NO 0 NO
+schedules body bytea NO  NO
+schedules body_kind integer NO  NO
+schedules headers text YES  NO
+schedules priority integer NO 0 NO
+schedules source text NO  NO
+schedules paused boolean NO false NO
+schedules created_at double precision NO  NO
+schedules declared_at double precision NO  NO
+schedules last_slot double precision NO  NO
+schedules fired_at double precision YES  NO
+schedules fired bigint NO 0 NO
 subscriptions topic text NO  NO
 subscriptions queue text NO  NO
 subscriptions filter text YES  NO
@@ -101,8 +124,10 @@ CREATE UNIQUE INDEX messages_pkey ON {schema}.messages USING btree (id)
 CREATE INDEX messages_ready ON {schema}.messages USING btree (queue, sort_key, seq) WHERE (state = 'ready'::text)
 CREATE INDEX messages_scheduled ON {schema}.messages USING btree (queue, available_at) WHERE (state = 'scheduled'::text)
 CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (name)
+CREATE UNIQUE INDEX rate_buckets_pkey ON {schema}.rate_buckets USING btree (queue)
 CREATE UNIQUE INDEX rates_pkey ON {schema}.rates USING btree (queue, slot, priority)
 CREATE UNIQUE INDEX samples_pkey ON {schema}.samples USING btree (queue, slot)
+CREATE UNIQUE INDEX schedules_pkey ON {schema}.schedules USING btree (name)
 CREATE UNIQUE INDEX subscriptions_pkey ON {schema}.subscriptions USING btree (topic, queue)
 CREATE UNIQUE INDEX topics_pkey ON {schema}.topics USING btree (name)
 CREATE UNIQUE INDEX waiters_pkey ON {schema}.waiters USING btree (queue, waiter)
