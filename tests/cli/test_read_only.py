@@ -69,5 +69,5 @@ def test_rule_30_a_role_that_may_only_read_can_run_every_look(
     [stats] = run_hailq("stats", "claims", "--json", url=reader_url).json()
     assert (stats["dead"], stats["ready"]) == (1, 2)
     # The role really may not write: the same database refuses it a send.
-    line = run_hailq("send", "claims", "4", url=reader_url).assert_clean_error(1)
+    line = run_hailq("send", "--create", "claims", "4", url=reader_url).assert_clean_error(1)
     assert "permission denied" in line

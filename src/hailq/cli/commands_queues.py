@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from dataclasses import asdict
 from typing import Any
 
 import click
@@ -25,21 +26,29 @@ def queues() -> None:
     """List every queue with its ready, scheduled, in-flight, blocked and dead counts.
 
     OLDEST is the age of the oldest ready message: how long the front of the
-    queue has waited.
+    queue has waited. PAUSED marks a queue an operator paused ('hailq pause').
+    With --json each queue also has its effective settings and the names of
+    those an operator overrode ('hailq configure').
     """
     app = current_app()
     with app.broker() as broker:
-        found = [q.stats() for q in broker.queues()]
+        found = _collect(broker, None)
     if app.out.json:
         app.out.emit_json([{"queue": s.queue, "ready": s.ready, "scheduled": s.scheduled,
                             "in_flight": s.in_flight, "blocked": s.blocked, "dead": s.dead,
-                            "oldest_ready_age": s.oldest_ready_age} for s in found])
+                            "oldest_ready_age": s.oldest_ready_age, "paused": s.paused,
+                            **settings_record(q)} for q, s in found])
         return
     app.out.table(
-        ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST"],
+        ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST", "PAUSED"],
         [[s.queue, s.ready, s.scheduled, s.in_flight, s.blocked, s.dead,
-          age(s.oldest_ready_age)] for s in found],
-        empty="no queues yet; 'hailq send QUEUE BODY' creates one")
+          age(s.oldest_ready_age), "paused" if s.paused else "-"] for _, s in found],
+        empty="no queues yet; declare one in code, or 'hailq send --create QUEUE BODY'")
+
+
+def settings_record(queue: hailq.Queue) -> dict[str, Any]:
+    """A queue's effective settings and which of them an operator overrode."""
+    return {"settings": asdict(queue.settings), "overridden": sorted(queue.overrides)}
 
 
 @click.command("stats")
@@ -52,7 +61,9 @@ def queues() -> None:
 @common_options
 def stats(queue_name: str | None, watch: bool, interval: float, count: int | None) -> None:
     """Show every figure of QUEUE (or of all queues): counts, counters since it was
-    declared, and the ordering keys parked behind a dead message.
+    declared, the ordering keys parked behind a dead message, and whether an
+    operator paused it. With --json also its effective settings and which of them
+    are overridden.
 
     With --watch the figures refresh every --interval seconds; with --json as
     well, each refresh is one line of JSON.
@@ -70,10 +81,16 @@ def stats(queue_name: str | None, watch: bool, interval: float, count: int | Non
             _watch(app, broker, queue_name, interval, count)
 
 
-def _collect(broker: hailq.Broker, queue_name: str | None) -> list[hailq.QueueStats]:
-    if queue_name is not None:
-        return [broker.get_queue(queue_name).stats()]
-    return [q.stats() for q in broker.queues()]
+def _collect(broker: hailq.Broker, queue_name: str | None,
+             ) -> list[tuple[hailq.Queue, hailq.QueueStats]]:
+    queues = [broker.get_queue(queue_name)] if queue_name is not None else broker.queues()
+    found = []
+    for queue in queues:
+        try:
+            found.append((queue, queue.stats()))
+        except hailq.QueueNotFound:  # deleted since it was listed
+            continue
+    return found
 
 
 def _watch(app: App, broker: hailq.Broker, queue_name: str | None, interval: float,
@@ -86,7 +103,7 @@ def _watch(app: App, broker: hailq.Broker, queue_name: str | None, interval: flo
             found = _collect(broker, queue_name)
             if app.out.json:
                 app.out.emit_json_line({"at": broker.now(),
-                                        "queues": [stats_record(s) for s in found]})
+                                        "queues": [stats_record(q, s) for q, s in found]})
             else:
                 _show_stats(app, found)
         return
@@ -96,20 +113,21 @@ def _watch(app: App, broker: hailq.Broker, queue_name: str | None, interval: flo
         for n in rounds:
             if n:
                 time.sleep(interval)
-            view = stats_view(_collect(broker, queue_name))
+            view = stats_view([s for _, s in _collect(broker, queue_name)])
             note = Text(f"every {interval:g}s at {broker.url}; Ctrl-C to stop", style="dim")
             live.update(Group(view, note), refresh=True)
 
 
-def _show_stats(app: App, found: list[hailq.QueueStats]) -> None:
+def _show_stats(app: App, found: list[tuple[hailq.Queue, hailq.QueueStats]]) -> None:
     if app.out.json:
-        app.out.emit_json([stats_record(s) for s in found])
+        app.out.emit_json([stats_record(q, s) for q, s in found])
     else:
-        app.out.console.print(stats_view(found))
+        app.out.console.print(stats_view([s for _, s in found]))
 
 
-def stats_record(s: hailq.QueueStats) -> dict[str, Any]:
-    return {**record(s), "delayed": s.delayed, "backlog": s.backlog}
+def stats_record(queue: hailq.Queue, s: hailq.QueueStats) -> dict[str, Any]:
+    return {**record(s), "delayed": s.delayed, "backlog": s.backlog,
+            **settings_record(queue)}
 
 
 def stats_view(found: list[hailq.QueueStats]) -> RenderableType:
@@ -122,14 +140,15 @@ def stats_view(found: list[hailq.QueueStats]) -> RenderableType:
             ["oldest ready", age(s.oldest_ready_age)],
             *[[c.replace("_", " "), getattr(s, c)] for c in COUNTERS],
             ["parked keys", ", ".join(s.parked_keys) or "-"],
+            ["paused", "yes" if s.paused else "no"],
         ]
         return make_table(["FIGURE", "VALUE"], rows, title=f"queue {s.queue}")
     return make_table(
         ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST",
-         *[c.replace("_", " ").upper() for c in COUNTERS], "PARKED KEYS"],
+         *[c.replace("_", " ").upper() for c in COUNTERS], "PARKED KEYS", "PAUSED"],
         [[s.queue, s.ready, s.scheduled, s.in_flight, s.blocked, s.dead,
           age(s.oldest_ready_age), *[getattr(s, c) for c in COUNTERS],
-          ", ".join(s.parked_keys) or "-"] for s in found],
+          ", ".join(s.parked_keys) or "-", "paused" if s.paused else "-"] for s in found],
         empty="no queues yet")
 
 

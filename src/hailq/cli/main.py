@@ -19,6 +19,7 @@ import hailq
 from hailq.cli import (
     commands_admin,
     commands_dead,
+    commands_operate,
     commands_queues,
     commands_send,
     commands_topics,
@@ -100,7 +101,8 @@ def cli() -> None:
     """
 
 
-for _module in (commands_send, commands_queues, commands_dead, commands_topics, commands_admin):
+for _module in (commands_send, commands_queues, commands_dead, commands_topics, commands_admin,
+                commands_operate):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
