@@ -65,7 +65,10 @@ def test_rule_30_a_role_that_may_only_read_can_run_every_look(
     for look in LOOKS:
         result = run_hailq(*look, "--json", url=reader_url)
         assert result.code == 0, (look, result.err)
-    assert [d["id"] for d in run_hailq("dead", "claims", "--json", url=reader_url).json()]
+    [dead] = run_hailq("dead", "claims", "--json", url=reader_url).json()
+    shown = run_hailq("show", "claims", dead["id"], "--json", url=reader_url).json()
+    assert (shown["state"], shown["errors"][-1]["error"]) == ("dead", "lease expired")
+    assert run_hailq("configure", "claims", "--json", url=reader_url).json()["paused"] is False
     [stats] = run_hailq("stats", "claims", "--json", url=reader_url).json()
     assert (stats["dead"], stats["ready"]) == (1, 2)
     # The role really may not write: the same database refuses it a send.
