@@ -7,6 +7,8 @@ redelivered message is recognised and its effect is done exactly once.
 
 A message body is a dict steering the handler: ``n`` (its number), ``sleep``
 (seconds, on every attempt), ``sleep_first`` (seconds, on attempt 1 only),
+``spin`` and ``spin_first`` (the same as a busy loop of Python bytecodes, which an
+exception raised into the thread interrupts, unlike ``time.sleep``),
 ``do`` (``ok``, ``raise``, ``retry`` or ``dead``; ``*_first`` variants act on
 attempt 1 only) and ``delay`` (for ``retry``).
 """
@@ -83,6 +85,11 @@ def work(message: hailq.Message) -> None:
     pause = body.get("sleep", 0) + (body.get("sleep_first", 0) if message.attempt == 1 else 0)
     if pause:
         time.sleep(pause)
+    spin = body.get("spin", 0) + (body.get("spin_first", 0) if message.attempt == 1 else 0)
+    if spin:
+        until = time.monotonic() + spin
+        while time.monotonic() < until:
+            pass
     _finish(message, body)
 
 
@@ -120,3 +127,10 @@ def exit_on_poison(message: hailq.Message) -> None:
 poison_app = App("poison")
 poison_app.add("poison", exit_on_poison, lease=0.5, max_attempts=6,
                retry={"base": 0.05, "jitter": 0})
+
+
+LIMITED = {"lease": 2, "max_attempts": 3, "retry": {"base": 0.05, "jitter": 0}}
+limits_app = App("limits")
+limits_app.add("limited", work, time_limit=1, **LIMITED)
+limits_app.add("limited-async", work_async, time_limit=1, **LIMITED)
+limits_app.add("unlimited", work, **LIMITED)  # the worker's --time-limit, if any

@@ -350,7 +350,8 @@ class SqlBackend:
                     live.lease if params.lease is None else params.lease)
         done, found = fused if fused is not None else ({}, [])
         left = [r for r in params.acks if r[:3] not in done]
-        acked = self._acked(tx, left, fast, done) if left else done
+        acked = self._acked(tx, left, fast, done, plain_tried=fused is not None) \
+            if left else done
         outcome = self._outcome(tx, params.acks, acked, rerun)
         self._woken(tx, params.acks, acked)
         return ClaimResult(outcome, found or self._claim(tx, params))
@@ -360,7 +361,7 @@ class SqlBackend:
 
     def _claim(self, tx: Tx, params: ClaimParams) -> list[ClaimedRow]:
         due = self._upkeep_due(tx, params.queue)
-        live = self._live(tx, params.queue, fresh=due)
+        live = self._live(tx, params.queue)
         if due:
             self._maintain(tx, params.queue)
         found = self._claim_now(tx, params, live)
@@ -390,19 +391,51 @@ class SqlBackend:
         receipts = params.receipts
 
         def ack(tx: Tx, fast: bool, rerun: bool = False) -> list[bool | None]:
+            if len(receipts) == 1 and not rerun:
+                return [self._ack_one(tx, receipts[0])]
             acked = self._acked(tx, receipts, fast, {})
             self._woken(tx, receipts, acked)
             return self._outcome(tx, receipts, acked, rerun)
 
         return self._fast_first(ack, rerun=lambda tx: ack(tx, False, rerun=True))
 
+    def _ack_one(self, tx: Tx, receipt: Receipt) -> bool | None:
+        """``_acked`` and ``_outcome`` for the commonest ack: one receipt."""
+        late = None
+        if self.dialect.acks_plain_apart:
+            late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
+        if late is None:
+            with tx.atomic():  # a key's next message is freed in the ack's transaction
+                found = self.dialect.ack(tx, (receipt,), False)
+                if not found:
+                    return None
+                late = found[0].late
+                if found[0].ordering_key is not None:
+                    self._release(tx, receipt.queue, [found[0].ordering_key])
+        if self._live(tx, receipt.queue).max_in_flight is not None:
+            self.dialect.wake(tx, [receipt.queue])
+        return bool(late)
+
     def _acked(self, tx: Tx, receipts: Sequence[Receipt], fast: bool,
-               done: Outcome) -> Outcome:
+               done: Outcome, plain_tried: bool = False) -> Outcome:
         """Ack ``receipts`` and free their keys; ``done`` were acked already (their keys
-        need nothing: a fused ack only takes messages without one)."""
+        need nothing: a fused ack only takes messages without one). Messages without a
+        key go first where the dialect acks them outside a transaction (``ack_plain``);
+        the rest are acked with their keys' release in one transaction."""
+        if self.dialect.acks_plain_apart and not plain_tried:
+            plain = self.dialect.ack_plain(tx, receipts)
+            if plain:
+                done = {**done, **plain}
+                receipts = [r for r in receipts if r[:3] not in plain]
+                if not receipts:
+                    return done
+        first = receipts[0].queue
         by_queue: dict[str, list[Receipt]] = {}
-        for r in receipts:
-            by_queue.setdefault(r.queue, []).append(r)
+        if all(r.queue == first for r in receipts):  # the common case: one queue
+            by_queue[first] = list(receipts)
+        else:
+            for r in receipts:
+                by_queue.setdefault(r.queue, []).append(r)
         acked = dict(done)
         for queue, group in by_queue.items():
             with tx.atomic():
@@ -430,7 +463,8 @@ class SqlBackend:
     def _woken(self, tx: Tx, receipts: Sequence[Receipt], acked: Outcome) -> None:
         """A settled message of a capped queue makes room: its waiting receivers hear."""
         if acked:
-            capped = {q for q, _, _ in acked if self._live(tx, q).max_in_flight is not None}
+            capped = [q for q in {q for q, _, _ in acked}
+                      if self._live(tx, q).max_in_flight is not None]
             if capped:
                 self.dialect.wake(tx, capped)
 

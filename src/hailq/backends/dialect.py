@@ -32,6 +32,7 @@ class Tx(ABC):
     dialects that pass it to their statements, None where SQL reads the database's."""
 
     now: float | None
+    conn: Any  # the driver's connection, for the dialect's own fast paths
 
     @abstractmethod
     def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
@@ -64,6 +65,9 @@ class Dialect(ABC):
     """What one database brings to the core: connections, transactions, fast paths."""
 
     url_for_display: str
+    # Whether ack_plain acks anything: a dialect whose units of work are each one
+    # transaction has no round trip to save, and the core skips the call.
+    acks_plain_apart = False
 
     # -- connections and transactions --------------------------------------------------
 
@@ -105,6 +109,12 @@ class Dialect(ABC):
         """Delete the rows the receipts still lease (their late acks counted). With
         ``fast`` a dialect may try a shortcut and raise FastPathMissed to be called again
         without it in a fresh transaction."""
+
+    def ack_plain(self, tx: Tx, receipts: Sequence[Receipt]) -> Outcome:
+        """Acks of messages without a key, outside a transaction where statements
+        autocommit (one round trip); the receipts it did not ack go through ``ack``.
+        A dialect whose every unit of work is one transaction acks nothing here."""
+        return {}
 
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
                   lease: float) -> tuple[Outcome, list[ClaimedRow]] | None:

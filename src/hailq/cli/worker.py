@@ -35,13 +35,17 @@ from hailq.url import parse_url
                    "messages are given back.")
 @click.option("--poll", type=Finite(0.01, 60), default=1.0, show_default=True,
               help="Longest single long-poll wait in seconds (wake-ups come sooner).")
+@click.option("--time-limit", type=Finite(0.001, 7 * 86400), default=None, metavar="SECONDS",
+              help="Fail an attempt whose handler runs longer than this (a retry, dead after "
+                   "the last attempt); for handlers without a time_limit of their own. "
+                   "Default: no limit.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
               default="INFO", show_default=True)
 @common_options
 def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
-                   log_level: str) -> int:
+                   time_limit: float | None, log_level: str) -> int:
     """Run the handlers of TARGET (module:function or module:app) until stopped.
 
     A handler takes the received message. It acks by returning, nacks with the
@@ -49,8 +53,10 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     hailq.DeadLetter(reason) dead-letters it now). Leases are renewed while a
     handler runs. A slot asks for work only when it is free. SIGTERM or SIGINT
     stops receiving, lets in-flight handlers finish within --grace, gives the
-    rest back and exits 0; a second signal gives back at once. With --json the
-    log is written as JSON lines (time, level, logger, pid, message).
+    rest back and exits 0; a second signal gives back at once. A handler past
+    its time limit (--time-limit, or its own time_limit) fails that attempt.
+    With --json the log is written as JSON lines (time, level, logger, pid,
+    message, and queue, message_id and attempt on lines about a message).
     """
     if queues and weights:
         raise click.UsageError("give --queue (strict order) or --weights, not both")
@@ -64,7 +70,8 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     logs.configure(level, json_lines=app.out.json)
     spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map,
                       concurrency=1 if pool == "process" else concurrency, grace=grace,
-                      poll=poll, log_level=level, json_logs=app.out.json)
+                      poll=poll, log_level=level, json_logs=app.out.json,
+                      time_limit=time_limit)
     if pool == "process":
         if concurrency > MAX_PROCESSES:
             raise click.BadParameter(f"at most {MAX_PROCESSES} with --pool process (one "

@@ -13,6 +13,7 @@ from hailq.runtime.app import App, Handler, Route, load_target
 from hailq.runtime.order import StrictOrder, WeightedOrder, parse_weights
 from hailq.runtime.outcome import Outcome, outcome_of, short_traceback
 from hailq.runtime.supervisor import ProcessPool, WorkerSpec
+from hailq.runtime.timelimit import TimeLimitExceeded
 from hailq.runtime.worker import Worker
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ProcessPool",
     "Route",
     "StrictOrder",
+    "TimeLimitExceeded",
     "WeightedOrder",
     "Worker",
     "WorkerSpec",

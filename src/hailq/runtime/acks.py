@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 from hailq.errors import HailqError
 from hailq.queue import Message, Queue
+from hailq.runtime.logs import about
 
 log = logging.getLogger("hailq.worker")
 
@@ -133,10 +134,11 @@ class AckBatcher:
             if result is None:
                 self.lost += 1
                 log.warning("message %s of queue %s: ack found its lease gone (received "
-                            "again, or settled by the handler itself)", message.id, queue.name)
+                            "again, or settled by the handler itself)", message.id, queue.name,
+                            extra=about(message))
             elif result:
                 self.late += 1
                 log.warning("message %s of queue %s: late ack (the lease had ended)",
-                            message.id, queue.name)
+                            message.id, queue.name, extra=about(message))
             else:
                 self.acked += 1

@@ -11,6 +11,7 @@ from typing import Any
 
 from hailq.errors import InvalidArgument
 from hailq.queue import Message
+from hailq.runtime.timelimit import check_time_limit
 from hailq.settings import QueueSettings, check_name
 
 Handler = Callable[[Message], Any]
@@ -28,28 +29,34 @@ class Route:
     queue: str
     handler: Handler
     settings: Mapping[str, Any] = field(default_factory=dict)
+    time_limit: float | None = None  # seconds; None: the worker's --time-limit, if any
 
 
 class App:
     """A set of handlers, one per queue, registered with ``@app.handler(queue, **settings)``.
 
     >>> app = App()
-    >>> @app.handler("claims", lease=300, max_attempts=5)
+    >>> @app.handler("claims", lease=300, max_attempts=5, time_limit=120)
     ... def check_claim(message): ...
 
     Settings are queue settings (``lease``, ``max_attempts``, ``retry`` ...);
     the worker declares each queue with them (``broker.queue(name, **settings)``)
-    before it consumes. Unknown names and bad values raise ``InvalidArgument``
-    when the handler is declared, not when the worker starts.
+    before it consumes. ``time_limit`` is the handler's own: past that many
+    seconds an attempt fails with a "time limit" error (SPEC rule 34; see
+    ``hailq.runtime.timelimit``); without it the worker's ``time_limit`` applies.
+    Unknown names and bad values raise ``InvalidArgument`` when the handler is
+    declared, not when the worker starts.
     """
 
     def __init__(self, name: str = "hailq") -> None:
         self.name = name
         self._routes: dict[str, Route] = {}
 
-    def handler(self, queue: str, **settings: Any) -> Callable[[Handler], Handler]:
+    def handler(self, queue: str, *, time_limit: float | None = None,
+                **settings: Any) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of ``queue``; returns it unchanged."""
         check_name(queue)
+        limit = check_time_limit(time_limit)
         QueueSettings.build(None, **settings)  # validates names and values now
         if queue in self._routes:
             raise InvalidArgument(f"queue {queue!r} already has a handler in app {self.name!r}; "
@@ -58,14 +65,15 @@ class App:
         def register(function: Handler) -> Handler:
             if not callable(function):
                 raise InvalidArgument(f"a handler must be callable, got {function!r}")
-            self._routes[queue] = Route(queue, function, dict(settings))
+            self._routes[queue] = Route(queue, function, dict(settings), limit)
             return function
 
         return register
 
-    def add(self, queue: str, function: Handler, **settings: Any) -> None:
+    def add(self, queue: str, function: Handler, *, time_limit: float | None = None,
+            **settings: Any) -> None:
         """Register ``function`` for ``queue`` without the decorator."""
-        self.handler(queue, **settings)(function)
+        self.handler(queue, time_limit=time_limit, **settings)(function)
 
     @property
     def queues(self) -> list[str]:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from hailq.runtime.timelimit import Running, TimeLimitExceeded
 
 Job = Callable[[], None]
 log = logging.getLogger("hailq.worker")
@@ -29,9 +32,14 @@ class LoopThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def run(self, awaitable: Awaitable[Any]) -> Any:
-        """Run ``awaitable`` on the loop; block until it ends; return or raise its result."""
+    def run(self, awaitable: Awaitable[Any], running: Running | None = None) -> Any:
+        """Run ``awaitable`` on the loop; block until it ends; return or raise its result.
+
+        With ``running``, the watchdog can cancel it at its time limit (the wait here
+        then ends with ``CancelledError`` at once)."""
         future = asyncio.run_coroutine_threadsafe(_wrap(awaitable), self._get())
+        if running is not None:
+            running.attach(future)
         return future.result()
 
     def _get(self) -> asyncio.AbstractEventLoop:
@@ -60,21 +68,38 @@ async def _wrap(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def call_handler(handler: Callable[[Any], Any], message: Any, loop: LoopThread) -> None:
+def call_handler(handler: Callable[[Any], Any], message: Any, loop: LoopThread,
+                 running: Running | None = None) -> None:
     """Call ``handler(message)``; if it returns an awaitable, run that on ``loop``."""
     result = handler(message)
     if inspect.isawaitable(result):
-        loop.run(result)
+        loop.run(result, running)
 
 
 class SlotPool:
     """``size`` daemon threads taking jobs from one queue. Never holds more jobs than the
-    caller has free slots for, because the caller only submits into free slots."""
+    caller has free slots for, because the caller only submits into free slots.
+
+    ``replace(thread)`` gives a slot whose thread is stuck (a handler past its time
+    limit) a new thread; the old one ends after its job instead of taking another."""
 
     def __init__(self, size: int, name: str = "hailq-slot") -> None:
+        self._name = name
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
-                         for i in range(size)]
+        self._lock = threading.Lock()
+        self._numbers = itertools.count()
+        self._threads = [self._thread() for _ in range(size)]
+        self._abandoned: set[threading.Thread] = set()
+
+    def _thread(self) -> threading.Thread:
+        return threading.Thread(target=self._run, name=f"{self._name}-{next(self._numbers)}",
+                                daemon=True)
+
+    @property
+    def threads(self) -> int:
+        """Threads that take jobs (abandoned ones not counted)."""
+        with self._lock:
+            return sum(1 for t in self._threads if t not in self._abandoned)
 
     def start(self) -> None:
         for thread in self._threads:
@@ -83,17 +108,40 @@ class SlotPool:
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
 
+    def replace(self, thread: threading.Thread) -> int:
+        """Abandon ``thread`` (it ends after its current job) and start another; return
+        how many abandoned threads are still running, this one included."""
+        with self._lock:
+            if thread not in self._threads or thread in self._abandoned:
+                return len(self._abandoned)
+            self._abandoned.add(thread)
+            fresh = self._thread()
+            self._threads.append(fresh)
+            stuck = len(self._abandoned)
+        fresh.start()
+        return stuck
+
     def close(self) -> None:
         """Let idle slots end; busy ones end after their job (they are daemons anyway)."""
-        for _ in self._threads:
+        with self._lock:
+            alive = [t for t in self._threads if t.is_alive()]
+        for _ in alive:
             self._jobs.put(None)
 
     def _run(self) -> None:
+        me = threading.current_thread()
         while True:
             job = self._jobs.get()
             if job is None:
                 return
             try:
                 job()
+            except TimeLimitExceeded:
+                pass  # arrived after the job had caught everything else: its slot was taken
             except Exception:  # jobs handle their own failures; this one did not
                 log.exception("a worker slot's job failed; the slot goes on")
+            with self._lock:
+                if me in self._abandoned:  # a new thread has this slot now
+                    self._abandoned.discard(me)
+                    self._threads.remove(me)
+                    return

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from hailq.errors import HailqError
 from hailq.queue import Message
+from hailq.runtime.logs import about
 
 log = logging.getLogger("hailq.worker")
 
@@ -90,13 +91,19 @@ class LeaseKeeper:
         except HailqError as exc:
             for held in group:
                 log.warning("message %s of queue %s: could not extend its lease (%s); "
-                            "retrying", held.message.id, held.message.queue, exc)
+                            "retrying", held.message.id, held.message.queue, exc,
+                            extra=about(held.message))
                 held.due = self._now() + min(1.0, held.lease * self._fraction / 3)
             return
         for held, until in zip(group, results, strict=True):
             if until is None:
+                with self._wake:
+                    released = held.message.receipt not in self._held
+                if released:
+                    continue  # settled meanwhile (a time limit's nack): nothing was lost
                 log.warning("message %s of queue %s: lease lost while its handler runs; it "
-                            "may be processed twice", held.message.id, held.message.queue)
+                            "may be processed twice", held.message.id, held.message.queue,
+                            extra=about(held.message))
                 self.release(held.message)
             else:
                 held.due = self._now() + held.lease * self._fraction

@@ -28,6 +28,7 @@ class Outcome:
     action: Action
     delay: float | None = None  # nack: None means the queue's retry backoff
     error: str | None = None
+    asked: bool = False  # the handler asked for it (Retry, DeadLetter): no failure of it
 
 
 ACK = Outcome("ack")
@@ -38,9 +39,9 @@ def outcome_of(error: BaseException | None) -> Outcome:
     if error is None:
         return ACK
     if isinstance(error, DeadLetter):
-        return Outcome("dead", error=error.reason)
+        return Outcome("dead", error=error.reason, asked=True)
     if isinstance(error, Retry):
-        return Outcome("nack", delay=error.delay, error=error.reason)
+        return Outcome("nack", delay=error.delay, error=error.reason, asked=True)
     return Outcome("nack", error=short_traceback(error))
 
 

@@ -6,6 +6,10 @@ and calls ``hailq.connect`` itself. The parent only supervises: it restarts a
 child that died, and on SIGTERM/SIGINT forwards SIGTERM so every child drains
 (a second signal is forwarded too: the children give back at once). Children
 ignore SIGINT, so a Ctrl-C that reaches the whole process group counts once.
+
+A child whose plain handler ran past its time limit records the failure and
+ends itself with ``EXIT_TIME_LIMIT``; the supervisor starts its replacement at
+once and does not count that exit as a crash (rule 34).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from hailq.runtime import logs
 from hailq.runtime.app import App, Handler, app_for, load_target
 from hailq.runtime.order import StrictOrder, WeightedOrder
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
+from hailq.runtime.timelimit import EXIT_TIME_LIMIT
 
 log = logging.getLogger("hailq.worker")
 
@@ -61,6 +66,7 @@ class WorkerSpec:
     registry_interval: float = 3.0
     log_level: str = "INFO"
     json_logs: bool = False
+    time_limit: float | None = None
 
     def handlers(self) -> App:
         """Import the target and check it against the queues; InvalidArgument if they clash."""
@@ -73,8 +79,12 @@ class WorkerSpec:
             app.route(name)
         return app
 
-    def run(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
-        """Connect, build the worker and run it until one of ``signals`` (in this process)."""
+    def run(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS, *,
+            child: bool = False) -> None:
+        """Connect, build the worker and run it until one of ``signals`` (in this process).
+
+        A ``child`` of the process pool ends itself when a handler's thread runs past
+        its time limit; a thread worker replaces the thread instead."""
         import hailq
         from hailq.runtime.worker import Worker
 
@@ -88,7 +98,8 @@ class WorkerSpec:
             broker.migrate()
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
-                   registry_interval=self.registry_interval).run(signals=signals)
+                   registry_interval=self.registry_interval, time_limit=self.time_limit,
+                   stuck="exit" if child else "replace").run(signals=signals)
 
 
 def _child_main(spec: WorkerSpec, supervisor: int) -> None:
@@ -98,7 +109,7 @@ def _child_main(spec: WorkerSpec, supervisor: int) -> None:
     # still starting would leave os.getppid() already 1 here, and the watch blind.
     threading.Thread(target=_stop_when_orphaned, args=(supervisor,),
                      name="hailq-parent-watch", daemon=True).start()
-    spec.run(signals=(signal.SIGTERM,))
+    spec.run(signals=(signal.SIGTERM,), child=True)
 
 
 def _stop_when_orphaned(parent: int, every: float = 1.0) -> None:
@@ -125,6 +136,9 @@ class ProcessPool:
         self.processes = processes
         self._context = multiprocessing.get_context("spawn")
         self._flag = StopFlag()
+        self.started = 0  # children started, the first ones included
+        self.crashes = 0  # children that died unasked
+        self.time_limits = 0  # children that ended themselves after a time limit
 
     def stop(self) -> None:
         """Ask every child to drain (a second call: to give back now)."""
@@ -144,8 +158,19 @@ class ProcessPool:
                                            name="hailq-worker", daemon=False)
         slot.child.start()
         slot.started = time.monotonic()
+        self.started += 1
 
     def _supervise(self) -> int:
+        begun = time.monotonic()
+        log.info("worker pool of %d process(es) starting", self.processes)
+        try:
+            return self._watch_children()
+        finally:
+            log.info("worker pool stopped after %.1f s: %d process(es) started, %d crashed, "
+                     "%d ended by a time limit", time.monotonic() - begun, self.started,
+                     self.crashes, self.time_limits)
+
+    def _watch_children(self) -> int:
         slots = [_Slot() for _ in range(self.processes)]
         for slot in slots:
             self._start(slot)
@@ -161,6 +186,16 @@ class ProcessPool:
                     continue
                 if slot.child.is_alive():
                     continue
+                if slot.child.exitcode == EXIT_TIME_LIMIT:
+                    # Its handler ran past its time limit; the failure is recorded (a retry
+                    # or a dead letter). No crash: no pause, and the quick deaths stand.
+                    self.time_limits += 1
+                    log.info("worker process %s ended itself after a handler's time limit; "
+                             "starting another", slot.child.pid)
+                    slot.child.join(0)
+                    self._start(slot)
+                    continue
+                self.crashes += 1
                 quick = now - slot.started < QUICK_DEATH
                 slot.quick_deaths = slot.quick_deaths + 1 if quick else 0
                 pause = min(PAUSE_STEP * slot.quick_deaths, MAX_PAUSE)

@@ -13,15 +13,21 @@ Lifecycle:
 
 A SIGKILL skips all of this and loses nothing: the leases end and the
 messages become receivable again (rule 8).
+
+A handler past its time limit (rule 34) fails its attempt: the watchdog
+records the failure first, then stops the handler (see ``timelimit``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Literal
 
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
@@ -32,10 +38,12 @@ from hailq.runtime.executor import LoopThread, SlotPool, call_handler
 from hailq.runtime.fetcher import Fetcher
 from hailq.runtime.heartbeat import LeaseKeeper
 from hailq.runtime.inflight import InFlight
+from hailq.runtime.logs import about
 from hailq.runtime.order import Order, StrictOrder, WeightedOrder
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
+from hailq.runtime.timelimit import EXIT_TIME_LIMIT, Running, Watchdog, check_time_limit
 
 log = logging.getLogger("hailq.worker")
 
@@ -55,12 +63,19 @@ class Worker:
     thread) and the two-stage shutdown are done. ``poll`` is the longest a
     long-poll waits before the worker looks again; ``registry_interval`` how
     often it records itself in the worker registry.
+
+    ``time_limit`` (seconds) applies to handlers registered without one of their
+    own: past it the attempt fails with a "time limit" error. A plain handler's
+    thread that does not stop then is replaced by a new one (``stuck="replace"``),
+    or, with ``stuck="exit"`` (the process pool's children), ends the process.
     """
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
                  queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
                  concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
-                 registry_interval: float = 3.0, worker_id: str | None = None) -> None:
+                 registry_interval: float = 3.0, worker_id: str | None = None,
+                 time_limit: float | None = None,
+                 stuck: Literal["replace", "exit"] = "replace") -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
@@ -71,6 +86,10 @@ class Worker:
                 raise InvalidArgument(f"{what} must be a number of seconds >= 0, got {value!r}")
         if queues and weights:
             raise InvalidArgument("give queues (strict order) or weights, not both")
+        if stuck not in ("replace", "exit"):
+            raise InvalidArgument(f"stuck must be 'replace' or 'exit', got {stuck!r}")
+        self.time_limit = check_time_limit(time_limit)
+        self.stuck = stuck
         self.broker = broker
         self.app = app_for(handlers, list(queues or weights or []))
         self.order: Order = (WeightedOrder(weights) if weights
@@ -85,6 +104,7 @@ class Worker:
         self._flag = StopFlag()
         self._inflight = InFlight(concurrency)
         self._queues: dict[str, Queue] = {}
+        self.tally = Tally()
 
     # -- control -----------------------------------------------------------------------
 
@@ -116,12 +136,18 @@ class Worker:
         services = _Services(self)
         # The signal handlers come first: once the registry lists this worker as running,
         # a SIGTERM must already mean "drain", not death by the default handler.
+        begun = time.monotonic()
         with stop_on_signals(self._flag, signals) if handle_signals else nullcontext():
             services.start()
             try:
                 self._serve(services)
             finally:
                 services.close()
+                self._log_summary(time.monotonic() - begun)
+
+    def _log_summary(self, seconds: float, how: str = "stopped") -> None:
+        log.info("worker %s %s after %s: %s", self.worker_id, how, _duration(seconds),
+                 self.tally.summary())
 
     def _serve(self, services: _Services) -> None:
         log.info("worker %s consuming %s at %s with %d slot(s)", self.worker_id,
@@ -144,6 +170,7 @@ class Worker:
             services.keeper.release(message)
             self._give_back(message, "the worker stopped before the handler finished "
                                      f"(grace {self.grace:g} s)")
+            self.tally.given_back += 1
         if left:
             log.warning("worker %s gave back %d unfinished message(s)", self.worker_id,
                         len(left))
@@ -153,57 +180,174 @@ class Worker:
     def _dispatch(self, message: Message, services: _Services) -> None:
         if not self._inflight.add(message):
             self._give_back(message, "the worker was stopping when the message arrived")
+            self.tally.given_back += 1
             return
         lease = self._queues[message.queue].settings.lease
         services.keeper.hold(message, lease)
-        handler = self.app.route(message.queue).handler
-        services.slots.submit(lambda: self._handle(message, handler, services))
+        route = self.app.route(message.queue)
+        limit = route.time_limit if route.time_limit is not None else self.time_limit
+        services.slots.submit(lambda: self._handle(message, route.handler, limit, services))
 
-    def _handle(self, message: Message, handler: Handler, services: _Services) -> None:
+    def _handle(self, message: Message, handler: Handler, limit: float | None,
+                services: _Services) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("message %s of queue %s received (attempt %d of %d)", message.id,
+                      message.queue, message.attempt, self._max_attempts(message),
+                      extra=about(message))
+        running = Running(message, limit)
+        services.watchdog.watch(running)
         error: BaseException | None = None
         try:
-            call_handler(handler, message, services.loop)
+            try:
+                call_handler(handler, message, services.loop, running)
+            finally:
+                running.finish()
         except BaseException as exc:  # a handler's failure, whatever it is, fails the message
             error = exc
+        services.watchdog.forget(running)
         services.keeper.release(message)
         if not self._inflight.settle(message):
-            return  # given back after the grace period; the outcome no longer counts
+            if running.expired:
+                log.debug("message %s of queue %s: the handler ended %.1f s after its time "
+                          "limit; what it did then is ignored", message.id, message.queue,
+                          time.monotonic() - running.started - (limit or 0.0),
+                          extra=about(message))
+            return  # given back after the grace period, or failed by its time limit
         try:
-            self._settle(message, outcome_of(error), services)
+            self._settle(message, outcome_of(error), services,
+                         ms=(time.monotonic() - running.started) * 1000)
         finally:
             self._inflight.done(message)
 
-    def _settle(self, message: Message, outcome: Outcome, services: _Services) -> None:
-        if message.settled:
-            return  # the handler settled it itself (message.transaction(), nack, ...)
+    def _expire(self, running: Running, services: _Services) -> None:
+        """The watchdog's call at a handler's time limit: record the failure, then stop it."""
+        message, limit = running.message, running.limit or 0.0
+        if not self._inflight.settle(message):
+            return  # it ended just now, or was given back
+        try:
+            services.keeper.release(message)
+            self.tally.time_limited += 1
+            self._settle(message, Outcome("nack", error=f"time limit ({limit:g} s) exceeded: "
+                                                        "the handler was still running"),
+                         services)
+            if running.stop() != "interrupted":
+                return  # ended by itself, or an async handler cancelled
+            if self.stuck == "exit":
+                self._exit_for_time_limit(message, services)
+            stuck = services.slots.replace(running.thread)
+            log.debug("message %s of queue %s: TimeLimitExceeded raised into its handler's "
+                      "thread; a new thread takes the slot", message.id, message.queue,
+                      extra=about(message))
+            if stuck > 1:
+                log.warning("%d handler threads past their time limit are still running "
+                            "(blocked in calls an exception cannot interrupt); their slots "
+                            "have new threads", stuck)
+        finally:
+            self._inflight.done(message)
+
+    def _exit_for_time_limit(self, message: Message, services: _Services) -> None:
+        """A process-pool child: the failure is recorded; end this process at once (no
+        thread of it can be trusted to stop), after flushing acks of finished work."""
+        log.warning("message %s of queue %s: time limit passed; this worker process ends "
+                    "now and the supervisor starts another", message.id, message.queue,
+                    extra=about(message))
+        self._flag.request()  # receive nothing more
+        for other in self._inflight.close():  # with concurrency > 1: no failure of theirs
+            services.keeper.release(other)
+            self._give_back(other, "the worker process ended: another handler ran past "
+                                   "its time limit")
+            self.tally.given_back += 1
+        services.acks.close(timeout=5.0)
+        services.registry.set_state("stopped")
+        self._log_summary(time.monotonic() - services.begun, "ended by a time limit")
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(EXIT_TIME_LIMIT)
+
+    def _max_attempts(self, message: Message) -> int:
+        return self._queues[message.queue].settings.max_attempts
+
+    def _settle(self, message: Message, outcome: Outcome, services: _Services, *,
+                ms: float | None = None) -> None:
+        if message.settled:  # the handler settled it itself (message.transaction(), nack ...)
+            if outcome.action == "ack":
+                self.tally.done += 1
+            return
         if outcome.action == "ack":
+            if ms is not None and log.isEnabledFor(logging.DEBUG):
+                log.debug("message %s of queue %s done in %.0f ms", message.id, message.queue,
+                          ms, extra=about(message))
+            self.tally.done += 1
             services.acks.submit(message)
             return
+        where = f"on attempt {message.attempt} of {self._max_attempts(message)}"
+        last = message.attempt >= self._max_attempts(message)
         try:
             if outcome.action == "dead":
-                log.warning("message %s of queue %s dead-lettered: %s", message.id,
-                            message.queue, outcome.error)
                 message.dead_letter(outcome.error or "dead-lettered by its handler")
             else:
-                log.warning("message %s of queue %s failed on attempt %d: %s", message.id,
-                            message.queue, message.attempt, _last_line(outcome.error))
                 message.nack(delay=outcome.delay, error=outcome.error)
         except LeaseLost:
             log.warning("message %s of queue %s: lease lost before its outcome was recorded",
-                        message.id, message.queue)
+                        message.id, message.queue, extra=about(message))
+            return
         except HailqError as exc:
             log.error("message %s of queue %s: could not record its outcome (%s); it will "
-                      "return when its lease ends", message.id, message.queue, exc)
+                      "return when its lease ends", message.id, message.queue, exc,
+                      extra=about(message))
+            return
         except Exception:  # a bug of ours must not cost the slot: the lease still ends
             log.exception("message %s of queue %s: could not record its outcome; it will "
-                          "return when its lease ends", message.id, message.queue)
+                          "return when its lease ends", message.id, message.queue,
+                          extra=about(message))
+            return
+        why = _last_line(outcome.error)
+        if outcome.action == "dead":
+            self.tally.dead += 1
+            log.warning("message %s of queue %s dead-lettered by its handler %s: %s",
+                        message.id, message.queue, where, why, extra=about(message))
+        elif last:
+            self.tally.dead += 1
+            did = "asked for a retry" if outcome.asked else "failed"
+            log.error("message %s of queue %s %s %s, its last, and is dead-lettered: %s",
+                      message.id, message.queue, did, where, why, extra=about(message))
+        elif outcome.asked:
+            self.tally.retried += 1
+            after = "after the retry backoff" if outcome.delay is None \
+                else f"in {outcome.delay:g} s"
+            log.info("message %s of queue %s retried %s %s: %s", message.id, message.queue,
+                     after, where, why, extra=about(message))
+        else:
+            self.tally.failed += 1
+            log.warning("message %s of queue %s failed %s: %s", message.id, message.queue,
+                        where, why, extra=about(message))
 
     def _give_back(self, message: Message, why: str) -> None:
         try:
             message.give_back(why)  # not a failure: it cannot die of a shutdown
         except HailqError as exc:
             log.warning("message %s of queue %s: could not give it back (%s); it returns "
-                        "when its lease ends", message.id, message.queue, exc)
+                        "when its lease ends", message.id, message.queue, exc,
+                        extra=about(message))
+
+
+@dataclass
+class Tally:
+    """What a worker did, for its last log line. Counted by outcome as recorded."""
+
+    done: int = 0  # handler returned: acked (or settled by the handler itself)
+    failed: int = 0  # nacked after a failure, with attempts left
+    retried: int = 0  # the handler raised Retry, with attempts left
+    dead: int = 0  # dead-lettered: DeadLetter, or a failure on the last attempt
+    given_back: int = 0  # returned untried at shutdown
+    time_limited: int = 0  # of the failed and dead: past the time limit
+
+    def summary(self) -> str:
+        text = (f"{self.done} done, {self.failed} failed, {self.retried} retried, "
+                f"{self.dead} dead-lettered, {self.given_back} given back")
+        if self.time_limited:
+            text += f" ({self.time_limited} past the time limit)"
+        return text
 
 
 class _Services:
@@ -222,14 +366,18 @@ class _Services:
         self.fetcher = Fetcher(broker, worker._queues, worker.order, worker._inflight,
                                lambda m: worker._dispatch(m, self), worker._flag,
                                poll=worker.poll, acks=self.acks)
+        self.watchdog = Watchdog(lambda running: worker._expire(running, self))
+        self.begun = time.monotonic()
 
     def start(self) -> None:
+        self.watchdog.start()
         self.keeper.start()
         self.acks.start()
         self.slots.start()
         self.registry.start()
 
     def close(self) -> None:
+        self.watchdog.close()
         self.acks.close()
         self.keeper.close()
         self.slots.close()
@@ -238,5 +386,13 @@ class _Services:
 
 
 def _last_line(text: str | None) -> str:
-    return (text or "").strip().splitlines()[-1] if text else ""
+    return (text or "").strip().splitlines()[-1] if text and text.strip() else ""
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min {rest} s" if hours else f"{minutes} min {rest} s"
 

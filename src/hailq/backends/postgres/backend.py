@@ -66,6 +66,7 @@ class _Tx(Tx):
     """A pooled connection at work: statements autocommit unless inside ``atomic()``."""
 
     __slots__ = ("_q", "conn", "joined", "now")
+    conn: psycopg.Connection[Any]
 
     def __init__(self, conn: psycopg.Connection[Any], q: dict[str, str],
                  joined: bool = False) -> None:
@@ -91,6 +92,8 @@ class _Tx(Tx):
 
 class PostgresDialect(Dialect):
     """hailq in one schema of a PostgreSQL database."""
+
+    acks_plain_apart = True  # statements autocommit: a key-less ack is one round trip
 
     def __init__(self, conninfo: str, *, display: str, schema: str = "hailq",
                  pool_size: int = 10, poll_interval: float = 1.0) -> None:
@@ -347,6 +350,12 @@ class PostgresDialect(Dialect):
                 "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})
         return [Acked(*row) for row in found]
 
+    def ack_plain(self, tx: Tx, receipts: Sequence[Receipt]) -> Outcome:
+        found = tx.run("message_ack_plain", {
+            "queues": [r.queue for r in receipts], "ids": [r.message_id for r in receipts],
+            "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})
+        return {(q, i, t): bool(late) for q, i, t, late in found}
+
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
                   lease: float) -> tuple[Outcome, list[ClaimedRow]]:
         found = tx.run("message_ack_claim", {
@@ -373,7 +382,7 @@ class PostgresDialect(Dialect):
         # NOTIFY is sent for new messages only: receivers waiting on a capped queue
         # would otherwise wait for their next poll.
         for queue in sorted(set(queues)):
-            _conn(tx).execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+            tx.conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
 
     def wait(self, queues: Sequence[str], timeout: float) -> None:
         # NOTIFY wakes us for new and released messages; time alone makes delayed ones
@@ -448,14 +457,10 @@ def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str
     return {name: sql.SQL(text).format(**parts).as_string(None) for name, text in _RAW.items()}
 
 
-def _conn(tx: Tx) -> psycopg.Connection[Any]:
-    assert isinstance(tx, _Tx)
-    return tx.conn
-
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
     found.sort(key=lambda r: (r[11], r[10]))  # RETURNING has no order: back to rule 16's
-    return [ClaimedRow._make(r) for r in found]
+    return [tuple.__new__(ClaimedRow, r) for r in found]
 
 
 def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:

@@ -337,6 +337,26 @@ WITH gone AS (
 )
 SELECT id, token, ordering_key, late FROM gone;
 
+-- name: message_ack_plain
+-- PostgreSQL only: acks of messages without a key, of any queues, in one autocommit
+-- statement, one round trip (SQLite has no round trips to save); the receipts it does
+-- not ack (a key's, or lost) go through message_ack in a transaction with the release.
+WITH gone AS (
+    DELETE FROM {schema}.messages m
+    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[])
+          AS a(queue, id, token, seq)
+    WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
+      AND (a.seq IS NULL OR m.seq = a.seq)
+      AND m.ordering_key IS NULL AND m.state <> 'blocked' AND {relaxed}
+    RETURNING m.queue, m.id, m.token,
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+), counted AS (
+    INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
+    SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
+)
+SELECT queue, id, token, late FROM gone;
+
 -- name: message_ack_claim
 -- PostgreSQL only: acks of messages without a key, then a claim of an uncapped queue, in
 -- one statement and one round trip (the worker's path). Receipts it did not ack (keyed,

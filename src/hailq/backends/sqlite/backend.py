@@ -58,6 +58,7 @@ class _Tx(Tx):
     """A connection at work in a transaction (or reading), with the clock's time."""
 
     __slots__ = ("conn", "now")
+    conn: sqlite3.Connection
 
     def __init__(self, conn: sqlite3.Connection, now: float) -> None:
         self.conn = conn
@@ -73,7 +74,10 @@ class _Tx(Tx):
         return name in Q
 
     def atomic(self) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()  # every unit of work is one write transaction
+        return _ONE_TRANSACTION  # every unit of work is one write transaction already
+
+
+_ONE_TRANSACTION = contextlib.nullcontext()
 
 
 def _sqlite_args(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -269,7 +273,7 @@ class SQLiteDialect(Dialect):
     # -- fast paths --------------------------------------------------------------------
 
     def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
-        conn, now = _conn(tx), float(tx.now or 0.0)
+        conn, now = tx.conn, float(tx.now or 0.0)
         # In order, one row at a time as far as SQLite is concerned: a keyed message sees
         # the earlier ones of the same batch.
         inserted = conn.executemany(Q["message_insert"], [{
@@ -282,7 +286,7 @@ class SQLiteDialect(Dialect):
         return int(inserted.rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
-        conn = _conn(tx)
+        conn = tx.conn
         token = secrets.token_hex(8)
         lease_until = float(tx.now or 0.0) + lease
         found = conn.execute(Q["message_claim"], {
@@ -292,7 +296,7 @@ class SQLiteDialect(Dialect):
             return []
         conn.execute(_for_rows("message_claim_mark", len(found)),
                      [token, lease_until, *[r[10] for r in found]])
-        claimed = [ClaimedRow._make(r) for r in found]
+        claimed = [tuple.__new__(ClaimedRow, r) for r in found]
         redelivered = sum(1 for r in claimed if r.attempt > 1)
         if redelivered:
             conn.execute(Q["count_redelivered"], {"queue": queue, "n": redelivered})
@@ -302,7 +306,7 @@ class SQLiteDialect(Dialect):
         """Receipts of one queue. One message whose lease holds and that has no key: a
         delete that returns nothing. A batch of one claim's messages: the same, checked
         by its count (FastPathMissed when it falls short). Otherwise by receipt."""
-        conn, now = _conn(tx), tx.now
+        conn, now = tx.conn, tx.now
         queue = receipts[0].queue
         if len(receipts) == 1:  # one message, the most common ack: nothing to group
             one = receipts[0]
@@ -346,7 +350,7 @@ class SQLiteDialect(Dialect):
 
     def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
                ) -> dict[tuple[str, str], float]:
-        conn, found = _conn(tx), {}
+        conn, found = tx.conn, {}
         for r in receipts:
             row = conn.execute(Q["message_extend"], {
                 "id": r.message_id, "seq": r.seq, "queue": r.queue, "token": r.token,
@@ -409,10 +413,6 @@ def SQLiteBackend(path: str, **options: Any) -> SqlBackend:
     """hailq on one SQLite file: the storage core over the SQLite dialect."""
     return SqlBackend(SQLiteDialect(path, **options))
 
-
-def _conn(tx: Tx) -> sqlite3.Connection:
-    assert isinstance(tx, _Tx)
-    return tx.conn
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -1,0 +1,183 @@
+"""Time limits per handler (SPEC rule 34): past its limit, an attempt fails.
+
+At the deadline the worker first *records* the failure: it stops renewing the
+lease and nacks the message with the error ``time limit (30 s) exceeded``, so
+the retry backoff and, on the last attempt, the dead letter follow as for any
+failure (rule 13), and the dead letter never reads "lease expired". Only then
+is the handler stopped:
+
+- an ``async def`` handler: its task is cancelled;
+- a plain handler in a thread: ``TimeLimitExceeded`` is raised inside that
+  thread (``PyThreadState_SetAsyncExc``). It arrives at the thread's next
+  Python bytecode, so a blocking C call (``time.sleep``, a socket read without
+  a timeout, a long NumPy operation) finishes first. The thread is then
+  *abandoned*: a new thread takes its slot at once, and whatever the old one
+  does when it ends (return, raise, ack) is ignored;
+- in a process-pool child, the child ends itself right after recording
+  (``os._exit(EXIT_TIME_LIMIT)``, as abrupt as SIGKILL), and the supervisor
+  starts a new one without counting it as a crash.
+
+``Watchdog`` keeps the deadlines; ``Running`` is one handler call it may stop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Literal
+
+log = logging.getLogger("hailq.worker")
+
+EXIT_TIME_LIMIT = 86
+"""Exit code of a process-pool child that ended itself after a handler's time limit."""
+
+Stopped = Literal["ended", "cancelled", "interrupted"]
+
+_set_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
+    ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
+
+
+class TimeLimitExceeded(BaseException):
+    """Raised inside a handler's thread that ran past its time limit.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: an ``except Exception`` in the
+    handler does not swallow it. By the time it arrives, the failure is recorded.
+    """
+
+
+def check_time_limit(value: object, what: str = "time_limit") -> float | None:
+    """``value`` as seconds (> 0, finite) or None; InvalidArgument otherwise."""
+    from hailq.errors import InvalidArgument
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 < value < float("inf"):
+        raise InvalidArgument(f"{what} must be a number of seconds > 0, or None for no "
+                              f"limit, got {value!r}")
+    return float(value)
+
+
+class Running:
+    """One handler call in one slot thread, which the watchdog may stop.
+
+    Created in the slot thread that runs the handler. ``finish()`` is called there
+    when the handler ends; after it, nothing is raised into the thread any more.
+    """
+
+    def __init__(self, message: Any, limit: float | None) -> None:
+        self.message = message
+        self.limit = limit
+        self.thread = threading.current_thread()
+        self.started = time.monotonic()
+        self.expired = False  # the watchdog took the message over
+        self._lock = threading.Lock()
+        self._active = True
+        self._future: Future[Any] | None = None
+
+    def attach(self, future: Future[Any]) -> bool:
+        """Register the future of an async handler on the event loop; False (and the
+        future cancelled) if the time limit passed already."""
+        with self._lock:
+            if self.expired:
+                future.cancel()
+                return False
+            self._future = future
+            return True
+
+    def finish(self) -> None:
+        """The handler ended: from now on nothing is raised into this thread. (One raised
+        just before arrives at this thread's next bytecode, so inside the caller's
+        ``try``, which must catch it.)"""
+        with self._lock:
+            self._active = False
+
+    def stop(self) -> Stopped:
+        """Stop the handler (its failure is recorded already): cancel an async one, raise
+        into a thread. ``ended`` if it had ended by itself."""
+        with self._lock:
+            self.expired = True
+            if not self._active:
+                return "ended"
+            if self._future is not None:
+                self._future.cancel()
+                return "cancelled"
+            ident = self.thread.ident
+            if ident is not None:
+                _set_async_exc(ident, ctypes.py_object(TimeLimitExceeded))
+            return "interrupted"
+
+
+class Watchdog:
+    """Calls ``expire(running)`` in its own thread when a handler's limit has passed.
+
+    ``watch`` at the start of a handler, ``forget`` when it ends (whichever comes
+    first wins: ``expire`` decides with the worker's in-flight book whether the
+    handler ended already). ``start()`` then ``close()``.
+    """
+
+    def __init__(self, expire: Callable[[Running], None], *,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._expire = expire
+        self._now = monotonic
+        self._due: list[tuple[float, int, Running]] = []
+        self._live: set[int] = set()
+        self._seq = itertools.count()
+        self._wake = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="hailq-time-limits",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def watch(self, running: Running) -> None:
+        if running.limit is None:
+            return
+        with self._wake:
+            heapq.heappush(self._due, (running.started + running.limit, next(self._seq),
+                                       running))
+            self._live.add(id(running))
+            if self._due[0][2] is running:
+                self._wake.notify()
+
+    def forget(self, running: Running) -> None:
+        if running.limit is None:
+            return
+        with self._wake:
+            self._live.discard(id(running))
+
+    def close(self) -> None:
+        with self._wake:
+            self._closing = True
+            self._due.clear()
+            self._live.clear()
+            self._wake.notify()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if self._closing:
+                    return
+                while self._due and id(self._due[0][2]) not in self._live:
+                    heapq.heappop(self._due)  # ended in time
+                now = self._now()
+                if not self._due or self._due[0][0] > now:
+                    wait = self._due[0][0] - now if self._due else 60.0
+                    self._wake.wait(max(wait, 0.001))
+                    continue
+                _, _, running = heapq.heappop(self._due)
+                self._live.discard(id(running))
+            try:
+                self._expire(running)
+            except Exception:  # the watchdog must outlive a failure to record one
+                log.exception("message %s: could not act on its time limit",
+                              getattr(running.message, "id", "?"))
