@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hailq._time import Clock
+from hailq._time import Clock, Duration
 from hailq.backends.base import (
     QueueDeleteParams,
     QueueDescribeParams,
@@ -16,8 +16,9 @@ from hailq.backends.base import (
     WaitParams,
 )
 from hailq.backends.registry import lookup
-from hailq.errors import InvalidArgument, QueueNotFound, TopicNotFound
-from hailq.models import QueueRecord, WorkerInfo
+from hailq.codec import Body
+from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
+from hailq.models import QueueRecord, ScheduleInfo, WorkerInfo
 from hailq.queue import Queue
 from hailq.settings import QueueSettings, check_name, parse_overrides
 from hailq.topic import Topic
@@ -25,6 +26,7 @@ from hailq.url import DEFAULT_URL, split_url
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
+    from hailq.schedule import Periodic
 
 
 class Broker:
@@ -146,6 +148,81 @@ class Broker:
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
         self.backend.worker_save(worker)
+
+    # -- periodic schedules (rule 35) ----------------------------------------------------
+
+    def schedule(self, cron: str | None = None, *, every: Duration | None = None,
+                 queue: str, body: Body, name: str | None = None, timezone: str = "UTC",
+                 catch_up: int = 0, headers: dict[str, str] | None = None,
+                 priority: int = 0) -> ScheduleInfo:
+        """Store a periodic schedule (or update the one of that name) for producers: any
+        running scheduler (every worker, or ``hailq scheduler``) sends ``body`` to
+        ``queue`` at each slot of ``cron`` in ``timezone``, or every ``every`` seconds,
+        once per slot however many run. It stays until ``remove_schedule``. Slots from
+        before it existed never fire; after downtime the latest missed slot is sent
+        once, with ``catch_up=N`` also up to N missed slots before it. Bad values raise
+        InvalidArgument before anything is written. See docs/guides/periodic.md."""
+        from hailq.schedule import periodic
+
+        wanted = periodic(cron, every=every, queue=queue, body=body, name=name,
+                          timezone=timezone, catch_up=catch_up, headers=headers,
+                          priority=priority)
+        self.queue(queue)
+        self.backend.schedule_save(wanted.save_params("broker", self.now()))
+        return self.get_schedule(wanted.name)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """Every stored schedule, by name (a read)."""
+        from hailq.schedule import info
+
+        now = self.now()
+        return [info(row, now) for row in self.backend.schedule_list()]
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """The stored schedule ``name``; ScheduleNotFound if there is none."""
+        for found in self.schedules():
+            if found.name == name:
+                return found
+        raise ScheduleNotFound(f"no schedule named {name!r}; 'hailq schedules' lists them")
+
+    def declare_schedules(self, periodics: Sequence[Periodic], now: float) -> None:
+        """Store an app's schedules as a scheduler starts (new ones with ``now`` as their
+        last slot; existing ones keep theirs) and declare their queues."""
+        for p in periodics:
+            self.queue(p.queue)
+            self.backend.schedule_save(p.save_params("app", now))
+
+    def keep_schedules_declared(self, names: Sequence[str], now: float) -> None:
+        """A running scheduler still declares these (see docs/guides/periodic.md)."""
+        self.backend.schedule_declare(names, now)
+
+    def send_slots(self, schedule: ScheduleInfo, slots: Sequence[float], now: float) -> bool:
+        """Send one message per slot of ``schedule`` (oldest first) and move its last slot
+        to the newest, in one transaction, only if its last slot is still the one it was
+        read with: False (nothing sent) if another scheduler sent them first, or it was
+        paused or removed meanwhile."""
+        from hailq.schedule import fire_params
+
+        if not slots:
+            return False
+        aging = self.queue(schedule.queue).settings.aging
+        return self.backend.schedule_fire(fire_params(schedule, slots, now, aging))
+
+    def pause_schedule(self, name: str) -> None:
+        """Stop sending ``name``'s slots until ``resume_schedule`` (every scheduler)."""
+        if not self.backend.schedule_pause(name, True, self.now()):
+            raise ScheduleNotFound(f"no schedule named {name!r}")
+
+    def resume_schedule(self, name: str) -> None:
+        """Send ``name``'s slots again, from now on: the slots of its pause are skipped."""
+        if not self.backend.schedule_pause(name, False, self.now()):
+            raise ScheduleNotFound(f"no schedule named {name!r}")
+
+    def remove_schedule(self, name: str) -> None:
+        """Forget ``name``. A worker whose app still declares it stores it again when it
+        starts (as new: slots from before never fire)."""
+        if not self.backend.schedule_remove(name):
+            raise ScheduleNotFound(f"no schedule named {name!r}")
 
     def close(self) -> None:
         """Close this broker's database connections. Using it again afterwards opens new

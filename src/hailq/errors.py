@@ -89,3 +89,7 @@ class DeadLetter(HailqError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class ScheduleNotFound(HailqError, LookupError):
+    """No periodic schedule has that name."""

@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 class Message:
     """A received message and its lease. ``receipt`` names this lease alone."""
 
-    __slots__ = ("_lease", "_queue", "_receipt", "attempt", "body", "enqueued_at",
-                 "headers", "id", "lease_until", "ordering_key", "priority", "settled")
+    __slots__ = ("_lease", "_queue", "_receipt", "attempt", "available_at", "body",
+                 "enqueued_at", "headers", "id", "lease_until", "ordering_key", "priority",
+                 "settled")
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
-                 lease_until: float, receipt: str, seq: int | None = None) -> None:
+                 lease_until: float, receipt: str, seq: int | None = None,
+                 available_at: float | None = None) -> None:
         _, token, named_seq = parse_receipt(receipt)
         self._queue = queue
         self._lease = Receipt(queue.name, id, token, named_seq if seq is None else seq)
@@ -34,6 +36,8 @@ class Message:
         self.ordering_key = ordering_key
         self.attempt = attempt
         self.enqueued_at = enqueued_at
+        # When it became receivable this time (broker's clock): its wait ends at receive.
+        self.available_at = enqueued_at if available_at is None else available_at
         self.lease_until = lease_until
         self._receipt: str | None = receipt
         self.settled = False  # acked, nacked or dead-lettered through this object
@@ -49,6 +53,7 @@ class Message:
         m.headers = decode_headers(r.headers)
         m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt
         m.enqueued_at, m.lease_until = r.enqueued_at, r.lease_until
+        m.available_at = r.available_at or r.enqueued_at
         m._receipt = None  # written when first asked for: acks of a Message do not need it
         m.settled = False
         return m

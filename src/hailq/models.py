@@ -172,3 +172,27 @@ class WorkerInfo:
     started_at: float
     last_seen: float
     state: str  # "running", "draining" or "stopped"
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A periodic schedule as stored in the broker's database (SPEC rule 35)."""
+
+    name: str
+    queue: str
+    cron: str | None  # a cron expression, or None with ``every``
+    every: float | None  # seconds between slots, or None with ``cron``
+    timezone: str
+    catch_up: int
+    body: Any
+    headers: dict[str, str]
+    priority: int
+    source: str  # "app" (declared with app.periodic) or "broker" (broker.schedule)
+    paused: bool
+    created_at: float
+    declared_at: float  # the last time a running scheduler declared it
+    last_slot: float  # the last slot sent (its creation time before the first)
+    fired_at: float | None  # when a scheduler last sent it
+    fired: int  # messages sent so far
+    declared: bool  # "broker" schedules always; "app" ones while a running worker declares
+    next_slot: float | None  # the next slot it fires (None while paused or undeclared)

@@ -51,6 +51,7 @@ from hailq.settings import QueueSettings, check_overrides, parse_overrides
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
+    from hailq.observe.figures import QueueFigures
 
 __all__ = ["MAX_BATCH", "Envelope", "Message", "Queue", "build_message", "check_batch"]
 
@@ -314,6 +315,14 @@ class Queue:
         """Counts and totals as the next receive would find them (an ended lease counts as
         ready, or dead after its last attempt); a read: it writes nothing."""
         return self._backend.queue_stats(self.name)
+
+    def figures(self) -> QueueFigures:
+        """Stats, rates over the last 1 and 5 minutes, wait and handler time per priority
+        with service levels, workers and ``desired_workers`` (rule 25); a read."""
+        from hailq.observe.figures import build
+
+        return build(self._backend.figures_read(self.name), self.settings,
+                     self._backend.worker_list())
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"

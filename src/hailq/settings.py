@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -61,8 +62,28 @@ class RetryPolicy:
 
 _SETTING_NAMES = (
     "lease", "max_attempts", "aging", "retry", "dedup_window",
-    "max_message_size", "max_in_flight", "on_dead",
+    "max_message_size", "max_in_flight", "on_dead", "rate", "burst", "slo",
 )
+
+_RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*")
+_PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
+            "h": 3600.0, "hour": 3600.0}
+MAX_RATE = 1_000_000.0  # messages per second
+
+
+def rate_per_second(rate: object) -> float:
+    """Messages per second of a rate limit such as ``"100/s"``, ``"10/m"`` or ``"5/h"``;
+    InvalidArgument for anything else (rule 33)."""
+    found = _RATE.fullmatch(rate) if isinstance(rate, str) else None
+    if found is None:
+        raise InvalidArgument(
+            f'rate must look like "100/s", "10/m" or "5/h" (messages per second, minute or '
+            f"hour), got {rate!r}")
+    per_second = float(found.group(1)) / _PERIODS[found.group(2)]
+    if not 0 < per_second <= MAX_RATE:
+        raise InvalidArgument(f"rate must be more than 0 and at most {MAX_RATE:g}/s, "
+                              f"got {rate!r}")
+    return per_second
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,14 @@ class QueueSettings:
     max_message_size: int = MIB
     max_in_flight: int | None = None
     on_dead: OnDead = "continue"
+    # Rule 33: at most this many messages start per period, over every consumer; None: no
+    # limit. ``burst``: how many may start at once after a quiet spell (default one
+    # second's worth, at least 1).
+    rate: str | None = None
+    burst: int | None = None
+    # Service levels (rule 25): priority -> the longest a message of it should wait, in
+    # seconds, from available to handler start. Priorities not listed have none.
+    slo: dict[int, float] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -95,11 +124,34 @@ class QueueSettings:
             _check_int(self.max_in_flight, "max_in_flight", 1, 1_000_000)
         if self.on_dead not in ("continue", "park"):
             raise InvalidArgument(f'on_dead must be "continue" or "park", got {self.on_dead!r}')
+        if self.rate is not None:
+            rate_per_second(self.rate)
+        if self.burst is not None:
+            if self.rate is None:
+                raise InvalidArgument("burst needs a rate (e.g. rate=\"100/s\", burst=20)")
+            _check_int(self.burst, "burst", 1, 1_000_000)
+        set_(self, "slo", check_slo(self.slo))
+
+    @property
+    def rate_per_second(self) -> float | None:
+        """The rate limit in messages per second; None without one."""
+        return None if self.rate is None else rate_per_second(self.rate)
+
+    @property
+    def bucket(self) -> float | None:
+        """How many messages may start at once: ``burst``, else one second's worth (at
+        least 1); None without a rate limit."""
+        per_second = self.rate_per_second
+        if per_second is None:
+            return None
+        return float(self.burst if self.burst is not None else max(1, math.ceil(per_second)))
 
     @classmethod
     def build(cls, base: QueueSettings | None = None, **changes: Any) -> QueueSettings:
         """Return ``base`` (or the defaults) with ``changes`` applied; unknown names fail."""
         _only(changes, _SETTING_NAMES, "queue setting")
+        if "rate" in changes and changes["rate"] is None and "burst" not in changes:
+            changes = {**changes, "burst": None}  # no limit: no burst either
         converted = {k: _coerce(k, v) for k, v in changes.items()}
         return replace(base, **converted) if base is not None else cls(**converted)
 
@@ -117,6 +169,25 @@ class QueueSettings:
         data = json.loads(text)
         data["retry"] = RetryPolicy(**data.get("retry", {}))
         return cls(**{k: v for k, v in data.items() if k in _SETTING_NAMES})
+
+
+def check_slo(value: object) -> dict[int, float] | None:
+    """``{priority: seconds}`` with priorities 0-9 and targets above 0 (an empty mapping
+    is None: no service levels); keys read back from JSON as strings are accepted."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"slo must be a mapping of priority to seconds such as "
+                              f"{{9: 10, 0: 600}}, got {value!r}")
+    checked: dict[int, float] = {}
+    for key, target in value.items():
+        priority = int(key) if isinstance(key, str) and key.isdigit() else key
+        if isinstance(priority, bool) or not isinstance(priority, int) \
+                or not 0 <= priority <= 9:
+            raise InvalidArgument(f"slo priorities must be integers from 0 to 9, got {key!r}")
+        checked[priority] = seconds(target, f"slo target of priority {priority}",
+                                    allow_zero=False, maximum=30 * 86400)
+    return dict(sorted(checked.items(), reverse=True)) or None
 
 
 def _coerce(name: str, value: Any) -> Any:

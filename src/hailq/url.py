@@ -4,7 +4,7 @@ scheme's options mean is its backend's business (``hailq.backends.registry``).""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from hailq.errors import InvalidArgument
 
@@ -75,11 +75,24 @@ def _safe(url: str) -> str:
         host = netloc.rpartition("@")[2]  # as written: a port that is not a number too
         netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
     if query:
-        query = "&".join("password=***" if pair.split("=", 1)[0].lower() == "password"
-                         else pair for pair in query.split("&"))
+        query = "&".join(_safe_pair(pair) for pair in query.split("&"))
     if (netloc, query) == (parts.netloc, parts.query):
         return url
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _safe_pair(pair: str) -> str:
+    """One ``key=value`` of a query, safe to show: ``password`` hidden, and the password of
+    a URL given as a value (PostgreSQL's ``listen=postgresql://...``) too."""
+    key, _, value = pair.partition("=")
+    if key.lower() == "password":
+        return "password=***"
+    inner = unquote(value)
+    if "://" in inner:
+        safe = _safe(inner)
+        if safe != inner:
+            return f"{key}={quote(safe, safe=':/@*,')}"
+    return pair
 
 
 def redact(url: str) -> str:

@@ -55,17 +55,19 @@ def test_queues_when_there_are_none(hq: Hailq, api: hailq.Broker) -> None:
 def test_stats_has_every_figure(hq_any: Hailq, api_any: hailq.Broker) -> None:
     arrange(api_any)
     kill_one(api_any)
-    (claims,) = hq_any("stats", "claims", "--json").json()
+    (claims,) = hq_any("stats", "claims", "--json").json()["queues"]
     assert claims["queue"] == "claims"
     for field in ("ready", "scheduled", "in_flight", "blocked", "dead", "oldest_ready_age",
                   "sent", "acked", "nacked", "redelivered", "dead_lettered", "late_acks",
-                  "parked_keys", "delayed", "backlog"):
+                  "parked_keys", "delayed", "backlog", "rates", "priorities", "workers",
+                  "desired_workers"):
         assert field in claims
     assert claims["sent"] == 6
     assert claims["dead_lettered"] == 1
     assert claims["backlog"] == 4
     everything = hq_any("stats", "--json").json()
-    assert {s["queue"] for s in everything} == {"claims", "audit"}
+    assert {s["queue"] for s in everything["queues"]} == {"claims", "audit"}
+    assert claims["desired_workers"] == 1  # work is ready and no worker runs
     table = hq_any("stats", "claims").out
     for figure in ("ready", "in flight", "dead lettered", "late acks", "parked keys"):
         assert figure in table
@@ -77,7 +79,7 @@ def test_stats_lists_parked_keys(hq: Hailq, api: hailq.Broker) -> None:
     q.send(2, ordering_key="customer-7")
     (message,) = q.receive()
     message.nack(error="boom")
-    (orders,) = hq("stats", "orders", "--json").json()
+    (orders,) = hq("stats", "orders", "--json").json()["queues"]
     assert orders["parked_keys"] == ["customer-7"]
     assert "customer-7" in hq("stats", "orders").out
     assert "customer-7" in hq("stats").out
@@ -89,6 +91,9 @@ def test_stats_watch_refreshes(hq: Hailq, api: hailq.Broker) -> None:
     assert result.code == 0, result.err
     frames = [json.loads(line) for line in result.out.splitlines()]
     assert len(frames) == 3
+    once = hq("stats", "--json").json()
+    assert set(once) == set(frames[0]) == {"at", "queues"}  # one shape, watched or not
+    assert set(once["queues"][0]) == set(frames[0]["queues"][0])
     assert all(f["queues"][0]["ready"] == 1 for f in frames)
     table = hq("stats", "claims", "--watch", "--interval", "0.1", "--count", "2")
     assert table.code == 0 and table.out.count("queue claims") == 2

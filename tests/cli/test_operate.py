@@ -23,7 +23,7 @@ def test_pause_and_resume_show_in_stats_and_queues(hq_any: Hailq, api_any: hailq
     claims.send(1)
     assert hq_any("pause", "claims").out.strip() == "paused claims"
     assert claims.receive() == []
-    [stats] = hq_any("stats", "claims", "--json").json()
+    [stats] = hq_any("stats", "claims", "--json").json()["queues"]
     assert stats["paused"] is True and stats["ready"] == 1
     [listed] = hq_any("queues", "--json").json()
     assert listed["paused"] is True
@@ -41,9 +41,9 @@ def test_configure_overrides_survive_a_declaration_and_reset_clears_them(
     assert shown["settings"]["lease"] == 60 and shown["settings"]["max_in_flight"] is None
     assert shown["overridden"] == ["lease", "max_in_flight"]
     api_any.queue("claims", lease=200, max_attempts=9)  # the next deploy
-    [stats] = hq_any("stats", "claims", "--json").json()
-    assert stats["settings"]["lease"] == 60 and stats["settings"]["max_attempts"] == 9
-    assert stats["overridden"] == ["lease", "max_in_flight"]
+    [listed] = hq_any("queues", "--json").json()
+    assert listed["settings"]["lease"] == 60 and listed["settings"]["max_attempts"] == 9
+    assert listed["overridden"] == ["lease", "max_in_flight"]
     table = hq_any("configure", "claims").out  # no option: shows them
     assert "override" in table and "declared" in table
     reset = hq_any("configure", "claims", "--reset", "--json").json()

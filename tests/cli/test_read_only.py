@@ -18,7 +18,7 @@ import hailq
 from .conftest import run_hailq
 
 LOOKS = [["workers"], ["queues"], ["topics"], ["stats"], ["stats", "claims"],
-         ["peek", "claims"], ["dead", "claims"]]
+         ["peek", "claims"], ["dead", "claims"], ["metrics"]]
 
 
 @pytest.fixture
@@ -69,8 +69,15 @@ def test_rule_30_a_role_that_may_only_read_can_run_every_look(
     shown = run_hailq("show", "claims", dead["id"], "--json", url=reader_url).json()
     assert (shown["state"], shown["errors"][-1]["error"]) == ("dead", "lease expired")
     assert run_hailq("configure", "claims", "--json", url=reader_url).json()["paused"] is False
-    [stats] = run_hailq("stats", "claims", "--json", url=reader_url).json()
+    [stats] = run_hailq("stats", "claims", "--json", url=reader_url).json()["queues"]
     assert (stats["dead"], stats["ready"]) == (1, 2)
     # The role really may not write: the same database refuses it a send.
     line = run_hailq("send", "--create", "claims", "4", url=reader_url).assert_clean_error(1)
     assert "permission denied" in line
+    # ... and reads the desired_workers view an autoscaler polls (rule 25)
+    schema = pg_url.rsplit("schema=", 1)[1]
+    with psycopg.connect(reader_url.rsplit("?", 1)[0]) as conn:
+        (wanted,) = conn.execute(sql.SQL(
+            "SELECT desired_workers FROM {}.desired_workers WHERE queue = 'claims'").format(
+            sql.Identifier(schema))).fetchone() or (None,)
+    assert wanted == 1

@@ -108,7 +108,7 @@ def test_file_is_sent_in_batches(hq: Hailq, tmp_path: Path) -> None:
                 "bulk", "--file", str(source), "--batch-size", "500", "--json").json()
     assert result["sent"] == 1201
     assert len(set(result["ids"])) == 1201
-    assert hq("stats", "bulk", "--json").json()[0]["ready"] == 1201
+    assert hq("stats", "bulk", "--json").json()["queues"][0]["ready"] == 1201
 
 
 def test_file_from_stdin_as_raw_lines(hq: Hailq) -> None:

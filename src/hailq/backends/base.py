@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
+from hailq.backends.schedules import ScheduleBackend
 from hailq.models import (
     DeadMessage,
     MessageDetails,
@@ -69,6 +70,9 @@ class ClaimedRow(NamedTuple):
     lease_until: float
     seq: int
     sort_key: float  # rule 16's order, with seq: a claim's rows come sorted by these two
+    # When it became receivable this time, on the broker's clock: a worker measures its
+    # wait (handler start - available_at) per priority from it (rule 25).
+    available_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +213,49 @@ class MessageGetParams:
 class MessageDeleteParams:
     queue: str
     id: str
+class BucketAdd(NamedTuple):
+    """One histogram bucket grows: ``n`` more observations summing ``total`` seconds."""
+
+    queue: str
+    kind: Literal["wait", "handler"]
+    priority: int
+    le: float  # the bucket's upper bound; math.inf for the last
+    n: int
+    total: float
+
+
+class RateAdd(NamedTuple):
+    """What one process saw of a queue's priority since its last flush (rule 25)."""
+
+    queue: str
+    priority: int
+    started: int
+    acked: int
+    failed: int
+    breaches: int
+    handler_total: float
+
+
+@dataclass(frozen=True, slots=True)
+class FiguresRecordParams:
+    """A worker's figures since its last flush, written in one transaction; ``sampled``
+    queues get their counters sampled for rates of sends and deaths."""
+
+    buckets: Sequence[BucketAdd] = ()
+    rates: Sequence[RateAdd] = ()
+    sampled: Sequence[str] = ()
+    prune: bool = False  # forget slots and samples older than an hour too
+
+
+@dataclass(frozen=True, slots=True)
+class FigureRows:
+    """A queue's stored figures as read in one snapshot with its stats."""
+
+    stats: QueueStats
+    now: float
+    buckets: list[tuple[str, int, float, int, float]]  # kind, priority, le, n, total
+    rates: list[tuple[int, int, int, int, int, int, float]]  # slot, priority, started...
+    samples: list[tuple[float, int, int]]  # at, sent, dead_lettered
 
 
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
@@ -221,8 +268,9 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(Protocol):
-    """Storage for hailq. Times are seconds since the epoch on the backend's clock."""
+class Backend(ScheduleBackend, Protocol):
+    """Storage for hailq. Times are seconds since the epoch on the backend's clock.
+    Periodic schedules' methods: ``hailq/backends/schedules.py``."""
 
     url_for_display: str
 
@@ -361,6 +409,14 @@ class Backend(Protocol):
 
     def worker_prune(self, before: float) -> int:
         """Forget workers not seen since ``before``; return how many."""
+        ...
+
+    def figures_record(self, params: FiguresRecordParams) -> None:
+        """Add a process's batched figures (histogram buckets, slot rates, samples)."""
+        ...
+
+    def figures_read(self, queue: str) -> FigureRows:
+        """A queue's stats and stored figures in one snapshot; a read, it writes nothing."""
         ...
 
     def close(self) -> None: ...

@@ -21,9 +21,10 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any, NamedTuple, TypeVar
 
-from hailq.backends import rows
+from hailq.backends import rates, rows
 from hailq.backends.base import (
     AckParams,
     ClaimedRow,
@@ -50,7 +51,9 @@ from hailq.backends.base import (
     TopicDeleteParams,
     WaitParams,
 )
-from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, Tx
+from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, OutcomeUnknown, Tx
+from hailq.backends.figures import FiguresStore
+from hailq.backends.schedules import ScheduleStore
 from hailq.errors import (
     LeaseLost,
     QueueNotEmpty,
@@ -75,6 +78,10 @@ MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and pr
 # operator's change (a lease, a cap, attempts) reaches running consumers within this.
 SETTINGS_FOR = 0.5
 _PRUNE_EVERY = 1000  # sends between prunes of expired dedup records
+# What a send whose outcome a broken or dropped connection left unknown tells its caller
+# (rule 31): a rerun under the same dedup_id finds the first try's record (rule 4).
+MAYBE_STORED = ("the message may have been stored all the same; a retry with the same "
+                "dedup_id is safe (it stores the message once)")
 
 
 class Live(NamedTuple):
@@ -84,10 +91,12 @@ class Live(NamedTuple):
     max_in_flight: int | None
     max_attempts: int
     park: bool
-    paused: bool  # an operator paused the queue: claims get nothing (rule 32)
+    rate: float | None = None  # rule 33: messages per second, None: no limit
+    burst: float = 0.0  # the bucket's size where there is a rate
+    paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
 
 
-class SqlBackend:
+class SqlBackend(ScheduleStore, FiguresStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -128,6 +137,7 @@ class SqlBackend:
                 effective = declared.overlay(parse_overrides(None if ops is None else ops[0]))
                 tx.exec("queue_save", {**_columns(params.name, effective),
                                        "settings": params.settings, "now": tx.now})
+                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
                 if params.resort:
                     tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
             self._settings.pop(params.name, None)
@@ -159,6 +169,7 @@ class SqlBackend:
                 tx.exec("queue_override", {"name": params.name, "overrides": text,
                                            "now": tx.now})
                 tx.exec("queue_apply", _columns(params.name, effective))
+                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
                 if effective.aging != before.aging:  # rule 16: one order for old and new
                     tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
                 paused = bool(ops[1]) if ops is not None else False
@@ -224,7 +235,7 @@ class SqlBackend:
             raise _no_queue(queue)
         lease, cap, attempts, park, paused = found
         live = Live(float(lease), None if cap is None else int(cap), int(attempts),
-                    bool(park), bool(paused))
+                    bool(park), *rates.live(tx, queue), paused=bool(paused))
         self._settings[queue] = (now, live)
         return live
 
@@ -275,9 +286,12 @@ class SqlBackend:
         if params.connection is not None:
             return self.dialect.joined(params.connection,
                                        lambda tx: self._send(tx, messages, rerun=False))
-        return self.dialect.work(lambda tx: self._send(tx, messages, rerun=False),
-                                 durable=True,
-                                 rerun=lambda tx: self._send(tx, messages, rerun=True))
+        try:
+            return self.dialect.work(lambda tx: self._send(tx, messages, rerun=False),
+                                     durable=True,
+                                     rerun=lambda tx: self._send(tx, messages, rerun=True))
+        except OutcomeUnknown as exc:
+            raise OutcomeUnknown(exc.cause, MAYBE_STORED) from None
 
     def _send(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool) -> list[str]:
         """Insert what no dedup record claims. With ``rerun`` (the first try's connection
@@ -327,7 +341,10 @@ class SqlBackend:
 
         if params.connection is not None:
             return self.dialect.joined(params.connection, publish)
-        return self.dialect.work(publish, durable=True)
+        try:
+            return self.dialect.work(publish, durable=True)
+        except OutcomeUnknown as exc:
+            raise OutcomeUnknown(exc.cause, MAYBE_STORED) from None
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -344,7 +361,7 @@ class SqlBackend:
         fused = None
         if not self._upkeep_due(tx, params.queue):
             live = self._live(tx, params.queue)
-            if live.max_in_flight is None and not live.paused:
+            if live.max_in_flight is None and live.rate is None and not live.paused:
                 fused = self.dialect.ack_claim(
                     tx, params.acks, params.queue, params.max_messages,
                     live.lease if params.lease is None else params.lease)
@@ -374,16 +391,33 @@ class SqlBackend:
         if live.paused:  # an operator paused it: nothing is leased (rule 32)
             return []
         lease = live.lease if params.lease is None else params.lease
-        if live.max_in_flight is None:
+        if live.max_in_flight is None and live.rate is None:
             return self.dialect.claim(tx, params.queue, params.max_messages, lease)
-        with tx.atomic():  # a cap across every consumer: claims of the queue take turns
-            tx.also("in_flight_lock", {"queue": params.queue})
-            leased = int(tx.one("in_flight", {"queue": params.queue})[0])
-            room = min(params.max_messages, live.max_in_flight - leased)
+        with tx.atomic():
+            room = params.max_messages
+            if live.max_in_flight is not None:
+                # A cap across every consumer: claims of the queue take turns.
+                tx.also("in_flight_lock", {"queue": params.queue})
+                leased = int(tx.one("in_flight", {"queue": params.queue})[0])
+                room = min(room, live.max_in_flight - leased)
+            if room > 0 and live.rate is not None:  # rule 33, within the cap (rule 1)
+                return rates.claim(tx, params.queue, room, live.rate, live.burst,
+                                   lambda n: self.dialect.claim(tx, params.queue, n, lease))
             return self.dialect.claim(tx, params.queue, room, lease) if room > 0 else []
 
     def message_wait(self, params: WaitParams) -> None:
-        self.dialect.wait(params.queues, params.timeout)
+        queues, timeout = list(params.queues), params.timeout
+        limited = [q for q in queues if (kept := self._settings.get(q)) is not None
+                   and kept[1].rate is not None]
+        if limited:  # a queue out of tokens is not waited on until its next token is due
+            starved = self.dialect.read(lambda tx: rates.starved(tx, limited))
+            if starved:
+                queues = [q for q in queues if q not in starved]
+                timeout = min(timeout, min(starved.values()))
+                if not queues:
+                    time.sleep(max(timeout, 0.001))
+                    return
+        self.dialect.wait(queues, timeout)
 
     # -- finishing -----------------------------------------------------------------------
 

@@ -17,13 +17,15 @@ from urllib.parse import quote, urlencode
 
 from hailq._time import Clock, system_clock
 from hailq.errors import BackendUnavailable, InvalidArgument
-from hailq.url import BrokerURL, SplitURL, only_options, redact
+from hailq.url import BrokerURL, SplitURL, only_options, redact, split_url
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
 
 SQLITE_OPTIONS = {"synchronous", "busy_timeout", "poll_interval"}
-POSTGRES_OPTIONS = {"schema", "pool_size", "poll_interval"}
+POSTGRES_OPTIONS = {"schema", "pool_size", "poll_interval", "timeout", "pooler", "prepare",
+                    "listen"}
+POOLERS = ("none", "session", "transaction")
 POSTGRES_MISSING = ("PostgreSQL support is not installed, install it with "
                     "pip install 'hailq[postgres]'")
 
@@ -130,7 +132,7 @@ def _check_libpq(target: str, password: str | None) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        conninfo_to_dict(target)
+        given = conninfo_to_dict(target)
     except psycopg.ProgrammingError as exc:
         reason = str(exc).strip()
         if password:
@@ -138,12 +140,70 @@ def _check_libpq(target: str, password: str | None) -> None:
         raise InvalidArgument(f"PostgreSQL URL {redact(target)!r}: {reason}; hailq's own "
                               f"options are {', '.join(sorted(POSTGRES_OPTIONS))}, the others "
                               "go to libpq") from None
+    wait = str(given.get("connect_timeout", "5")).strip()
+    if not wait.lstrip("-").isdigit() or int(wait) <= 0:
+        # libpq reads 0 or less as "wait for ever" (rule 31 forbids that).
+        raise InvalidArgument(f"PostgreSQL URL option connect_timeout must be a whole number "
+                              f"of seconds, at least 1 (libpq waits at least 2), got {wait!r}")
 
 
 def _postgres_settings(parsed: BrokerURL) -> dict[str, Any]:
-    return {"schema": parsed.options.get("schema", "hailq"),
-            "pool_size": _int_option(parsed.options, "pool_size", 10),
-            "poll_interval": _float_option(parsed.options, "poll_interval", 1.0)}
+    options = parsed.options
+    pooler = _choice(options, "pooler", POOLERS, "none")
+    # Through a transaction pooler, consecutive statements of one client run on different
+    # server connections: a statement prepared on one is unknown on the next, and a
+    # LISTEN stays behind on a connection that others use. Both are off by default there,
+    # and asking for them is refused rather than left to fail later.
+    through = pooler == "transaction"
+    prepare = _choice(options, "prepare", ("on", "off"), "off" if through else "on")
+    listen = options.get("listen", "off" if through else "on")
+    if listen.lower() in ("on", "off"):
+        listen = listen.lower()
+    if through and prepare == "on":
+        raise InvalidArgument("URL option prepare=on cannot work with pooler=transaction: a "
+                              "statement prepared on one server connection is unknown on the "
+                              "next; leave prepare out (off) or use pooler=session")
+    if through and listen == "on":
+        raise InvalidArgument("URL option listen=on cannot work with pooler=transaction: "
+                              "LISTEN needs a session of its own; give listen a direct URL "
+                              "of the same database (listen=postgresql://host:5432/db, "
+                              "percent-encoded) or leave it out (off: workers poll every "
+                              "poll_interval)")
+    return {"schema": options.get("schema", "hailq"),
+            "pool_size": _int_option(options, "pool_size", 10),
+            "poll_interval": _float_option(options, "poll_interval", 1.0),
+            "timeout": _timeout(options),
+            "prepare": prepare == "on",
+            "listen": _listen_target(listen)}
+
+
+def _timeout(options: dict[str, str]) -> float:
+    value = _float_option(options, "timeout", 30.0)
+    if value < 1:
+        raise InvalidArgument(f"URL option timeout must be at least 1 (seconds), got "
+                              f"{options['timeout']!r}")
+    return value
+
+
+def _listen_target(listen: str) -> str | None:
+    """The libpq URL that LISTEN connects to: the broker's own (``on``, given back as ""),
+    none (``off``), or a direct URL of its own, with libpq's options only."""
+    if listen == "off":
+        return None
+    if listen == "on":
+        return ""
+    split = split_url(listen)
+    if split.scheme not in ("postgresql", "postgres"):
+        raise InvalidArgument(
+            f"URL option listen must be on, off or a postgresql:// URL of the same "
+            f"database (percent-encoded), got {redact(listen)!r}")
+    mine = sorted(set(split.query) & POSTGRES_OPTIONS)
+    if mine:
+        raise InvalidArgument(
+            f"the listen URL {redact(listen)!r} takes libpq's options only; hailq's own "
+            f"({', '.join(mine)}) belong to the broker's URL")
+    _check_libpq(listen, split.parts.password)
+    return listen
 
 
 def _open_postgres(parsed: BrokerURL, clock: Clock | None) -> Backend:
@@ -155,6 +215,14 @@ def _open_postgres(parsed: BrokerURL, clock: Clock | None) -> Backend:
 
 
 # -- option values -------------------------------------------------------------------------
+
+
+def _choice(options: dict[str, str], key: str, allowed: tuple[str, ...], default: str) -> str:
+    value = options.get(key, default).lower()
+    if value not in allowed:
+        raise InvalidArgument(f"URL option {key} must be one of {', '.join(allowed)}, "
+                              f"got {options[key]!r}")
+    return value
 
 
 def _int_option(options: dict[str, str], key: str, default: int) -> int:

@@ -39,6 +39,7 @@ def _pg_reachable(url: str) -> str | None:
 
 
 PARTS = ("send", "cycle", "keys", "latency", "workers")
+EXTRA_PARTS = ("rate",)  # measured only when asked for with --only
 
 
 def run_backend(url: str, *, runs: int, quick: bool,
@@ -65,6 +66,11 @@ def run_backend(url: str, *, runs: int, quick: bool,
         figures.extend(bench_latency(url, backlogs, 100 if quick else 300, say))
     if "workers" in parts:
         figures.extend(bench_workers(workers_url(url), runs, quick, say))
+    if "rate" in parts:
+        from hailq.bench.rates import bench_rate
+
+        say("a rate limit of 50/s over 4 worker processes for 20 s")
+        figures.extend(bench_rate(url))
     return figures
 
 
@@ -121,9 +127,11 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
                    "and created anew, as are that name + _raw and + _workers.")
 @click.option("--runs", default=3, show_default=True, help="Runs per figure; medians are shown.")
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
-@click.option("--only", "only", multiple=True, type=click.Choice(PARTS),
+@click.option("--only", "only", multiple=True, type=click.Choice(PARTS + EXTRA_PARTS),
               help="Measure only this part (repeatable): send, cycle (receive+ack), keys "
-                   "(receive+ack over 10,000 ordering keys), latency, workers. Default: all.")
+                   "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
+                   "rate limit of 50/s held by 4 worker processes; only when asked for). "
+                   "Default: all but rate.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,

@@ -48,6 +48,10 @@ def check_goals(figures: Sequence[Figure]) -> list[Goal]:
         backlogs = [f.name.split(", ")[1].removesuffix(" waiting") for f in (waits[-1], waits[0])]
         goals.append(Goal(f"receive latency, {backlogs[0]} vs {backlogs[1]} waiting "
                           f"≤ {MAX_GROWTH:g}×", f"{growth:.2f}×", growth <= MAX_GROWTH))
+    held = [f for f in figures if f.name.startswith("rate ") and "started/s" in f.name]
+    for f in held:  # rule 33: the limit (f.raw) held within 10% by 4 worker processes
+        goals.append(Goal(f"rate limit {f.raw:g}/s held within ±10% by 4 processes",
+                          f"{f.hailq:.1f}/s", 0.9 * f.raw <= f.hailq <= 1.1 * f.raw))
     return goals
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from dataclasses import asdict
 from typing import Any
 
 import click
@@ -15,6 +14,8 @@ from rich.text import Text
 import hailq
 from hailq.cli.context import App, Finite, check_queue_name, common_options, current_app
 from hailq.cli.output import age, make_table, preview, record
+from hailq.observe.figures import QueueFigures
+from hailq.settings import QueueSettings
 
 MAX_PEEK = 100_000  # the most Queue.peek returns at once
 COUNTERS = ("sent", "acked", "nacked", "redelivered", "dead_lettered", "late_acks")
@@ -23,32 +24,44 @@ COUNTERS = ("sent", "acked", "nacked", "redelivered", "dead_lettered", "late_ack
 @click.command("queues")
 @common_options
 def queues() -> None:
-    """List every queue with its ready, scheduled, in-flight, blocked and dead counts.
+    """List every queue: its settings (lease, attempts, aging, in-flight cap, service
+    levels) beside its ready, scheduled, in-flight, blocked and dead counts.
 
     OLDEST is the age of the oldest ready message: how long the front of the
-    queue has waited. PAUSED marks a queue an operator paused ('hailq pause').
-    With --json each queue also has its effective settings and the names of
-    those an operator overrode ('hailq configure').
+    queue has waited. SLO lists priority:seconds targets (see 'hailq stats').
+    PAUSED marks a queue an operator paused ('hailq pause'). The settings are the
+    effective ones; with --json, "overridden" names those an operator overrode
+    ('hailq configure').
     """
     app = current_app()
     with app.broker() as broker:
-        found = _collect(broker, None)
+        found = [(q, q.stats()) for q in broker.queues()]
     if app.out.json:
         app.out.emit_json([{"queue": s.queue, "ready": s.ready, "scheduled": s.scheduled,
                             "in_flight": s.in_flight, "blocked": s.blocked, "dead": s.dead,
                             "oldest_ready_age": s.oldest_ready_age, "paused": s.paused,
-                            **settings_record(q)} for q, s in found])
+                            "settings": settings_record(q.settings),
+                            "overridden": sorted(q.overrides)} for q, s in found])
         return
     app.out.table(
-        ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST", "PAUSED"],
+        ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST", "LEASE",
+         "ATTEMPTS", "AGING", "MAX IN FLIGHT", "SLO", "PAUSED"],
         [[s.queue, s.ready, s.scheduled, s.in_flight, s.blocked, s.dead,
-          age(s.oldest_ready_age), "paused" if s.paused else "-"] for _, s in found],
+          age(s.oldest_ready_age), q.settings.lease, q.settings.max_attempts,
+          q.settings.aging, q.settings.max_in_flight, slo_text(q.settings.slo),
+          "paused" if s.paused else "-"] for q, s in found],
         empty="no queues yet; declare one in code, or 'hailq send --create QUEUE BODY'")
 
 
-def settings_record(queue: hailq.Queue) -> dict[str, Any]:
-    """A queue's effective settings and which of them an operator overrode."""
-    return {"settings": asdict(queue.settings), "overridden": sorted(queue.overrides)}
+def settings_record(q: QueueSettings) -> dict[str, Any]:
+    """The settings an operator reads beside the figures; ``slo`` as a list of objects."""
+    return {"lease": q.lease, "max_attempts": q.max_attempts, "aging": q.aging,
+            "max_in_flight": q.max_in_flight, "on_dead": q.on_dead,
+            "slo": [{"priority": p, "seconds": t} for p, t in (q.slo or {}).items()]}
+
+
+def slo_text(slo: dict[int, float] | None) -> str:
+    return " ".join(f"{p}:{t:g}s" for p, t in (slo or {}).items()) or "-"
 
 
 @click.command("stats")
@@ -61,12 +74,14 @@ def settings_record(queue: hailq.Queue) -> dict[str, Any]:
 @common_options
 def stats(queue_name: str | None, watch: bool, interval: float, count: int | None) -> None:
     """Show every figure of QUEUE (or of all queues): counts, counters since it was
-    declared, the ordering keys parked behind a dead message, and whether an
-    operator paused it. With --json also its effective settings and which of them
-    are overridden.
+    declared, rates per second over the last 1 and 5 minutes, wait and handler time
+    per priority (p50/p95/p99) with service-level breaches and compliance, workers,
+    desired workers, and the ordering keys parked behind a dead message.
 
-    With --watch the figures refresh every --interval seconds; with --json as
-    well, each refresh is one line of JSON.
+    Wait is from available to handler start; wait, handler time, acked rates and
+    breaches are measured by workers ('hailq worker'), sent and dead-lettered rates
+    from the counters workers sample. --json prints one object {"at", "queues": [...]};
+    with --watch each refresh is one such object on a line of its own.
     """
     app = current_app()
     if count is not None and not watch:
@@ -75,22 +90,16 @@ def stats(queue_name: str | None, watch: bool, interval: float, count: int | Non
         if queue_name is not None:
             app.queue(broker, queue_name)  # fail now, not on the first refresh
         if not watch:
-            _show_stats(app, _collect(broker, queue_name))
+            _show_stats(app, broker, _collect(broker, queue_name), line=False)
             return
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
             _watch(app, broker, queue_name, interval, count)
 
 
-def _collect(broker: hailq.Broker, queue_name: str | None,
-             ) -> list[tuple[hailq.Queue, hailq.QueueStats]]:
-    queues = [broker.get_queue(queue_name)] if queue_name is not None else broker.queues()
-    found = []
-    for queue in queues:
-        try:
-            found.append((queue, queue.stats()))
-        except hailq.QueueNotFound:  # deleted since it was listed
-            continue
-    return found
+def _collect(broker: hailq.Broker, queue_name: str | None) -> list[QueueFigures]:
+    if queue_name is not None:
+        return [broker.get_queue(queue_name).figures()]
+    return [q.figures() for q in broker.queues()]
 
 
 def _watch(app: App, broker: hailq.Broker, queue_name: str | None, interval: float,
@@ -100,12 +109,7 @@ def _watch(app: App, broker: hailq.Broker, queue_name: str | None, interval: flo
         for n in rounds:
             if n:
                 time.sleep(interval)
-            found = _collect(broker, queue_name)
-            if app.out.json:
-                app.out.emit_json_line({"at": broker.now(),
-                                        "queues": [stats_record(q, s) for q, s in found]})
-            else:
-                _show_stats(app, found)
+            _show_stats(app, broker, _collect(broker, queue_name), line=True)
         return
     from rich.live import Live
 
@@ -113,42 +117,77 @@ def _watch(app: App, broker: hailq.Broker, queue_name: str | None, interval: flo
         for n in rounds:
             if n:
                 time.sleep(interval)
-            view = stats_view([s for _, s in _collect(broker, queue_name)])
+            view = stats_view(_collect(broker, queue_name))
             note = Text(f"every {interval:g}s at {broker.url}; Ctrl-C to stop", style="dim")
             live.update(Group(view, note), refresh=True)
 
 
-def _show_stats(app: App, found: list[tuple[hailq.Queue, hailq.QueueStats]]) -> None:
+def _show_stats(app: App, broker: hailq.Broker, found: list[QueueFigures], *,
+                line: bool) -> None:
     if app.out.json:
-        app.out.emit_json([stats_record(q, s) for q, s in found])
+        document = {"at": found[0].at if found else broker.now(),
+                    "queues": [f.record() for f in found]}
+        (app.out.emit_json_line if line else app.out.emit_json)(document)
     else:
-        app.out.console.print(stats_view([s for _, s in found]))
+        app.out.console.print(stats_view(found))
 
 
-def stats_record(queue: hailq.Queue, s: hailq.QueueStats) -> dict[str, Any]:
-    return {**record(s), "delayed": s.delayed, "backlog": s.backlog,
-            **settings_record(queue)}
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}/s"
 
 
-def stats_view(found: list[hailq.QueueStats]) -> RenderableType:
-    """One queue as a list of figures; several as one row each."""
+def _secs(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
+
+
+def priority_view(f: QueueFigures) -> RenderableType:
+    """Per priority: wait and handler percentiles, the target, breaches, compliance."""
+    return make_table(
+        ["PRIORITY", "STARTED", "PER S (1M)", "WAIT P50", "WAIT P95", "WAIT P99",
+         "HANDLER P50", "HANDLER P95", "HANDLER P99", "SLO", "BREACHES", "BREACHES (5M)",
+         "COMPLIANCE"],
+        [[p.priority, p.started, f"{p.started_per_second_1m:.2f}", _secs(p.wait_p50),
+          _secs(p.wait_p95), _secs(p.wait_p99), _secs(p.handler_p50), _secs(p.handler_p95),
+          _secs(p.handler_p99), "-" if p.slo is None else f"{p.slo:g}s", p.breaches,
+          p.breaches_5m,
+          "-" if p.compliance is None else f"{p.compliance * 100:.2f}%"]
+         for p in f.priorities],
+        title=f"per priority ({f.queue})",
+        empty="nothing measured yet (no worker ran)")
+
+
+def stats_view(found: list[QueueFigures]) -> RenderableType:
+    """One queue as a list of figures and its priorities; several as one row each."""
     if len(found) == 1:
-        s = found[0]
+        f = found[0]
+        s, r = f.stats, f.rates
         rows: list[list[Any]] = [
             ["ready", s.ready], ["scheduled", s.scheduled], ["in flight", s.in_flight],
             ["blocked", s.blocked], ["dead", s.dead], ["backlog", s.backlog],
             ["oldest ready", age(s.oldest_ready_age)],
             *[[c.replace("_", " "), getattr(s, c)] for c in COUNTERS],
+            ["sent per s (1m / 5m)", f"{_rate(r.sent_1m)} / {_rate(r.sent_5m)}"],
+            ["acked per s (1m / 5m)", f"{_rate(r.acked_1m)} / {_rate(r.acked_5m)}"],
+            ["dead-lettered per s (1m / 5m)",
+             f"{_rate(r.dead_lettered_1m)} / {_rate(r.dead_lettered_5m)}"],
+            ["workers", f"{f.workers} x {f.concurrency} slot(s)"],
+            ["handler time (mean)", _secs(f.handler_time)],
+            ["desired workers", f.desired_workers],
             ["parked keys", ", ".join(s.parked_keys) or "-"],
             ["paused", "yes" if s.paused else "no"],
         ]
-        return make_table(["FIGURE", "VALUE"], rows, title=f"queue {s.queue}")
+        return Group(make_table(["FIGURE", "VALUE"], rows, title=f"queue {s.queue}"),
+                     priority_view(f))
     return make_table(
         ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST",
-         *[c.replace("_", " ").upper() for c in COUNTERS], "PARKED KEYS", "PAUSED"],
-        [[s.queue, s.ready, s.scheduled, s.in_flight, s.blocked, s.dead,
-          age(s.oldest_ready_age), *[getattr(s, c) for c in COUNTERS],
-          ", ".join(s.parked_keys) or "-", "paused" if s.paused else "-"] for s in found],
+         *[c.replace("_", " ").upper() for c in COUNTERS], "SENT/S", "ACKED/S", "WORKERS",
+         "DESIRED", "PARKED KEYS"],
+        [[f.queue, f.stats.ready, f.stats.scheduled, f.stats.in_flight, f.stats.blocked,
+          f.stats.dead, age(f.stats.oldest_ready_age), *[getattr(f.stats, c) for c in COUNTERS],
+          _rate(f.rates.sent_1m), _rate(f.rates.acked_1m), f.workers, f.desired_workers,
+          ", ".join(f.stats.parked_keys) or "-"] for f in found],
         empty="no queues yet")
 
 

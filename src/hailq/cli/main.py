@@ -19,6 +19,7 @@ import hailq
 from hailq.cli import (
     commands_admin,
     commands_dead,
+    commands_metrics,
     commands_operate,
     commands_queues,
     commands_send,
@@ -32,6 +33,8 @@ LAZY_COMMANDS = {
     "worker": ("hailq.cli.worker", "worker_command"),
     "bench": ("hailq.bench.command", "bench_command"),
     "demo": ("hailq.demo.command", "demo_command"),
+    "schedules": ("hailq.cli.commands_schedules", "schedules"),
+    "scheduler": ("hailq.cli.commands_schedules", "scheduler"),
 }
 
 
@@ -102,7 +105,7 @@ def cli() -> None:
 
 
 for _module in (commands_send, commands_queues, commands_dead, commands_topics, commands_admin,
-                commands_operate):
+                commands_metrics, commands_operate):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -35,6 +35,11 @@ from hailq.url import parse_url
                    "messages are given back.")
 @click.option("--poll", type=Finite(0.01, 60), default=1.0, show_default=True,
               help="Longest single long-poll wait in seconds (wake-ups come sooner).")
+@click.option("--metrics-port", "metrics", metavar="[HOST:]PORT",
+              help="Serve this process's own series (handler time, slots busy) at /metrics "
+                   "and answer probes at /healthz (loops run) and /readyz (takes work) on "
+                   "PORT, every interface unless HOST is given. Queue-wide figures come from "
+                   "'hailq metrics'. Thread pool only.")
 @click.option("--time-limit", type=Finite(0.001, 7 * 86400), default=None, metavar="SECONDS",
               help="Fail an attempt whose handler runs longer than this (a retry, dead after "
                    "the last attempt); for handlers without a time_limit of their own. "
@@ -42,10 +47,14 @@ from hailq.url import parse_url
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
               default="INFO", show_default=True)
+@click.option("--no-scheduler", "no_scheduler", is_flag=True,
+              help="Do not send periodic messages from this worker (by default every "
+                   "worker runs a scheduler; each slot is sent once however many run).")
 @common_options
 def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
-                   time_limit: float | None, log_level: str) -> int:
+                   metrics: str | None, time_limit: float | None, log_level: str,
+                   no_scheduler: bool) -> int:
     """Run the handlers of TARGET (module:function or module:app) until stopped.
 
     A handler takes the received message. It acks by returning, nacks with the
@@ -64,6 +73,10 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
         weight_map = parse_weights(weights) if weights else {}
     except hailq.InvalidArgument as exc:
         raise click.BadParameter(str(exc), param_hint="--weights") from None
+    address = metrics_address(metrics) if metrics is not None else None
+    if address is not None and pool == "process":
+        raise click.UsageError("--metrics-port goes with --pool thread only (not yet with "
+                               "--pool process)")
     app = current_app()
     url = worker_url(app.url)
     level = log_level.upper()
@@ -71,7 +84,7 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map,
                       concurrency=1 if pool == "process" else concurrency, grace=grace,
                       poll=poll, log_level=level, json_logs=app.out.json,
-                      time_limit=time_limit)
+                      time_limit=time_limit, scheduler=not no_scheduler, metrics=address)
     if pool == "process":
         if concurrency > MAX_PROCESSES:
             raise click.BadParameter(f"at most {MAX_PROCESSES} with --pool process (one "
@@ -81,6 +94,15 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     spec.handlers()  # import and check before connecting
     spec.run()
     return 0
+
+
+def metrics_address(value: str) -> tuple[str, int]:
+    """``PORT`` (every interface) or ``HOST:PORT``; BadParameter otherwise."""
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"give PORT or HOST:PORT, such as 9465, got {value!r}",
+                                 param_hint="--metrics-port")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def worker_url(url: str) -> str:

@@ -7,12 +7,17 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hailq._time import Duration
+from hailq.codec import Body
 from hailq.errors import InvalidArgument
 from hailq.queue import Message
 from hailq.runtime.timelimit import check_time_limit
 from hailq.settings import QueueSettings, check_name
+
+if TYPE_CHECKING:
+    from hailq.schedule import Periodic
 
 Handler = Callable[[Message], Any]
 """A handler takes the received ``hailq.Message``; it may be a plain function or ``async def``.
@@ -51,6 +56,7 @@ class App:
     def __init__(self, name: str = "hailq") -> None:
         self.name = name
         self._routes: dict[str, Route] = {}
+        self._periodics: dict[str, Periodic] = {}
 
     def handler(self, queue: str, *, time_limit: float | None = None,
                 **settings: Any) -> Callable[[Handler], Handler]:
@@ -74,6 +80,32 @@ class App:
             **settings: Any) -> None:
         """Register ``function`` for ``queue`` without the decorator."""
         self.handler(queue, time_limit=time_limit, **settings)(function)
+
+    def periodic(self, cron: str | None = None, *, every: Duration | None = None, queue: str,
+                 body: Body, name: str | None = None, timezone: str = "UTC",
+                 catch_up: int = 0, headers: dict[str, str] | None = None,
+                 priority: int = 0) -> Periodic:
+        """Declare a periodic message (SPEC rule 35): ``body`` is sent to ``queue`` at each
+        slot of the 5-field ``cron`` expression in ``timezone``, or every ``every``
+        seconds. Every worker of this app runs a scheduler (unless ``--no-scheduler``)
+        and each slot is sent once however many run. The name (by default the queue and
+        the timing) is its identity. Bad values raise InvalidArgument here. See
+        docs/guides/periodic.md."""
+        from hailq.schedule import periodic
+
+        declared = periodic(cron, every=every, queue=queue, body=body, name=name,
+                            timezone=timezone, catch_up=catch_up, headers=headers,
+                            priority=priority)
+        if declared.name in self._periodics:
+            raise InvalidArgument(f"app {self.name!r} already has a schedule named "
+                                  f"{declared.name!r}; give each one its own name=")
+        self._periodics[declared.name] = declared
+        return declared
+
+    @property
+    def periodics(self) -> list[Periodic]:
+        """The schedules declared with ``periodic``, in order."""
+        return list(self._periodics.values())
 
     @property
     def queues(self) -> list[str]:

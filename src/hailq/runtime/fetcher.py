@@ -48,6 +48,11 @@ class Fetcher:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """Whether the fetch loop runs (a worker's liveness probe asks)."""
+        return self._thread.is_alive()
+
     def join(self, timeout: float) -> bool:
         """Wait for the loop to end (it ends within one wait after a stop); True if it did."""
         self._thread.join(timeout)

@@ -67,6 +67,8 @@ class WorkerSpec:
     log_level: str = "INFO"
     json_logs: bool = False
     time_limit: float | None = None
+    scheduler: bool = True  # run a scheduler of periodic messages beside the consumers
+    metrics: tuple[str, int] | None = None  # --metrics-port: this process's series, probes
 
     def handlers(self) -> App:
         """Import the target and check it against the queues; InvalidArgument if they clash."""
@@ -99,7 +101,11 @@ class WorkerSpec:
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
                    registry_interval=self.registry_interval, time_limit=self.time_limit,
-                   stuck="exit" if child else "replace").run(signals=signals)
+                   stuck="exit" if child else "replace",
+                   scheduler=self.scheduler,
+                   metrics_port=None if self.metrics is None else self.metrics[1],
+                   metrics_host="0.0.0.0" if self.metrics is None else self.metrics[0],
+                   ).run(signals=signals)
 
 
 def _child_main(spec: WorkerSpec, supervisor: int) -> None:

@@ -31,6 +31,8 @@ from typing import Literal
 
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
+from hailq.observe.process import ProcessSeries, ProcessServer
+from hailq.observe.recorder import FigureRecorder
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
 from hailq.runtime.app import App, Handler, app_for
@@ -42,6 +44,7 @@ from hailq.runtime.logs import about
 from hailq.runtime.order import Order, StrictOrder, WeightedOrder
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
+from hailq.runtime.scheduler import Scheduler
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT, Running, Watchdog, check_time_limit
 
@@ -62,12 +65,17 @@ class Worker:
     ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT, when run in the main
     thread) and the two-stage shutdown are done. ``poll`` is the longest a
     long-poll waits before the worker looks again; ``registry_interval`` how
-    often it records itself in the worker registry.
+    often it records itself in the worker registry. ``metrics_port`` (with
+    ``metrics_host``, every interface by default) serves this process's own series and
+    its probes (``hailq/observe/process.py``); None serves nothing.
 
     ``time_limit`` (seconds) applies to handlers registered without one of their
     own: past it the attempt fails with a "time limit" error. A plain handler's
     thread that does not stop then is replaced by a new one (``stuck="replace"``),
     or, with ``stuck="exit"`` (the process pool's children), ends the process.
+
+    With ``scheduler`` (the default) it also runs a scheduler that sends periodic
+    messages (its app's and every other stored schedule's; ``hailq.runtime.scheduler``).
     """
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
@@ -75,7 +83,9 @@ class Worker:
                  concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
                  registry_interval: float = 3.0, worker_id: str | None = None,
                  time_limit: float | None = None,
-                 stuck: Literal["replace", "exit"] = "replace") -> None:
+                 stuck: Literal["replace", "exit"] = "replace",
+                 scheduler: bool = True,
+                 metrics_port: int | None = None, metrics_host: str = "0.0.0.0") -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
@@ -105,6 +115,8 @@ class Worker:
         self._inflight = InFlight(concurrency)
         self._queues: dict[str, Queue] = {}
         self.tally = Tally()
+        self.scheduler = scheduler  # run a scheduler (rule 35) beside the consumers
+        self.metrics_address = None if metrics_port is None else (metrics_host, metrics_port)
 
     # -- control -----------------------------------------------------------------------
 
@@ -197,6 +209,8 @@ class Worker:
         running = Running(message, limit)
         services.watchdog.watch(running)
         error: BaseException | None = None
+        waited = services.figures.now() - message.available_at  # rule 25: wait and run
+        began = time.monotonic()
         try:
             try:
                 call_handler(handler, message, services.loop, running)
@@ -204,6 +218,8 @@ class Worker:
                 running.finish()
         except BaseException as exc:  # a handler's failure, whatever it is, fails the message
             error = exc
+        services.figures.observe(message.queue, message.priority, waited,
+                                 time.monotonic() - began, error is None)
         services.watchdog.forget(running)
         services.keeper.release(message)
         if not self._inflight.settle(message):
@@ -358,6 +374,17 @@ class _Services:
         self.loop = LoopThread()
         self.keeper = LeaseKeeper()
         self.acks = AckBatcher(worker._queues)
+        self.server: ProcessServer | None = None
+        series = None
+        if worker.metrics_address is not None:
+            series = ProcessSeries(worker.concurrency, lambda: worker.in_flight)
+            self.server = ProcessServer(
+                *worker.metrics_address, series,
+                alive=lambda: self.fetcher.alive or worker.state == "draining",
+                ready=lambda: worker.state == "running" and self.fetcher.alive)
+        self.figures = FigureRecorder(broker, list(worker.order.queues),
+                                      lambda q: worker._queues[q].settings.slo,
+                                      process=series)
         self.slots = SlotPool(worker.concurrency)
         self.registry = RegistryReporter(
             broker, worker_id=worker.worker_id, queues=worker.order.queues,
@@ -368,21 +395,32 @@ class _Services:
                                poll=worker.poll, acks=self.acks)
         self.watchdog = Watchdog(lambda running: worker._expire(running, self))
         self.begun = time.monotonic()
+        self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
 
     def start(self) -> None:
         self.watchdog.start()
         self.keeper.start()
         self.acks.start()
+        self.figures.start()
+        if self.server is not None:
+            self.server.start()
         self.slots.start()
         self.registry.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
 
     def close(self) -> None:
         self.watchdog.close()
         self.acks.close()
+        self.figures.close()
+        if self.server is not None:
+            self.server.close()
         self.keeper.close()
         self.slots.close()
         self.loop.close()
         self.registry.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
 
 
 def _last_line(text: str | None) -> str:

@@ -8,7 +8,10 @@ acks relax their own transaction's commit, since losing one to a crash only
 causes a redelivery. Connection failures (a restarted server, killed sessions)
 are retried on fresh connections for a few seconds, then reported as
 StorageError; a call whose outcome the failure left unknown is never re-run
-blindly (see ``core.Dialect.work``).
+blindly (see ``core.Dialect.work``). No call outlives its ``timeout``
+(``deadline.py``). Nothing relies on session state, so a transaction pooler
+(PgBouncer) may hand each statement to another server connection; through one,
+prepared statements are off and LISTEN takes a direct connection or none.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
-from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
+from hailq.backends.dialect import Acked, Dialect, Outcome, OutcomeUnknown, Tx
+from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, SchemaError, StorageError
@@ -41,6 +46,9 @@ _RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failures
+# Seconds a direct connection may take to name why the pool has none; past the deadline
+# less than this, the call fails without it.
+_PROBE_TAKES = 2.0
 _WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
 
 
@@ -65,21 +73,24 @@ def _channel(schema: str) -> str:
 class _Tx(Tx):
     """A pooled connection at work: statements autocommit unless inside ``atomic()``."""
 
-    __slots__ = ("_q", "conn", "joined", "now")
+    __slots__ = ("_prepare", "_q", "conn", "joined", "now")
     conn: psycopg.Connection[Any]
 
     def __init__(self, conn: psycopg.Connection[Any], q: dict[str, str],
-                 joined: bool = False) -> None:
+                 joined: bool = False, prepare: bool | None = None) -> None:
         self.conn = conn
         self.now = None  # statements read the database's clock (rule 11)
         self.joined = joined
         self._q = q
+        # False: never prepared, on a caller's connection too (a transaction pooler);
+        # None: as the connection's prepare_threshold says.
+        self._prepare = prepare
 
     def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
-        return self.conn.execute(self._q[name], params).fetchall()
+        return self.conn.execute(self._q[name], params, prepare=self._prepare).fetchall()
 
     def exec(self, name: str, params: Mapping[str, Any]) -> int:
-        return int(self.conn.execute(self._q[name], params).rowcount)
+        return int(self.conn.execute(self._q[name], params, prepare=self._prepare).rowcount)
 
     def has(self, name: str) -> bool:
         return name in self._q
@@ -96,8 +107,19 @@ class PostgresDialect(Dialect):
     acks_plain_apart = True  # statements autocommit: a key-less ack is one round trip
 
     def __init__(self, conninfo: str, *, display: str, schema: str = "hailq",
-                 pool_size: int = 10, poll_interval: float = 1.0) -> None:
-        self._conninfo = conninfo
+                 pool_size: int = 10, poll_interval: float = 1.0, timeout: float = 30.0,
+                 prepare: bool = True, listen: str | None = "") -> None:
+        """``timeout``: seconds any call may take, retries included (rule 31).
+        ``prepare``: let psycopg prepare statements it runs often (not through a
+        transaction pooler). ``listen``: where LISTEN connects: "" the same URL, a URL of
+        its own (a direct one, past a pooler), or None for none (waiters poll)."""
+        self._timeout = float(timeout)
+        self._conninfo = with_defaults(conninfo, self._timeout)
+        self._connect_timeout = int(str(conninfo_to_dict(self._conninfo)["connect_timeout"]))
+        self._listen_to = (None if listen is None
+                           else with_defaults(listen or conninfo, self._timeout))
+        self._prepare = prepare
+        self._watchdog = Watchdog()
         self.url_for_display = display
         self.schema = _check_schema(schema)
         self._pool_size = max(int(pool_size), 1)
@@ -129,65 +151,94 @@ class PostgresDialect(Dialect):
             # A backend dropped without close() closes what it opened when it is
             # collected, never leaving it to the pools' own __del__: collected in one of
             # their threads, that one tried to join itself.
-            self._owned = _Owned([self._durable, self._fast])
+            self._owned = _Owned([self._watchdog, self._durable, self._fast])
             weakref.finalize(self, self._owned.close)
         return self._durable, self._fast
 
-    def _probe(self) -> None:
+    def _probe(self, within: float | None = None) -> None:
         """Connect once directly, so a wrong host, role or database fails at once and
-        clearly instead of after the pool's patient retries."""
+        clearly instead of after the pool's patient retries; trying each host for at most
+        ``within`` seconds (libpq's least is 2) where given."""
+        limit = self._connect_timeout if within is None else min(
+            self._connect_timeout, max(2, int(within)))
         try:
-            psycopg.connect(self._conninfo, connect_timeout=5).close()
+            psycopg.connect(self._conninfo, connect_timeout=limit).close()
         except psycopg.Error as exc:
             raise self._storage_error(exc) from None
 
     def _make_pool(self, name: str) -> ConnectionPool:
         # No session settings: through a transaction pooler they would stay on a server
-        # connection that another client's transaction gets next.
+        # connection that another client's transaction gets next. Nor, there, prepared
+        # statements: the next statement of this connection may run on another one.
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if not self._prepare:
+            kwargs["prepare_threshold"] = None
         return ConnectionPool(
-            self._conninfo, min_size=1, max_size=self._pool_size, open=True,
-            kwargs={"autocommit": True, "connect_timeout": 5},
-            name=f"hailq-{name}", timeout=5, reconnect_timeout=0)
+            self._conninfo, min_size=1, max_size=self._pool_size, open=True, kwargs=kwargs,
+            name=f"hailq-{name}", timeout=min(5.0, self._timeout), reconnect_timeout=0)
 
     def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T],
-              rerun: Callable[[psycopg.Connection[Any]], T] | None = None) -> T:
+              rerun: Callable[[psycopg.Connection[Any]], T] | None = None,
+              writes: bool = True) -> T:
         """Run ``fn`` on a pooled connection; retry on fresh ones after connection failures
-        (a restarted server, killed sessions) for up to ``_RETRY_FOR`` seconds.
+        (a restarted server, killed sessions) for up to ``_RETRY_FOR`` seconds. The whole
+        call, retries included, ends within ``timeout`` seconds (rule 31): past it the
+        watchdog drops the connection and the call fails, naming the deadline.
 
         A failure after ``fn`` started leaves its outcome unknown: its commit may have
         gone through before the connection broke. Such a call is never re-run blindly:
         the retry runs ``rerun`` (which finds out what the first try did) where given,
-        else ``fn`` again, for calls whose re-run cannot change an outcome twice."""
-        deadline = time.monotonic() + _RETRY_FOR
+        else ``fn`` again, for calls whose re-run cannot change an outcome twice. If it
+        fails for good, a call that ``writes`` raises OutcomeUnknown."""
+        now = time.monotonic()
+        deadline = now + self._timeout
+        retry_until = now + min(_RETRY_FOR, self._timeout)
         delay = 0.05
         started = False
         while True:
             pool = self._pools()[0 if durable else 1]
+            watch = None
             try:
-                with pool.connection(timeout=max(deadline - time.monotonic(), 0.5)) as conn:
+                wait = max(min(retry_until, deadline) - time.monotonic(), 0.5)
+                with pool.connection(timeout=wait) as conn, \
+                        self._watchdog.watch(conn, deadline) as watch:
                     if started and rerun is not None:
                         return rerun(conn)
                     started = True
                     return fn(conn)
             except psycopg.OperationalError as exc:
-                if time.monotonic() + delay >= deadline:
+                if watch is not None and watch.fired:
+                    raise self._timed_out(started and writes) from None
+                if time.monotonic() + delay >= min(retry_until, deadline):
                     if isinstance(exc, PoolTimeout):
-                        self._probe()  # names the cause (refused, unknown host...) if it can
-                    raise self._storage_error(exc) from None
+                        if deadline - time.monotonic() < _PROBE_TAKES:
+                            raise StorageError(
+                                f"PostgreSQL {self.url_for_display}: no connection within "
+                                f"{self._timeout:g} s (the URL's timeout option)") from None
+                        # Names the cause (refused, unknown host...) if it can.
+                        self._probe(deadline - time.monotonic())
+                    raise self._storage_error(exc, started and writes) from None
                 pool.check()  # drop every broken idle connection, not just this one
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
             except psycopg.Error as exc:
                 raise self._storage_error(exc) from None
 
-    def _storage_error(self, exc: BaseException) -> StorageError:
+    def _storage_error(self, exc: BaseException, unknown: bool = False) -> StorageError:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return StorageError(f"PostgreSQL {self.url_for_display}: {text}")
+        cause = f"PostgreSQL {self.url_for_display}: {text}"
+        return OutcomeUnknown(cause) if unknown else StorageError(cause)
 
-    def _listen(self) -> Listener:
+    def _timed_out(self, unknown: bool) -> StorageError:
+        cause = (f"PostgreSQL {self.url_for_display}: no answer within {self._timeout:g} s "
+                 "(the URL's timeout option); the connection was dropped")
+        return OutcomeUnknown(cause) if unknown else StorageError(cause)
+
+    def _listen(self) -> Listener | None:
+        """The LISTEN connection's keeper; None when listening is off (listen=off)."""
         self._pools()
-        if self._listener is None:
-            self._listener = Listener(self._conninfo, self.channel)
+        if self._listener is None and self._listen_to is not None:
+            self._listener = Listener(self._listen_to, self.channel)
             self._owned.items.append(self._listener)
         return self._listener
 
@@ -268,7 +319,7 @@ class PostgresDialect(Dialect):
                 sql.Identifier(self.schema), sql.Identifier(table))).fetchone()
             return int(row[0]) if row else 0
 
-        return self._call(False, run)
+        return self._call(False, run, writes=False)
 
     def clock_now(self) -> float:
         def now(conn: psycopg.Connection[Any]) -> float:
@@ -276,7 +327,7 @@ class PostgresDialect(Dialect):
             assert row is not None
             return float(row[0])
 
-        return self._call(False, now)
+        return self._call(False, now, writes=False)
 
     # -- units of work -----------------------------------------------------------------
 
@@ -287,23 +338,38 @@ class PostgresDialect(Dialect):
                           None if rerun is None else lambda conn: rerun(_Tx(conn, q)))
 
     def read(self, fn: Callable[[Tx], T]) -> T:
-        return self._call(False, lambda conn: fn(_Tx(conn, self._q)))
+        return self._call(False, lambda conn: fn(_Tx(conn, self._q)), writes=False)
 
     def joined(self, connection: Any, fn: Callable[[Tx], T]) -> T:
         conn = self._check_foreign(connection)
         try:
-            return fn(_Tx(conn, self._q_durable, joined=True))
+            return fn(_Tx(conn, self._q_durable, joined=True,
+                          prepare=None if self._prepare else False))
         except psycopg.Error as exc:
             raise self._storage_error(exc) from None
 
     @contextmanager
     def effect(self) -> Iterator[tuple[Tx, Any]]:
+        # The block, the caller's effect included, has ``timeout`` seconds, and its commit
+        # (or rollback) as long again: a commit that never answers is dropped like any.
         pool = self._pools()[0]
+        watch = None
+        committing = False
         try:
-            with pool.connection() as conn, conn.transaction():
-                yield _Tx(conn, self._q_durable), conn
+            with pool.connection(timeout=min(5.0, self._timeout)) as conn, \
+                    self._watchdog.watch(conn, time.monotonic() + self._timeout) as watch, \
+                    conn.transaction():
+                try:
+                    yield _Tx(conn, self._q_durable), conn
+                except BaseException:
+                    self._watchdog.renew(watch, time.monotonic() + self._timeout)
+                    raise
+                self._watchdog.renew(watch, time.monotonic() + self._timeout)
+                committing = True
         except psycopg.OperationalError as exc:
-            raise self._storage_error(exc) from None
+            if watch is not None and watch.fired:
+                raise self._timed_out(committing) from None
+            raise self._storage_error(exc, committing) from None
 
     def _check_foreign(self, connection: Any) -> psycopg.Connection[Any]:
         if not isinstance(connection, psycopg.Connection):
@@ -393,6 +459,11 @@ class PostgresDialect(Dialect):
         names = list(queues)
         key = tuple(names)
         listener = self._listen()
+        if listener is None:
+            # Nobody listens (listen=off): no registration, so sends never notify for
+            # this process; the next look is at most poll_interval away.
+            time.sleep(max(min(timeout, self._poll_interval), 0.0))
+            return
         before = listener.state(key)
         longest = min(timeout, self._poll_interval)
         found = self._call(False, lambda c: c.execute(self._q["wait_begin"], {
@@ -427,7 +498,7 @@ def PostgresBackend(conninfo: str, **options: Any) -> SqlBackend:
 class _Owned:
     """The pools and listener one backend opened in this process, closed once."""
 
-    def __init__(self, items: list[ConnectionPool | Listener]) -> None:
+    def __init__(self, items: list[ConnectionPool | Listener | Watchdog]) -> None:
         self.items = items
         self._pid = os.getpid()
 
@@ -443,8 +514,8 @@ class _Owned:
             _close_all(items)
 
 
-def _close_all(items: list[ConnectionPool | Listener]) -> None:
-    for item in reversed(items):  # the listener first, then the pools
+def _close_all(items: list[ConnectionPool | Listener | Watchdog]) -> None:
+    for item in reversed(items):  # the listener first, then the pools, then the watchdog
         item.close()
 
 

@@ -71,7 +71,8 @@ class Listener:
         delay = 0.05
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5) as conn:
+                # The conninfo bounds connecting and notices a dead peer (deadline.py).
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
                     self.connected.set()
                     delay = 0.05

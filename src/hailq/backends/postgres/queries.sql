@@ -262,7 +262,7 @@ WITH picked AS (
         lease_until = {schema}.epoch() + %(lease)s
     FROM picked WHERE m.id = picked.id
     RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
-              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key
+              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
 ), counted AS (
     -- Written only when something was redelivered: first deliveries cost nothing here.
     INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
@@ -392,7 +392,7 @@ WITH gone AS (
         lease_until = {schema}.epoch() + %(lease)s
     FROM picked WHERE m.id = picked.id
     RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
-              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key
+              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
 ), redelivered AS (
     INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
     SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
@@ -402,7 +402,8 @@ WITH gone AS (
 SELECT false AS acked, *, NULL::boolean FROM claimed
 UNION ALL
 -- An acked row carries its queue where a claimed one has its key.
-SELECT true, id, token, NULL, NULL, NULL, NULL, queue, NULL, NULL, NULL, NULL, NULL, late
+SELECT true, id, token, NULL, NULL, NULL, NULL, queue, NULL, NULL, NULL, NULL, NULL, NULL,
+       late
 FROM gone;
 
 -- name: message_ack_one
@@ -677,3 +678,133 @@ DELETE FROM {schema}.workers WHERE last_seen < %(before)s;
 -- name: clock_now
 -- PostgreSQL only: the database's clock (SQLite's is the process's).
 SELECT {schema}.epoch();
+
+-- name: rate_take
+-- Rule 33: a claim of a rate-limited queue takes min(n, whole tokens) from the queue's
+-- bucket, refilled at rate tokens a second up to burst; the upsert locks the bucket's row
+-- until the claim commits, so claims of a limited queue take turns (unlimited queues
+-- never run it). A new bucket starts full. Every SET reads the old row.
+INSERT INTO {schema}.rate_buckets AS b (queue, tokens, refilled_at, taken)
+VALUES (%(queue)s, %(burst)s - least(%(n)s, floor(%(burst)s)), {schema}.epoch(),
+        least(%(n)s, floor(%(burst)s)))
+ON CONFLICT (queue) DO UPDATE SET
+    taken = least(%(n)s, floor(least(%(burst)s, b.tokens
+            + greatest(0.0, {schema}.epoch() - b.refilled_at) * %(rate)s))),
+    tokens = least(%(burst)s, b.tokens
+             + greatest(0.0, {schema}.epoch() - b.refilled_at) * %(rate)s)
+             - least(%(n)s, floor(least(%(burst)s, b.tokens
+               + greatest(0.0, {schema}.epoch() - b.refilled_at) * %(rate)s))),
+    refilled_at = greatest(b.refilled_at, {schema}.epoch())
+RETURNING taken;
+
+-- name: rate_return
+-- Tokens a claim took but found no message for go back, in the same transaction.
+UPDATE {schema}.rate_buckets SET tokens = tokens + %(n)s WHERE queue = %(queue)s;
+
+-- name: rate_due
+-- Seconds until the next whole token of each rate-limited queue among the queues (0 or
+-- less: one is there): a limited receiver sleeps that long instead of polling.
+SELECT b.queue,
+       (1.0 - least(q.burst, b.tokens
+        + greatest(0.0, {schema}.epoch() - b.refilled_at) * q.rate_per_second))
+       / q.rate_per_second
+FROM {schema}.rate_buckets AS b JOIN {schema}.queues AS q ON q.name = b.queue
+WHERE b.queue = ANY(%(queues)s::text[]) AND q.rate_per_second IS NOT NULL;
+
+-- name: queue_rate_save
+-- A queue's rate limit as columns the claim reads (NULL: unlimited).
+UPDATE {schema}.queues SET rate_per_second = %(rate)s, burst = %(burst)s
+WHERE name = %(name)s;
+
+-- name: queue_rate
+SELECT rate_per_second, burst FROM {schema}.queues WHERE name = %(queue)s;
+
+-- name: schedule_save
+-- Rule 35: declare a schedule, or update its definition. A new one starts with its
+-- creation time as its last slot, so slots from before it existed never fire; an
+-- existing one keeps its last slot, its pause and its counts.
+INSERT INTO {schema}.schedules AS s (name, queue, cron, every, timezone, catch_up, body,
+                                     body_kind, headers, priority, source, created_at,
+                                     declared_at, last_slot)
+VALUES (%(name)s, %(queue)s, %(cron)s, %(every)s, %(timezone)s, %(catch_up)s, %(body)s,
+        %(body_kind)s, %(headers)s, %(priority)s, %(source)s, %(now)s, %(now)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, cron = excluded.cron,
+    every = excluded.every, timezone = excluded.timezone, catch_up = excluded.catch_up,
+    body = excluded.body, body_kind = excluded.body_kind, headers = excluded.headers,
+    priority = excluded.priority, source = excluded.source,
+    declared_at = greatest(s.declared_at, excluded.declared_at);
+
+-- name: schedule_declare
+-- A running scheduler still declares these (its app's app.periodic): see "declared".
+UPDATE {schema}.schedules SET declared_at = greatest(declared_at, %(now)s)
+WHERE name = ANY(%(names)s::text[]);
+
+-- name: schedule_list
+SELECT name, queue, cron, every, timezone, catch_up, body, body_kind, headers, priority,
+       source, paused, created_at, declared_at, last_slot, fired_at, fired
+FROM {schema}.schedules ORDER BY name;
+
+-- name: schedule_fire
+-- Claim slots: only the scheduler that saw last_slot as it is moves it, in the
+-- transaction that sends the slots' messages, so each slot is sent once however many
+-- schedulers run (a second one waits for the row, then finds it moved).
+UPDATE {schema}.schedules SET last_slot = %(slot)s, fired_at = %(now)s, fired = fired + %(n)s
+WHERE name = %(name)s AND last_slot = %(seen)s AND last_slot < %(slot)s AND NOT paused;
+
+-- name: schedule_pause
+-- A resumed schedule skips the slots of its pause: it goes on from now.
+UPDATE {schema}.schedules SET paused = %(paused)s,
+    last_slot = CASE WHEN %(paused)s THEN last_slot ELSE greatest(last_slot, %(now)s) END
+WHERE name = %(name)s;
+
+-- name: schedule_remove
+DELETE FROM {schema}.schedules WHERE name = %(name)s;
+
+-- name: figures_histogram_add
+-- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
+-- or handler-time histogram grows by what the process saw since its last flush.
+INSERT INTO {schema}.histograms AS h (queue, kind, priority, le, n, total)
+VALUES (%(queue)s, %(kind)s, %(priority)s, %(le)s, %(n)s, %(total)s)
+ON CONFLICT (queue, kind, priority, le) DO UPDATE
+SET n = h.n + excluded.n, total = h.total + excluded.total;
+
+-- name: figures_rate_add
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+INSERT INTO {schema}.rates AS r (queue, slot, priority, started, acked, failed, breaches,
+                                 handler_total)
+VALUES (%(queue)s, floor({schema}.epoch() / 10)::bigint, %(priority)s, %(started)s,
+        %(acked)s, %(failed)s, %(breaches)s, %(handler_total)s)
+ON CONFLICT (queue, slot, priority) DO UPDATE
+SET started = r.started + excluded.started, acked = r.acked + excluded.acked,
+    failed = r.failed + excluded.failed, breaches = r.breaches + excluded.breaches,
+    handler_total = r.handler_total + excluded.handler_total;
+
+-- name: figures_sample
+-- The queue's counters as of now, the first sample of each 10-second slot kept: rates of
+-- sends and deaths without a write per send.
+INSERT INTO {schema}.samples AS s (queue, slot, at, sent, dead_lettered)
+SELECT %(queue)s, floor({schema}.epoch() / 10)::bigint, {schema}.epoch(),
+       coalesce(sum(sent), 0), coalesce(sum(dead_lettered), 0)
+FROM {schema}.counters WHERE queue = %(queue)s
+ON CONFLICT (queue, slot) DO NOTHING;
+
+-- name: figures_prune_rates
+DELETE FROM {schema}.rates WHERE slot < floor({schema}.epoch() / 10)::bigint - 360;
+
+-- name: figures_prune_samples
+DELETE FROM {schema}.samples WHERE slot < floor({schema}.epoch() / 10)::bigint - 360;
+
+-- name: figures_histograms
+SELECT kind, priority, le, n, total FROM {schema}.histograms
+WHERE queue = %(queue)s ORDER BY kind, priority, le;
+
+-- name: figures_rates
+-- The last five minutes and a slot, per slot and priority.
+SELECT slot, priority, started, acked, failed, breaches, handler_total FROM {schema}.rates
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - 310) / 10)::bigint
+ORDER BY slot, priority;
+
+-- name: figures_samples
+SELECT at, sent, dead_lettered FROM {schema}.samples
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - 310) / 10)::bigint
+ORDER BY at;

@@ -11,9 +11,25 @@ dedup queue text NO  NO
 dedup dedup_id text NO  NO
 dedup message_id text NO  NO
 dedup expires_at double precision NO  NO
+desired_workers queue text YES  NO
+desired_workers desired_workers integer YES  NO
+desired_workers ready integer YES  NO
+desired_workers in_flight integer YES  NO
+desired_workers oldest_ready_age double precision YES  NO
+desired_workers arrival_rate double precision YES  NO
+desired_workers handler_time double precision YES  NO
+desired_workers workers integer YES  NO
+desired_workers concurrency integer YES  NO
+desired_workers at double precision YES  NO
 hailq_schema_version version integer NO  NO
 hailq_schema_version name text NO  NO
 hailq_schema_version applied_at timestamp with time zone NO now() NO
+histograms queue text NO  NO
+histograms kind text NO  NO
+histograms priority smallint NO  NO
+histograms le double precision NO  NO
+histograms n bigint NO 0 NO
+histograms total double precision NO 0 NO
 messages seq bigint NO  YES
 messages id text NO  NO
 messages queue text NO  NO
@@ -44,6 +60,42 @@ queues max_attempts integer NO 5 NO
 queues max_in_flight integer YES  NO
 queues aging double precision YES  NO
 queues park boolean NO false NO
+queues rate_per_second double precision YES  NO
+queues burst double precision YES  NO
+rate_buckets queue text NO  NO
+rate_buckets tokens double precision NO  NO
+rate_buckets refilled_at double precision NO  NO
+rate_buckets taken integer NO 0 NO
+rates queue text NO  NO
+rates slot bigint NO  NO
+rates priority smallint NO  NO
+rates started bigint NO 0 NO
+rates acked bigint NO 0 NO
+rates failed bigint NO 0 NO
+rates breaches bigint NO 0 NO
+rates handler_total double precision NO 0 NO
+samples queue text NO  NO
+samples slot bigint NO  NO
+samples at double precision NO  NO
+samples sent bigint NO  NO
+samples dead_lettered bigint NO  NO
+schedules name text NO  NO
+schedules queue text NO  NO
+schedules cron text YES  NO
+schedules every double precision YES  NO
+schedules timezone text NO 'UTC'::text NO
+schedules catch_up integer NO 0 NO
+schedules body bytea NO  NO
+schedules body_kind integer NO  NO
+schedules headers text YES  NO
+schedules priority integer NO 0 NO
+schedules source text NO  NO
+schedules paused boolean NO false NO
+schedules created_at double precision NO  NO
+schedules declared_at double precision NO  NO
+schedules last_slot double precision NO  NO
+schedules fired_at double precision YES  NO
+schedules fired bigint NO 0 NO
 subscriptions topic text NO  NO
 subscriptions queue text NO  NO
 subscriptions filter text YES  NO
@@ -68,6 +120,7 @@ CREATE UNIQUE INDEX counters_pkey ON {schema}.counters USING btree (queue, shard
 CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
 CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)
 CREATE UNIQUE INDEX hailq_schema_version_pkey ON {schema}.hailq_schema_version USING btree (version)
+CREATE UNIQUE INDEX histograms_pkey ON {schema}.histograms USING btree (queue, kind, priority, le)
 CREATE INDEX messages_dead ON {schema}.messages USING btree (queue, dead_at) WHERE (state = 'dead'::text)
 CREATE INDEX messages_key ON {schema}.messages USING btree (queue, ordering_key, seq) WHERE (ordering_key IS NOT NULL)
 CREATE INDEX messages_leased ON {schema}.messages USING btree (queue, lease_until) WHERE (state = 'leased'::text)
@@ -76,6 +129,10 @@ CREATE INDEX messages_ready ON {schema}.messages USING btree (queue, sort_key, s
 CREATE INDEX messages_scheduled ON {schema}.messages USING btree (queue, available_at) WHERE (state = 'scheduled'::text)
 CREATE UNIQUE INDEX queue_ops_pkey ON {schema}.queue_ops USING btree (name)
 CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (name)
+CREATE UNIQUE INDEX rate_buckets_pkey ON {schema}.rate_buckets USING btree (queue)
+CREATE UNIQUE INDEX rates_pkey ON {schema}.rates USING btree (queue, slot, priority)
+CREATE UNIQUE INDEX samples_pkey ON {schema}.samples USING btree (queue, slot)
+CREATE UNIQUE INDEX schedules_pkey ON {schema}.schedules USING btree (name)
 CREATE UNIQUE INDEX subscriptions_pkey ON {schema}.subscriptions USING btree (topic, queue)
 CREATE UNIQUE INDEX topics_pkey ON {schema}.topics USING btree (name)
 CREATE UNIQUE INDEX waiters_pkey ON {schema}.waiters USING btree (queue, waiter)

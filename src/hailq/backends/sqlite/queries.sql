@@ -167,7 +167,7 @@ SELECT count(*) FROM hailq_messages WHERE queue = :queue AND state = 'leased';
 -- a fifth fewer instructions than UPDATE ... RETURNING, which writes its rows to a
 -- temporary table first and hands them back in no particular order.
 SELECT id, :token, body, body_kind, headers, priority, ordering_key, attempt + 1,
-       enqueued_at, :lease_until, seq, sort_key
+       enqueued_at, :lease_until, seq, sort_key, available_at
 FROM hailq_messages
 WHERE queue = :queue AND state = 'ready'
 ORDER BY sort_key, seq
@@ -498,3 +498,128 @@ FROM hailq_workers ORDER BY started_at, id;
 
 -- name: worker_prune
 DELETE FROM hailq_workers WHERE last_seen < :before;
+
+-- name: rate_take
+-- Rule 33: a claim of a rate-limited queue takes min(:n, whole tokens) from the queue's
+-- bucket, refilled at :rate tokens a second up to :burst, in the claim's transaction;
+-- returns how many it took. A new bucket starts full. Every SET reads the old row.
+INSERT INTO hailq_rate_buckets (queue, tokens, refilled_at, taken)
+VALUES (:queue, :burst - min(:n, CAST(:burst AS INTEGER)), :now,
+        min(:n, CAST(:burst AS INTEGER)))
+ON CONFLICT (queue) DO UPDATE SET
+    taken = min(:n, CAST(min(:burst, tokens + max(0.0, :now - refilled_at) * :rate)
+                         AS INTEGER)),
+    tokens = min(:burst, tokens + max(0.0, :now - refilled_at) * :rate)
+             - min(:n, CAST(min(:burst, tokens + max(0.0, :now - refilled_at) * :rate)
+                            AS INTEGER)),
+    refilled_at = max(refilled_at, :now)
+RETURNING taken;
+
+-- name: rate_return
+-- Tokens a claim took but found no message for go back, in the same transaction.
+UPDATE hailq_rate_buckets SET tokens = tokens + :n WHERE queue = :queue;
+
+-- name: rate_due
+-- Seconds until the next whole token of each rate-limited queue among :queues (0 or less:
+-- one is there): a limited receiver sleeps that long instead of polling.
+SELECT b.queue,
+       (1.0 - min(q.burst, b.tokens + max(0.0, :now - b.refilled_at) * q.rate_per_second))
+       / q.rate_per_second
+FROM hailq_rate_buckets AS b JOIN hailq_queues AS q ON q.name = b.queue
+WHERE b.queue IN (SELECT value FROM json_each(:queues)) AND q.rate_per_second IS NOT NULL;
+
+-- name: queue_rate_save
+-- A queue's rate limit as columns the claim reads (NULL: unlimited).
+UPDATE hailq_queues SET rate_per_second = :rate, burst = :burst WHERE name = :name;
+
+-- name: queue_rate
+SELECT rate_per_second, burst FROM hailq_queues WHERE name = :queue;
+
+-- name: schedule_save
+-- Rule 35: declare a schedule, or update its definition. A new one starts with its
+-- creation time as its last slot, so slots from before it existed never fire; an
+-- existing one keeps its last slot, its pause and its counts.
+INSERT INTO hailq_schedules (name, queue, cron, every, timezone, catch_up, body, body_kind,
+                             headers, priority, source, created_at, declared_at, last_slot)
+VALUES (:name, :queue, :cron, :every, :timezone, :catch_up, :body, :body_kind, :headers,
+        :priority, :source, :now, :now, :now)
+ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, cron = excluded.cron,
+    every = excluded.every, timezone = excluded.timezone, catch_up = excluded.catch_up,
+    body = excluded.body, body_kind = excluded.body_kind, headers = excluded.headers,
+    priority = excluded.priority, source = excluded.source,
+    declared_at = max(declared_at, excluded.declared_at);
+
+-- name: schedule_declare
+-- A running scheduler still declares these (its app's app.periodic): see "declared".
+UPDATE hailq_schedules SET declared_at = max(declared_at, :now)
+WHERE name IN (SELECT value FROM json_each(:names));
+
+-- name: schedule_list
+SELECT name, queue, cron, every, timezone, catch_up, body, body_kind, headers, priority,
+       source, paused, created_at, declared_at, last_slot, fired_at, fired
+FROM hailq_schedules ORDER BY name;
+
+-- name: schedule_fire
+-- Claim slots: only the scheduler that saw last_slot as it is moves it, in the
+-- transaction that sends the slots' messages, so each slot is sent once however many
+-- schedulers run.
+UPDATE hailq_schedules SET last_slot = :slot, fired_at = :now, fired = fired + :n
+WHERE name = :name AND last_slot = :seen AND last_slot < :slot AND paused = 0;
+
+-- name: schedule_pause
+-- A resumed schedule skips the slots of its pause: it goes on from now.
+UPDATE hailq_schedules SET paused = :paused,
+    last_slot = CASE WHEN :paused THEN last_slot ELSE max(last_slot, :now) END
+WHERE name = :name;
+
+-- name: schedule_remove
+DELETE FROM hailq_schedules WHERE name = :name;
+
+-- name: figures_histogram_add
+-- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
+-- or handler-time histogram grows by what the process saw since its last flush.
+INSERT INTO hailq_histograms (queue, kind, priority, le, n, total)
+VALUES (:queue, :kind, :priority, :le, :n, :total)
+ON CONFLICT (queue, kind, priority, le) DO UPDATE
+SET n = n + excluded.n, total = total + excluded.total;
+
+-- name: figures_rate_add
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+INSERT INTO hailq_rates (queue, slot, priority, started, acked, failed, breaches,
+                         handler_total)
+VALUES (:queue, CAST(:now / 10 AS INTEGER), :priority, :started, :acked, :failed,
+        :breaches, :handler_total)
+ON CONFLICT (queue, slot, priority) DO UPDATE
+SET started = started + excluded.started, acked = acked + excluded.acked,
+    failed = failed + excluded.failed, breaches = breaches + excluded.breaches,
+    handler_total = handler_total + excluded.handler_total;
+
+-- name: figures_sample
+-- The queue's counters as of now, the first sample of each 10-second slot kept: rates of
+-- sends and deaths without a write per send.
+INSERT INTO hailq_samples (queue, slot, at, sent, dead_lettered)
+SELECT :queue, CAST(:now / 10 AS INTEGER), :now, coalesce(sum(sent), 0),
+       coalesce(sum(dead_lettered), 0)
+FROM hailq_counters WHERE queue = :queue
+ON CONFLICT (queue, slot) DO NOTHING;
+
+-- name: figures_prune_rates
+DELETE FROM hailq_rates WHERE slot < CAST(:now / 10 AS INTEGER) - 360;
+
+-- name: figures_prune_samples
+DELETE FROM hailq_samples WHERE slot < CAST(:now / 10 AS INTEGER) - 360;
+
+-- name: figures_histograms
+SELECT kind, priority, le, n, total FROM hailq_histograms
+WHERE queue = :queue ORDER BY kind, priority, le;
+
+-- name: figures_rates
+-- The last five minutes and a slot, per slot and priority.
+SELECT slot, priority, started, acked, failed, breaches, handler_total FROM hailq_rates
+WHERE queue = :queue AND slot >= CAST((:now - 310) / 10 AS INTEGER)
+ORDER BY slot, priority;
+
+-- name: figures_samples
+SELECT at, sent, dead_lettered FROM hailq_samples
+WHERE queue = :queue AND slot >= CAST((:now - 310) / 10 AS INTEGER)
+ORDER BY at;

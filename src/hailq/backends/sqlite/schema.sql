@@ -36,6 +36,17 @@ CREATE TABLE hailq_dedup (
     PRIMARY KEY (queue, dedup_id)
 ) WITHOUT ROWID;
 
+-- table hailq_histograms
+CREATE TABLE hailq_histograms (
+    queue TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    le REAL NOT NULL,
+    n INTEGER NOT NULL DEFAULT 0,
+    total REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, kind, priority, le)
+) WITHOUT ROWID;
+
 -- table hailq_messages
 CREATE TABLE hailq_messages (
     seq INTEGER PRIMARY KEY,
@@ -71,7 +82,59 @@ CREATE TABLE hailq_queues (
     name TEXT PRIMARY KEY,
     settings TEXT NOT NULL,
     created_at REAL NOT NULL
-, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0);
+, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL);
+
+-- table hailq_rate_buckets
+CREATE TABLE hailq_rate_buckets (
+    queue TEXT PRIMARY KEY,
+    tokens REAL NOT NULL,          -- tokens left as of refilled_at
+    refilled_at REAL NOT NULL,
+    taken INTEGER NOT NULL DEFAULT 0  -- what the last claim took (its statement returns it)
+) WITHOUT ROWID;
+
+-- table hailq_rates
+CREATE TABLE hailq_rates (
+    queue TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    priority INTEGER NOT NULL,
+    started INTEGER NOT NULL DEFAULT 0,
+    acked INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    breaches INTEGER NOT NULL DEFAULT 0,
+    handler_total REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, slot, priority)
+) WITHOUT ROWID;
+
+-- table hailq_samples
+CREATE TABLE hailq_samples (
+    queue TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    at REAL NOT NULL,
+    sent INTEGER NOT NULL,
+    dead_lettered INTEGER NOT NULL,
+    PRIMARY KEY (queue, slot)
+) WITHOUT ROWID;
+
+-- table hailq_schedules
+CREATE TABLE hailq_schedules (
+    name TEXT PRIMARY KEY,
+    queue TEXT NOT NULL,
+    cron TEXT,                     -- a cron expression, or NULL with every
+    every REAL,                    -- seconds between slots, or NULL with cron
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    catch_up INTEGER NOT NULL DEFAULT 0,
+    body BLOB NOT NULL,
+    body_kind INTEGER NOT NULL,
+    headers TEXT,
+    priority INTEGER NOT NULL DEFAULT 0,
+    source TEXT NOT NULL,          -- 'app' (app.periodic) or 'broker' (broker.schedule)
+    paused INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    declared_at REAL NOT NULL,     -- last time a running scheduler declared it
+    last_slot REAL NOT NULL,       -- the last slot sent (its creation time at first)
+    fired_at REAL,
+    fired INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
 
 -- table hailq_schema
 CREATE TABLE hailq_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);

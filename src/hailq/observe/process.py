@@ -1,0 +1,92 @@
+"""A worker process's own series and probes (``hailq worker --metrics-port``).
+
+Only what belongs to this process: its handler time, its outcomes, its slots and
+how many are busy. The queue-wide figures come from the exporter (``hailq
+metrics``), so summing this over pods never double-counts a queue gauge. The same
+port answers Kubernetes' probes: ``/healthz`` while the worker's loops run (also
+while it drains: killing a draining worker would cut its grace short), ``/readyz``
+while it takes new work.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from hailq.observe.histogram import DEFAULT_BOUNDS
+from hailq.observe.prometheus import CONTENT_TYPE
+
+log = logging.getLogger("hailq.worker")
+
+
+class ProcessSeries:
+    """This process's series in a registry of its own."""
+
+    def __init__(self, concurrency: int, busy: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry()
+        self._handler = Histogram(
+            "hailq_worker_handler_seconds", "Seconds a handler of this process ran.",
+            ["queue"], buckets=DEFAULT_BOUNDS, registry=self.registry)
+        self._messages = Counter(
+            "hailq_worker_messages", "Messages this process handled, by outcome.",
+            ["queue", "outcome"], registry=self.registry)
+        Gauge("hailq_worker_slots", "Handler slots of this process.",
+              registry=self.registry).set(concurrency)
+        Gauge("hailq_worker_slots_busy", "Handler slots of this process running a handler.",
+              registry=self.registry).set_function(lambda: float(busy()))
+
+    def observe(self, queue: str, handler: float, ok: bool) -> None:
+        self._handler.labels(queue).observe(handler)
+        self._messages.labels(queue, "ok" if ok else "failed").inc()
+
+
+class ProcessServer:
+    """Serves /metrics, /healthz and /readyz on ``host:port`` in a daemon thread."""
+
+    def __init__(self, host: str, port: int, series: ProcessSeries, *,
+                 alive: Callable[[], bool], ready: Callable[[], bool]) -> None:
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "hailq-worker"
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, CONTENT_TYPE, generate_latest(series.registry))
+                elif path in ("/healthz", "/readyz"):
+                    ok = alive() if path == "/healthz" else ready()
+                    self._send(200 if ok else 503, "text/plain; charset=utf-8",
+                               b"ok\n" if ok else b"no\n")
+                else:
+                    self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+            def _send(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                log.debug("%s " + format, self.address_string(), *args)
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.2},
+                                        name="hailq-metrics", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,142 @@
+"""``hailq metrics``: Prometheus text from the official client, scraped and parsed
+(rule 25), and the exporter's /metrics and /desired_workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import hailq
+from hailq.observe.exporter import make_server
+from hailq.observe.prometheus import collect_figures
+from hailq.observe.recorder import FigureRecorder
+
+from .conftest import Hailq
+
+
+def arrange(broker: hailq.Broker) -> None:
+    """claims: 9 sent, 5 ready, 1 in flight, 1 dead; waits recorded for priorities 9, 0."""
+    claims = broker.queue("claims", slo={9: 2, 0: 600}, max_attempts=1)
+    claims.send_many(list(range(8)))
+    for message in claims.receive(max_messages=2):
+        message.ack()
+    claims.send("poison", priority=9)
+    (poison,) = claims.receive()
+    poison.nack(error="boom")
+    claims.receive()
+    recorder = FigureRecorder(broker, ["claims"], lambda name: claims.settings.slo)
+    for wait in (0.1, 1.0, 2.0, 3.0):
+        recorder.observe("claims", 9, wait, 0.03, ok=True)
+    recorder.observe("claims", 0, 0.2, 0.5, ok=False)
+    recorder.flush()
+    broker.queue("audit")
+
+
+def samples(text: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = tuple(sorted(s.labels.items()))
+            found[(s.name, labels)] = s.value
+        found[family.name] = family.type
+    return found
+
+
+def test_rule_25_metrics_are_prometheus_text_with_the_documented_names(
+        hq_any: Hailq, api_any: hailq.Broker) -> None:
+    arrange(api_any)
+    result = hq_any("metrics")
+    assert result.code == 0, result.err
+    got = samples(result.out)
+    q = (("queue", "claims"),)
+    assert got["hailq_queue_messages"] == "gauge"
+    assert got[("hailq_queue_messages", (("queue", "claims"), ("state", "ready")))] == 5
+    assert got[("hailq_queue_messages", (("queue", "claims"), ("state", "in_flight")))] == 1
+    assert got[("hailq_queue_messages", (("queue", "claims"), ("state", "dead")))] == 1
+    assert got[("hailq_queue_oldest_ready_age_seconds", q)] >= 0
+    for name, value in (("sent", 9), ("acked", 2), ("nacked", 1), ("redelivered", 0),
+                        ("dead_lettered", 1), ("late_acks", 0)):
+        assert got[f"hailq_messages_{name}"] == "counter"
+        assert got[(f"hailq_messages_{name}_total", q)] == value
+    assert got["hailq_wait_seconds"] == got["hailq_handler_seconds"] == "histogram"
+    p9 = (("priority", "9"), ("queue", "claims"))
+    assert got[("hailq_wait_seconds_count", p9)] == 4
+    assert got[("hailq_wait_seconds_bucket", (("le", "2.0"), *p9))] == 3  # the target's bound
+    assert got[("hailq_wait_seconds_bucket", (("le", "0.005"), *p9))] == 0
+    assert got[("hailq_wait_seconds_bucket", (("le", "600.0"), *p9))] == 4
+    assert got[("hailq_wait_seconds_bucket", (("le", "+Inf"), *p9))] == 4
+    assert got[("hailq_wait_seconds_sum", p9)] == pytest.approx(6.1)
+    assert got[("hailq_handler_seconds_count", (("priority", "0"), ("queue", "claims")))] == 1
+    assert got[("hailq_slo_breaches_total", p9)] == 1
+    assert got[("hailq_slo_breaches_total", (("priority", "0"), ("queue", "claims")))] == 0
+    assert got[("hailq_queue_desired_workers", q)] >= 1  # ready work, no worker
+    assert got[("hailq_queue_desired_workers", (("queue", "audit"),))] == 0
+
+
+@pytest.fixture
+def exporter(api_any: hailq.Broker) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, lambda: collect_figures(api_any))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def get(url: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read()
+
+
+def test_rule_25_the_exporter_serves_metrics_and_desired_workers_as_json(
+        api_any: hailq.Broker, exporter: str) -> None:
+    arrange(api_any)
+    status, kind, body = get(f"{exporter}/metrics")
+    assert status == 200 and kind.startswith("text/plain")
+    assert "hailq_wait_seconds_bucket" in samples(body.decode()).__repr__()
+    status, kind, body = get(f"{exporter}/desired_workers")
+    doc = json.loads(body)
+    assert status == 200 and kind == "application/json"
+    assert {q["queue"] for q in doc["queues"]} == {"claims", "audit"}
+    assert doc["total"] == sum(q["desired_workers"] for q in doc["queues"])
+    status, _, body = get(f"{exporter}/desired_workers?queue=claims")
+    one = json.loads(body)
+    assert one["queue"] == "claims" and one["desired_workers"] >= 1  # valueLocation
+    assert get(f"{exporter}/desired_workers?queue=ghost")[0] == 404
+    assert get(f"{exporter}/nothing")[0] == 404
+
+
+def test_metrics_listen_serves_until_interrupted(sqlite_url: str) -> None:
+    hailq.connect(sqlite_url).queue("claims").send(1)
+    env = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hailq.cli.main", "metrics", "--listen", "127.0.0.1:0",
+         "--url", sqlite_url], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        env=env)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert "serving /metrics" in line, line
+        address = line.split("http://", 1)[1].split()[0]
+        status, _, body = get(f"http://{address}/metrics")
+        assert status == 200 and b'hailq_queue_messages{queue="claims",state="ready"} 1.0' in body
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_metrics_refuses_a_bad_listen_address(hq: Hailq) -> None:
+    hq("metrics", "--listen", "nowhere").assert_clean_error(2)
