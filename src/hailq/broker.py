@@ -8,13 +8,19 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Clock, Duration
-from hailq.backends.base import QueueSaveParams, WaitParams
+from hailq.backends.base import (
+    QueueDeleteParams,
+    QueueDescribeParams,
+    QueueSaveParams,
+    TopicDeleteParams,
+    WaitParams,
+)
 from hailq.backends.registry import lookup
 from hailq.codec import Body
-from hailq.errors import QueueNotFound, ScheduleNotFound, TopicNotFound
-from hailq.models import ScheduleInfo, WorkerInfo
+from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
+from hailq.models import QueueRecord, ScheduleInfo, WorkerInfo
 from hailq.queue import Queue
-from hailq.settings import QueueSettings, check_name
+from hailq.settings import QueueSettings, check_name, parse_overrides
 from hailq.topic import Topic
 from hailq.url import DEFAULT_URL, split_url
 
@@ -38,32 +44,62 @@ class Broker:
         """Declare a queue, or update the given settings of an existing one, and return it.
 
         Unknown settings and bad values raise InvalidArgument before anything is
-        written. Settings are read when a process declares the queue; a process
-        that declared it earlier keeps the settings it saw until it declares again.
+        written. What code declares is kept apart from an operator's overrides
+        (``configure``): declaring never undoes them, and the returned queue's
+        ``settings`` are the effective ones, declared overlaid by overrides. Running
+        consumers obey a change within a second (lease, attempts, cap, aging,
+        dead-letter policy); other settings are read when a process declares or gets
+        the queue.
         """
         check_name(name)
-        stored = self.backend.queue_get(name)
-        current = QueueSettings.from_json(stored) if stored else None
+        found = self.backend.queue_describe(QueueDescribeParams([name]))
+        current = QueueSettings.from_json(found[0].declared) if found else None
         wanted = QueueSettings.build(current, **settings)
-        if stored is None or wanted != current:
+        if not found or wanted != current:
             # Messages already queued take the new aging too, or old and new ones would
             # be ordered by different rules (rule 16).
             resort = current is not None and wanted.aging != current.aging
             self.backend.queue_save(QueueSaveParams(name, wanted.to_json(), resort))
-        return Queue(self.backend, name, wanted)
+        overrides = parse_overrides(found[0].overrides) if found else {}
+        return Queue(self.backend, name, wanted.overlay(overrides), overrides)
 
     def get_queue(self, name: str) -> Queue:
-        """An existing queue with its stored settings; QueueNotFound if never declared."""
+        """An existing queue with its effective settings; QueueNotFound if never declared
+        (or deleted). Writes nothing."""
         check_name(name)
-        stored = self.backend.queue_get(name)
-        if stored is None:
+        found = self.backend.queue_describe(QueueDescribeParams([name]))
+        if not found:
             raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
-        return Queue(self.backend, name, QueueSettings.from_json(stored))
+        return _queue(self.backend, found[0])
 
     def queues(self) -> list[Queue]:
-        """Every declared queue with its stored settings."""
-        return [Queue(self.backend, n, QueueSettings.from_json(s))
-                for n, s in self.backend.queue_list()]
+        """Every declared queue with its effective settings."""
+        return [_queue(self.backend, r) for r in self.backend.queue_describe(
+            QueueDescribeParams(None))]
+
+    def configure(self, name: str, *, reset: bool = False, **settings: Any) -> Queue:
+        """An operator's change of a queue's settings; see ``Queue.configure``."""
+        queue = self.get_queue(name)
+        queue.configure(reset=reset, **settings)
+        return queue
+
+    def delete_queue(self, name: str, force: bool = False) -> int:
+        """Delete a queue with its dedup records, counters, operator state and the
+        subscriptions it is (so it stops receiving copies); return how many messages
+        were deleted with it. Refused with QueueNotEmpty (nothing deleted) while it
+        holds messages, live or dead, unless ``force``. A ``Queue`` of it then raises
+        QueueNotFound on send, receive and stats; declaring it again starts anew."""
+        check_name(name)
+        _check_flag(force, "force")
+        return self.backend.queue_delete(QueueDeleteParams(name, force))
+
+    def delete_topic(self, name: str, force: bool = False) -> int:
+        """Delete a topic; return how many subscriptions were removed with it. Refused
+        with TopicHasSubscriptions (nothing deleted) while it has subscriptions, unless
+        ``force``: their queues stay, as ordinary queues, with their messages."""
+        check_name(name, "topic name")
+        _check_flag(force, "force")
+        return self.backend.topic_delete(TopicDeleteParams(name, force))
 
     def topic(self, name: str) -> Topic:
         """Declare a topic (idempotent) and return it."""
@@ -202,6 +238,17 @@ class Broker:
 
     def __repr__(self) -> str:
         return f"<Broker {self.url}>"
+
+
+def _queue(backend: Backend, record: QueueRecord) -> Queue:
+    overrides = parse_overrides(record.overrides)
+    declared = QueueSettings.from_json(record.declared)
+    return Queue(backend, record.name, declared.overlay(overrides), overrides)
+
+
+def _check_flag(value: object, what: str) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{what} must be True or False, got {value!r}")
 
 
 def connect(url: str | None = None, *, clock: Clock | None = None,

@@ -37,6 +37,20 @@ class TopicNotFound(QueueNotFound):
     """
 
 
+class SubscriptionNotFound(QueueNotFound):
+    """The named queue is not a subscription of the topic."""
+
+
+class QueueNotEmpty(HailqError):
+    """A queue that still holds messages (live or dead) was to be deleted without
+    ``force``; nothing was deleted."""
+
+
+class TopicHasSubscriptions(HailqError):
+    """A topic that still has subscriptions was to be deleted without ``force``;
+    nothing was deleted."""
+
+
 class LeaseLost(HailqError):
     """The receipt no longer names the message's current lease.
 

@@ -71,6 +71,41 @@ class PeekedMessage:
 
 
 @dataclass(frozen=True)
+class MessageDetails:
+    """One message looked up by id (``Queue.get_message``), in the state the next receive
+    would find it: an ended lease shows as ready again, or dead after the last attempt."""
+
+    id: str
+    queue: str
+    state: State
+    body: Any
+    headers: dict[str, str]
+    priority: int
+    ordering_key: str | None
+    attempt: int
+    enqueued_at: float
+    available_at: float
+    lease_until: float | None  # while leased: when the lease ends
+    dead_at: float | None
+    errors: list[AttemptError] = field(default_factory=list)
+    parked: bool = False  # dead and holding its ordering key (on_dead="park")
+
+    @property
+    def last_error(self) -> str | None:
+        return self.errors[-1].error if self.errors else None
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    """A queue as stored: what code declared, what an operator laid over it, the pause."""
+
+    name: str
+    declared: str  # QueueSettings JSON
+    overrides: str | None  # a JSON object of settings, or None
+    paused: bool
+
+
+@dataclass(frozen=True)
 class QueueStats:
     """Counts of one queue, and the totals since it was declared."""
 
@@ -88,6 +123,8 @@ class QueueStats:
     dead_lettered: int
     late_acks: int
     parked_keys: list[str] = field(default_factory=list)
+    # An operator paused it (rule 32): receivers and workers get nothing from it.
+    paused: bool = False
 
     @property
     def delayed(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -15,11 +16,15 @@ from hailq.backends.base import (
     ClaimParams,
     DeadListParams,
     ExtendParams,
+    MessageDeleteParams,
+    MessageGetParams,
     NackOutcome,
     NackParams,
     NewMessage,
     PeekParams,
     PurgeParams,
+    QueueConfigureParams,
+    QueuePauseParams,
     Receipt,
     RedriveParams,
     SendParams,
@@ -40,9 +45,9 @@ from hailq.codec import Body, check_key, check_plain_text
 from hailq.errors import InvalidArgument, LeaseLost
 from hailq.ids import check_message_id, parse_receipt
 from hailq.message import Message
-from hailq.models import DeadMessage, PeekedMessage, QueueStats
+from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
 from hailq.policy.retry import backoff
-from hailq.settings import QueueSettings
+from hailq.settings import QueueSettings, check_overrides, parse_overrides
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
@@ -54,15 +59,19 @@ __all__ = ["MAX_BATCH", "Envelope", "Message", "Queue", "build_message", "check_
 class Queue:
     """A named, durable queue. Get one with ``broker.queue(name, **settings)``.
 
-    ``settings`` are what this process declared or last read; what consumers obey
-    (lease, attempts, cap, aging, dead-letter policy) is read from the database
-    where each statement runs, so an operator's change reaches running workers.
+    ``settings`` are the effective settings (declared, with an operator's
+    ``overrides`` laid over them) as this process last read them; what consumers
+    obey (lease, attempts, cap, aging, dead-letter policy, a pause) is read from
+    the database where each statement runs, so an operator's change reaches
+    running workers within a second.
     """
 
-    def __init__(self, backend: Backend, name: str, settings: QueueSettings) -> None:
+    def __init__(self, backend: Backend, name: str, settings: QueueSettings,
+                 overrides: dict[str, Any] | None = None) -> None:
         self._backend = backend
         self.name = name
         self.settings = settings
+        self.overrides: dict[str, Any] = dict(overrides or {})
 
     # -- sending -----------------------------------------------------------------------
 
@@ -259,6 +268,48 @@ class Queue:
         if not isinstance(dead, bool):
             raise InvalidArgument("dead must be True or False")
         return self._backend.message_purge(PurgeParams(self.name, dead))
+
+    def pause(self) -> None:
+        """Stop delivering: receivers and workers get nothing from this queue until
+        ``resume`` (running ones within a second); sends are still accepted, and
+        ``stats().paused`` says so. Kept apart from what code declares: a worker that
+        starts and declares the queue does not undo it."""
+        self._backend.queue_pause(QueuePauseParams(self.name, True))
+
+    def resume(self) -> None:
+        """Deliver again after ``pause``; waiting receivers wake."""
+        self._backend.queue_pause(QueuePauseParams(self.name, False))
+
+    def configure(self, *, reset: bool = False, **settings: Any) -> QueueSettings:
+        """An operator's change: override ``settings`` (the names and values of
+        ``broker.queue``) apart from what code declares, so the next deploy's
+        declaration does not undo it; ``reset=True`` first clears every override.
+        Returns the effective settings: declared, with each overridden setting
+        replaced whole. Running consumers obey lease, attempts, cap, aging and
+        dead-letter policy within a second; bad names or values raise InvalidArgument
+        and change nothing."""
+        if not isinstance(reset, bool):
+            raise InvalidArgument("reset must be True or False")
+        changes = check_overrides(settings)
+        record = self._backend.queue_configure(QueueConfigureParams(
+            self.name, json.dumps(changes, sort_keys=True), reset))
+        self.overrides = parse_overrides(record.overrides)
+        self.settings = QueueSettings.from_json(record.declared).overlay(self.overrides)
+        return self.settings
+
+    def get_message(self, message_id: str) -> MessageDetails | None:
+        """One message of this queue by id, as the next receive would find it: its
+        state, attempts, body, headers and the error of each attempt; None if the
+        queue holds no such message (acked, purged, or never sent). A read."""
+        return self._backend.message_get(MessageGetParams(self.name,
+                                                          check_message_id(message_id)))
+
+    def delete_message(self, message_id: str) -> bool:
+        """Delete one message whatever its state; False if the queue holds no such
+        message. A leased one's consumer then gets LeaseLost on ack; the next message
+        of its ordering key becomes receivable (rule 17). Counted as purged."""
+        return self._backend.message_delete(MessageDeleteParams(self.name,
+                                                                check_message_id(message_id)))
 
     def stats(self) -> QueueStats:
         """Counts and totals as the next receive would find them (an ended lease counts as

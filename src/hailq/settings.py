@@ -158,6 +158,12 @@ class QueueSettings:
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
+    def overlay(self, overrides: dict[str, Any] | None) -> QueueSettings:
+        """These (declared) settings with an operator's overrides laid over them: each
+        overridden setting replaces the declared one whole (``retry`` too), the others
+        stay as declared. This is what consumers obey (docs/guides/operating.md)."""
+        return QueueSettings.build(self, **overrides) if overrides else self
+
     @classmethod
     def from_json(cls, text: str) -> QueueSettings:
         data = json.loads(text)
@@ -204,3 +210,15 @@ def _check_int(value: object, what: str, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgument(f"{what} must be an integer from {low} to {high}, got {value!r}")
 
+
+def check_overrides(changes: dict[str, Any]) -> dict[str, Any]:
+    """Operator overrides as stored (JSON values): ``changes`` checked as declaring them
+    would check them (unknown names and bad values raise InvalidArgument)."""
+    built = asdict(QueueSettings.build(None, **changes))
+    return {name: built[name] for name in changes}
+
+
+def parse_overrides(text: str | None) -> dict[str, Any]:
+    """Stored overrides, ``{}`` for none."""
+    found = json.loads(text) if text else {}
+    return dict(found) if isinstance(found, dict) else {}

@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Duration
-from hailq.backends.base import PublishParams
+from hailq.backends.base import PublishParams, SubscriptionDeleteParams
 from hailq.checks import Envelope, build_message, check_batch
 from hailq.codec import Body, check_plain_text
-from hailq.errors import InvalidArgument, MessageTooLarge
+from hailq.errors import InvalidArgument, MessageTooLarge, SubscriptionNotFound
 from hailq.models import Subscription
 from hailq.queue import Queue
 from hailq.settings import MAX_MESSAGE_SIZE_LIMIT, QueueSettings, check_name
@@ -43,6 +43,18 @@ class Topic:
         self._broker.backend.subscription_save(Subscription(self.name, subscription, checked))
         self._settings[subscription] = queue.settings
         return queue
+
+    def unsubscribe(self, subscription: str) -> None:
+        """Stop copying this topic's messages into ``subscription``. Its queue stays, an
+        ordinary queue with the messages it holds (``broker.delete_queue`` deletes it).
+        SubscriptionNotFound if it was no subscription of this topic."""
+        check_name(subscription, "subscription name")
+        if not self._broker.backend.subscription_delete(
+                SubscriptionDeleteParams(self.name, subscription)):
+            raise SubscriptionNotFound(
+                f"{subscription!r} is no subscription of topic {self.name!r}; "
+                "'hailq topics' lists them")
+        self._settings.pop(subscription, None)
 
     def subscriptions(self) -> list[Subscription]:
         return self._broker.backend.subscription_list(self.name)

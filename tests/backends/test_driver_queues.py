@@ -20,6 +20,7 @@ from hailq.backends.base import (
     PeekParams,
     PublishParams,
 )
+from hailq.errors import QueueNotFound
 from hailq.models import Subscription, WorkerInfo
 from hailq.settings import QueueSettings
 
@@ -132,16 +133,17 @@ def test_changed_max_attempts_apply_to_upkeep(store: Store) -> None:
     assert [x.id for x in claim(consumer, "raised")] == [raised]
 
 
-def test_a_queue_never_saved_counts_like_a_saved_one(
-        store: Store, request: pytest.FixtureRequest) -> None:
-    """The core serves an undeclared queue with the default settings; its counts must not
-    depend on the backend."""
+def test_a_queue_never_saved_is_not_found_and_nothing_is_made_up(store: Store) -> None:
+    """The core never serves a queue without a row (never declared, or deleted) with
+    made-up defaults: send, claim and stats say QueueNotFound and write nothing."""
     backend = store.backend
-    send(backend, "undeclared", 1, 2)
-    [r] = claim(backend, "undeclared")
-    assert backend.message_nack(NackParams(receipt("undeclared", r), "e", delay=0.0))
-    stats = backend.queue_stats("undeclared")
-    assert (stats.sent, stats.nacked, stats.ready) == (2, 1, 2)
+    with pytest.raises(QueueNotFound):
+        send(backend, "undeclared", 1, 2)
+    with pytest.raises(QueueNotFound):
+        claim(backend, "undeclared")
+    with pytest.raises(QueueNotFound):
+        backend.queue_stats("undeclared")
+    assert backend.message_peek(PeekParams("undeclared")) == []
 
 
 # -- topics -------------------------------------------------------------------------------------

@@ -46,6 +46,8 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "wait_begin",  # SQLite looks with claimable instead
         "message_insert_one",  # SQLite inserts a row at a time anyway
         "message_ack_plain",  # SQLite has no round trips to save
+        "queue_lock",  # a declaration and an operator's change take turns; SQLite's
+        # single writer does that already
     }),
 }
 

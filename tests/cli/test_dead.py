@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 import hailq
 
 from .conftest import Hailq, kill_messages
@@ -67,13 +69,25 @@ def test_redrive_dry_run_changes_nothing(hq_any: Hailq, api_any: hailq.Broker) -
 
 def test_redrive_chosen_ids(hq_any: Hailq, api_any: hailq.Broker) -> None:
     first, second = kill_messages(api_any, "jobs", [1, 2], ["boom", "boom"])
-    result = hq_any("redrive", "jobs", "--id", second, "--id", "01NOTAREALID", "--json")
+    alive = api_any.get_queue("jobs").send(3)  # an id, but no dead message's
+    result = hq_any("redrive", "jobs", "--id", second, "--id", alive, "--json")
     assert result.json()["redriven"] == 1
-    assert result.json()["missing"] == ["01NOTAREALID"]
-    assert "01NOTAREALID" in result.err  # warned about, on stderr
-    (message,) = api_any.get_queue("jobs").receive()
+    assert result.json()["missing"] == [alive]
+    assert alive in result.err  # warned about, on stderr
+    (message, _) = api_any.get_queue("jobs").receive(max_messages=2)
     assert message.id == second and message.attempt == 1  # attempt was reset to 0
     assert [d.id for d in api_any.get_queue("jobs").dead_letters()] == [first]
+
+
+def test_redrive_of_something_that_is_no_message_id_is_bad_input_as_in_python(
+        hq_any: Hailq, api_any: hailq.Broker) -> None:
+    """One answer: Python's redrive raises InvalidArgument, the CLI exits 2."""
+    [first] = kill_messages(api_any, "jobs", [1], ["boom"])
+    with pytest.raises(hailq.InvalidArgument):
+        api_any.get_queue("jobs").redrive(["NOTANID"])
+    line = hq_any("redrive", "jobs", "--id", first, "--id", "NOTANID").assert_clean_error(2)
+    assert "NOTANID" in line and "message id" in line
+    assert api_any.get_queue("jobs").stats().dead == 1  # nothing was redriven
 
 
 def test_redrive_everything(hq_any: Hailq, api_any: hailq.Broker) -> None:

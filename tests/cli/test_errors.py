@@ -19,40 +19,40 @@ PASSWORD = "s3cret-Pa55"
 
 
 def test_bad_queue_name_writes_nothing(hq: Hailq, tmp_path: Path) -> None:
-    line = hq("send", "no spaces", "1").assert_clean_error()
+    line = hq("send", "--create", "no spaces", "1").assert_clean_error()
     assert "queue name" in line and "'no spaces'" in line
     assert not (tmp_path / "hailq.db").exists()
 
 
 def test_bad_priority_writes_nothing(hq: Hailq, tmp_path: Path) -> None:
-    line = hq("send", "claims", "1", "--priority", "10").assert_clean_error()
+    line = hq("send", "--create", "claims", "1", "--priority", "10").assert_clean_error()
     assert "--priority" in line and "0<=x<=9" in line
-    hq("send", "claims", "1", "--priority", "high").assert_clean_error()
+    hq("send", "--create", "claims", "1", "--priority", "high").assert_clean_error()
     assert not (tmp_path / "hailq.db").exists()
 
 
 def test_bad_delay_and_header_are_refused(hq: Hailq) -> None:
-    hq("send", "claims", "1", "--delay", "-5").assert_clean_error()
-    line = hq("send", "claims", "1", "-H", "no-equals-sign").assert_clean_error()
+    hq("send", "--create", "claims", "1", "--delay", "-5").assert_clean_error()
+    line = hq("send", "--create", "claims", "1", "-H", "no-equals-sign").assert_clean_error()
     assert "NAME=VALUE" in line
 
 
 def test_invalid_message_declares_no_queue(hq: Hailq) -> None:
-    hq("send", "other", "1")
-    line = hq("send", "claims", "1", "--ordering-key", "k" * 300).assert_clean_error()
+    hq("send", "--create", "other", "1")
+    line = hq("send", "--create", "claims", "1", "--ordering-key", "k" * 300).assert_clean_error()
     assert "ordering_key" in line
     assert [q["queue"] for q in hq("queues", "--json").json()] == ["other"]
 
 
 def test_body_that_is_not_json_is_explained(hq: Hailq) -> None:
-    line = hq("send", "claims", "hello").assert_clean_error()
+    line = hq("send", "--create", "claims", "hello").assert_clean_error()
     assert "not valid JSON" in line and "--text" in line and "--raw" in line
 
 
 @pytest.mark.parametrize("bad", ["mysql://db/x", "sqlite://", "sqlite:///x.db?colour=red",
                                  "not a url"])
 def test_bad_url(bad: str, tmp_path: Path) -> None:
-    run_hailq("send", "claims", "1", url=bad, cwd=tmp_path).assert_clean_error()
+    run_hailq("send", "--create", "claims", "1", url=bad, cwd=tmp_path).assert_clean_error()
     assert list(tmp_path.iterdir()) == []
 
 
@@ -89,7 +89,7 @@ def test_password_never_shows_in_errors() -> None:
             f"postgresql://hailq@127.0.0.1:5432/db?password={PASSWORD}%zz",
             f"mysql://hailq:{PASSWORD}@127.0.0.1/db"]
     for url in urls:
-        for command in (["queues"], ["send", "claims", "1"], ["peek", "bad name"]):
+        for command in (["queues"], ["send", "--create", "claims", "1"], ["peek", "bad name"]):
             result = run_hailq(*command, url=url)
             result.assert_clean_error()
             assert PASSWORD not in result.err + result.out
@@ -111,7 +111,9 @@ def test_every_command_has_help(hq: Hailq) -> None:
     listing = hq("--help")
     assert listing.code == 0
     for command in ("send", "queues", "stats", "peek", "dead", "redrive", "purge", "topics",
-                    "subscribe", "publish", "workers", "maintain", "migrate"):
+                    "subscribe", "publish", "workers", "maintain", "migrate", "pause",
+                    "resume", "configure", "delete", "delete-topic", "unsubscribe", "show",
+                    "delete-message"):
         assert command in listing.out
         result = hq(command, "--help")
         assert result.code == 0, result.err
@@ -126,20 +128,21 @@ def test_unknown_command_and_option(hq: Hailq) -> None:
 
 def test_url_from_environment_and_default(tmp_path: Path) -> None:
     env_db = tmp_path / "env.db"
-    assert run_hailq("send", "claims", "1", env={"HAILQ_URL": f"sqlite:///{env_db}"}).code == 0
+    assert run_hailq("send", "--create",
+                     "claims", "1", env={"HAILQ_URL": f"sqlite:///{env_db}"}).code == 0
     assert env_db.exists()
     # --url wins over HAILQ_URL, before or after the command name.
     flag_db = tmp_path / "flag.db"
-    run_hailq("--url", f"sqlite:///{flag_db}", "send", "a", "1",
+    run_hailq("--url", f"sqlite:///{flag_db}", "send", "--create", "a", "1",
               env={"HAILQ_URL": f"sqlite:///{env_db}"})
     assert flag_db.exists()
     # Without either: sqlite:///hailq.db in the working directory.
-    assert run_hailq("send", "claims", "1", cwd=tmp_path).code == 0
+    assert run_hailq("send", "--create", "claims", "1", cwd=tmp_path).code == 0
     assert (tmp_path / "hailq.db").exists()
 
 
 def test_json_before_or_after_the_command(hq: Hailq) -> None:
-    hq("send", "claims", "1")
+    hq("send", "--create", "claims", "1")
     before = hq("--json", "queues").json()
     after = hq("queues", "--json").json()
     assert [q["queue"] for q in before] == [q["queue"] for q in after] == ["claims"]
@@ -147,11 +150,11 @@ def test_json_before_or_after_the_command(hq: Hailq) -> None:
 
 # 2: bad input, refused before anything was done; 1: a failure while doing it.
 EXIT_CODES = [
-    (["send", "no spaces", "1"], 2, "queue name"),
-    (["send", "claims", "1", "--priority", "10"], 2, "--priority"),
-    (["send", "claims", "hello"], 2, "not valid JSON"),
-    (["send", "claims", "1", "--ordering-key", "k" * 300], 2, "ordering_key"),
-    (["send", "claims"], 2, "BODY or --file"),
+    (["send", "--create", "no spaces", "1"], 2, "queue name"),
+    (["send", "--create", "claims", "1", "--priority", "10"], 2, "--priority"),
+    (["send", "--create", "claims", "hello"], 2, "not valid JSON"),
+    (["send", "--create", "claims", "1", "--ordering-key", "k" * 300], 2, "ordering_key"),
+    (["send", "--create", "claims"], 2, "BODY or --file"),
     (["sned", "claims", "1"], 2, "No such command"),
     (["queues", "--frobnicate"], 2, "--frobnicate"),
     (["stats", "--count", "2"], 2, "--watch"),
@@ -230,23 +233,23 @@ def test_a_read_command_on_a_mistyped_postgres_schema_creates_nothing(pg_url: st
                              (schema,)).fetchall()
     assert found == []
     # A command that writes creates the schema as before.
-    assert run_hailq("send", "claims", "1", url=pg_url).code == 0
+    assert run_hailq("send", "--create", "claims", "1", url=pg_url).code == 0
     assert run_hailq("queues", url=pg_url).code == 0
 
 
 def test_an_empty_url_is_refused_not_replaced_by_the_default(tmp_path: Path) -> None:
     env_db = tmp_path / "env.db"
     for env in ({}, {"HAILQ_URL": f"sqlite:///{env_db}"}):
-        result = run_hailq("send", "claims", "1", url="", cwd=tmp_path, env=env)
+        result = run_hailq("send", "--create", "claims", "1", url="", cwd=tmp_path, env=env)
         assert "broker URL is empty" in result.assert_clean_error(2)
-    result = run_hailq("send", "claims", "1", cwd=tmp_path, env={"HAILQ_URL": ""})
+    result = run_hailq("send", "--create", "claims", "1", cwd=tmp_path, env={"HAILQ_URL": ""})
     line = result.assert_clean_error(2)
     assert "broker URL is empty" in line and "HAILQ_URL" in line
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args", [["send", "claims", "1", "--delay", "nan"],
-                                  ["send", "claims", "1", "--delay", "inf"],
+@pytest.mark.parametrize("args", [["send", "--create", "claims", "1", "--delay", "nan"],
+                                  ["send", "--create", "claims", "1", "--delay", "inf"],
                                   ["stats", "claims", "--watch", "--interval", "nan"],
                                   ["dead", "claims", "--older-than", "nan"],
                                   ["redrive", "claims", "--older-than", "inf"]])
@@ -262,7 +265,7 @@ def test_libpq_options_reach_the_server_as_written(pg_url: str) -> None:
 
     name = "hailq cli & tests"  # a space and an ampersand, percent-encoded in the URL
     url = f"{pg_url}&application_name=hailq%20cli%20%26%20tests"
-    assert run_hailq("send", "claims", "1", url=url).code == 0
+    assert run_hailq("send", "--create", "claims", "1", url=url).code == 0
     server = pg_url.rsplit("schema=", 1)[0].rstrip("?&")
     with hailq.connect(url) as broker, psycopg.connect(server) as conn:
         broker.get_queue("claims").stats()  # a pooled connection is open now
@@ -320,6 +323,6 @@ def test_a_postgres_url_without_a_host_part_takes_libpq_options(pg_url: str) -> 
     schema = pg_url.rsplit("schema=", 1)[1]
     url = (f"postgresql://{parts.path}?host={parts.hostname}&port={parts.port or 5432}"
            f"&user={parts.username}&schema={schema}")
-    assert run_hailq("send", "claims", "1", url=url).code == 0
+    assert run_hailq("send", "--create", "claims", "1", url=url).code == 0
     with hailq.connect(pg_url) as broker:
         assert broker.get_queue("claims").stats().ready == 1

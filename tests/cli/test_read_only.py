@@ -65,11 +65,14 @@ def test_rule_30_a_role_that_may_only_read_can_run_every_look(
     for look in LOOKS:
         result = run_hailq(*look, "--json", url=reader_url)
         assert result.code == 0, (look, result.err)
-    assert [d["id"] for d in run_hailq("dead", "claims", "--json", url=reader_url).json()]
+    [dead] = run_hailq("dead", "claims", "--json", url=reader_url).json()
+    shown = run_hailq("show", "claims", dead["id"], "--json", url=reader_url).json()
+    assert (shown["state"], shown["errors"][-1]["error"]) == ("dead", "lease expired")
+    assert run_hailq("configure", "claims", "--json", url=reader_url).json()["paused"] is False
     [stats] = run_hailq("stats", "claims", "--json", url=reader_url).json()["queues"]
     assert (stats["dead"], stats["ready"]) == (1, 2)
     # The role really may not write: the same database refuses it a send.
-    line = run_hailq("send", "claims", "4", url=reader_url).assert_clean_error(1)
+    line = run_hailq("send", "--create", "claims", "4", url=reader_url).assert_clean_error(1)
     assert "permission denied" in line
     # ... and reads the desired_workers view an autoscaler polls (rule 25)
     schema = pg_url.rsplit("schema=", 1)[1]

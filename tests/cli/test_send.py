@@ -17,7 +17,7 @@ def peek(hq: Hailq, queue: str) -> list[dict[str, object]]:
 
 def test_send_declares_the_queue_and_prints_the_id(hq_any: Hailq,
                                                    api_any: hailq.Broker) -> None:
-    result = hq_any("send", "claims", '{"claim": 8311}')
+    result = hq_any("send", "--create", "claims", '{"claim": 8311}')
     assert result.code == 0, result.err
     message_id = result.out.strip()
     (message,) = api_any.get_queue("claims").receive()
@@ -26,7 +26,7 @@ def test_send_declares_the_queue_and_prints_the_id(hq_any: Hailq,
 
 
 def test_send_json_reports_queue_and_id(hq_any: Hailq) -> None:
-    sent = hq_any("send", "claims", "[1, 2]", "--json").json()
+    sent = hq_any("send", "--create", "claims", "[1, 2]", "--json").json()
     assert sent["queue"] == "claims"
     (message,) = peek(hq_any, "claims")
     assert message["id"] == sent["id"]
@@ -35,7 +35,7 @@ def test_send_json_reports_queue_and_id(hq_any: Hailq) -> None:
 
 
 def test_send_options_reach_the_message(hq: Hailq) -> None:
-    hq("send", "claims", "1", "--priority", "7", "--ordering-key", "policy-9",
+    hq("send", "--create", "claims", "1", "--priority", "7", "--ordering-key", "policy-9",
        "-H", "source=web", "-H", "trace=a=b", "--json").json()
     (message,) = peek(hq, "claims")
     assert message["priority"] == 7
@@ -45,22 +45,22 @@ def test_send_options_reach_the_message(hq: Hailq) -> None:
 
 
 def test_delayed_message_is_scheduled(hq: Hailq) -> None:
-    hq("send", "claims", "1", "--delay", "600")
+    hq("send", "--create", "claims", "1", "--delay", "600")
     (message,) = peek(hq, "claims")
     assert message["state"] == "scheduled"
     assert hq("queues", "--json").json()[0]["scheduled"] == 1
 
 
 def test_dedup_id_sends_once(hq: Hailq) -> None:
-    first = hq("send", "claims", "1", "--dedup-id", "claim-8311").out
-    second = hq("send", "claims", "2", "--dedup-id", "claim-8311").out
+    first = hq("send", "--create", "claims", "1", "--dedup-id", "claim-8311").out
+    second = hq("send", "--create", "claims", "2", "--dedup-id", "claim-8311").out
     assert first == second
     assert len(peek(hq, "claims")) == 1
 
 
 def test_text_and_raw_bodies(hq: Hailq) -> None:
-    hq("send", "notes", "hello world", "--text")
-    hq("send", "notes", "héllo", "--raw")
+    hq("send", "--create", "notes", "hello world", "--text")
+    hq("send", "--create", "notes", "héllo", "--raw")
     text, raw = peek(hq, "notes")
     assert text["body"] == "hello world"
     assert raw["body_encoding"] == "base64"
@@ -68,14 +68,15 @@ def test_text_and_raw_bodies(hq: Hailq) -> None:
 
 
 def test_body_from_stdin(hq: Hailq) -> None:
-    assert hq("send", "claims", "-", stdin='{"from": "stdin"}').code == 0
+    assert hq("send", "--create", "claims", "-", stdin='{"from": "stdin"}').code == 0
     assert peek(hq, "claims")[0]["body"] == {"from": "stdin"}
 
 
 def test_file_of_plain_bodies_uses_command_line_options(hq: Hailq, tmp_path: Path) -> None:
     source = tmp_path / "msgs.jsonl"
     source.write_text('{"n": 1}\n\n"two"\n3\n')
-    result = hq("send", "claims", "--file", str(source), "--priority", "4", "--json").json()
+    result = hq("send", "--create",
+                "claims", "--file", str(source), "--priority", "4", "--json").json()
     assert result["sent"] == 3
     messages = peek(hq, "claims")
     assert [m["body"] for m in messages] == [{"n": 1}, "two", 3]
@@ -89,7 +90,8 @@ def test_file_of_envelopes_overrides_options(hq: Hailq, tmp_path: Path) -> None:
              {"body": {"n": 2}, "ordering_key": "k", "dedup_id": "d"},
              {"body": {"n": 3}, "dedup_id": "d"}]
     source.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    result = hq("send", "claims", "--file", str(source), "--envelopes", "-H", "src=file")
+    result = hq("send", "--create",
+                "claims", "--file", str(source), "--envelopes", "-H", "src=file")
     assert result.code == 0, result.err
     assert "sent 3 message(s) to claims" in result.out
     first, second = peek(hq, "claims")  # the third was a duplicate
@@ -102,14 +104,15 @@ def test_file_of_envelopes_overrides_options(hq: Hailq, tmp_path: Path) -> None:
 def test_file_is_sent_in_batches(hq: Hailq, tmp_path: Path) -> None:
     source = tmp_path / "msgs.jsonl"
     source.write_text("".join(f"{n}\n" for n in range(1201)))
-    result = hq("send", "bulk", "--file", str(source), "--batch-size", "500", "--json").json()
+    result = hq("send", "--create",
+                "bulk", "--file", str(source), "--batch-size", "500", "--json").json()
     assert result["sent"] == 1201
     assert len(set(result["ids"])) == 1201
     assert hq("stats", "bulk", "--json").json()["queues"][0]["ready"] == 1201
 
 
 def test_file_from_stdin_as_raw_lines(hq: Hailq) -> None:
-    assert hq("send", "logs", "--file", "-", "--raw", stdin="a b\nc\n").code == 0
+    assert hq("send", "--create", "logs", "--file", "-", "--raw", stdin="a b\nc\n").code == 0
     bodies = [base64.b64decode(str(m["body"])) for m in peek(hq, "logs")]
     assert bodies == [b"a b", b"c"]
 
@@ -117,20 +120,22 @@ def test_file_from_stdin_as_raw_lines(hq: Hailq) -> None:
 def test_a_bad_line_sends_nothing(hq: Hailq, tmp_path: Path) -> None:
     source = tmp_path / "msgs.jsonl"
     source.write_text("1\n2\n{not json\n")
-    line = hq("send", "claims", "--file", str(source)).assert_clean_error()
+    line = hq("send", "--create", "claims", "--file", str(source)).assert_clean_error()
     assert "line 3" in line
-    assert hq("send", "other", "1").code == 0  # creates the database, not "claims"
+    assert hq("send", "--create", "other", "1").code == 0  # creates the database, not "claims"
     assert [q["queue"] for q in hq("queues", "--json").json()] == ["other"]
 
 
 def test_a_bad_envelope_sends_nothing(hq: Hailq, tmp_path: Path) -> None:
-    hq("send", "claims", "0")
+    hq("send", "--create", "claims", "0")
     source = tmp_path / "msgs.jsonl"
     source.write_text('{"body": 1}\n{"body": 2, "priority": 12}\n')
-    line = hq("send", "claims", "--file", str(source), "--envelopes").assert_clean_error()
+    line = hq("send", "--create",
+              "claims", "--file", str(source), "--envelopes").assert_clean_error()
     assert "line 2" in line and "priority" in line
     source.write_text('{"body": 1}\n{"body": 2, "colour": "red"}\n')
-    line = hq("send", "claims", "--file", str(source), "--envelopes").assert_clean_error()
+    line = hq("send", "--create",
+              "claims", "--file", str(source), "--envelopes").assert_clean_error()
     assert "colour" in line
     assert len(peek(hq, "claims")) == 1
 
@@ -138,11 +143,11 @@ def test_a_bad_envelope_sends_nothing(hq: Hailq, tmp_path: Path) -> None:
 def test_body_and_file_are_exclusive(hq: Hailq, tmp_path: Path) -> None:
     source = tmp_path / "msgs.jsonl"
     source.write_text("1\n")
-    hq("send", "claims", "1", "--file", str(source)).assert_clean_error()
-    hq("send", "claims").assert_clean_error()
-    hq("send", "claims", "1", "--envelopes").assert_clean_error()
-    hq("send", "claims", "--file", str(source), "--dedup-id", "x").assert_clean_error()
-    hq("send", "claims", "--file", str(tmp_path / "missing.jsonl")).assert_clean_error()
+    hq("send", "--create", "claims", "1", "--file", str(source)).assert_clean_error()
+    hq("send", "--create", "claims").assert_clean_error()
+    hq("send", "--create", "claims", "1", "--envelopes").assert_clean_error()
+    hq("send", "--create", "claims", "--file", str(source), "--dedup-id", "x").assert_clean_error()
+    hq("send", "--create", "claims", "--file", str(tmp_path / "missing.jsonl")).assert_clean_error()
 
 
 def test_file_send_shows_a_progress_bar_on_a_terminal(sqlite_url: str, tmp_path: Path) -> None:
@@ -171,7 +176,8 @@ def test_file_send_shows_a_progress_bar_on_a_terminal(sqlite_url: str, tmp_path:
 
     reader = threading.Thread(target=read_terminal)
     reader.start()
-    done = subprocess.run([sys.executable, "-m", "hailq.cli.main", "send", "claims", "--file",
+    done = subprocess.run([sys.executable, "-m", "hailq.cli.main", "send", "--create",
+                          "claims", "--file",
                            str(path), "--batch-size", "100", "--url", sqlite_url],
                           stdout=subprocess.PIPE, stderr=follower, env=env, timeout=120)
     os.close(follower)

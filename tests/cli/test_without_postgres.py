@@ -86,11 +86,11 @@ def test_a_postgres_url_without_the_driver_is_backend_unavailable() -> None:
 
 
 def test_the_command_line_says_what_to_install_and_exits_2(tmp_path: Path) -> None:
-    for args in (["queues", "--url", PG], ["send", "claims", "1", "--url", PG],
+    for args in (["queues", "--url", PG], ["send", "--create", "claims", "1", "--url", PG],
                  ["worker", "checkers:app", "--url", PG]):
         line = hailq_without_psycopg(*args, cwd=tmp_path).assert_clean_error(2)
         assert line == f"hailq: error: {MISSING}"
     url = f"sqlite:///{tmp_path / 'claims.db'}"
-    assert hailq_without_psycopg("send", "claims", "1", "--url", url).code == 0
+    assert hailq_without_psycopg("send", "--create", "claims", "1", "--url", url).code == 0
     listed = hailq_without_psycopg("queues", "--json", "--url", url)
     assert listed.json()[0]["queue"] == "claims"

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from rich.console import Console
 
 from hailq.demo.report import Report, Waits, in_order, percentile, ratio
 from hailq.demo.story import VIP_PRIORITY, Plan, ideal_makespan, make_claims
@@ -131,3 +132,20 @@ def test_a_slow_run_still_passes_but_says_it_missed_the_target() -> None:
     report = replace(good_report(), makespan=3.0)
     assert report.ok
     assert report.to_json()["within_target"] is False
+
+
+def _rendered(report: Report) -> str:
+    console = Console(record=True, width=200)
+    report.render(console)
+    return console.export_text()
+
+
+def test_the_report_says_which_lines_are_promises_and_which_are_figures() -> None:
+    slow = _rendered(replace(good_report(), makespan=3.0))
+    assert "promises (a broken one fails the demo: exit 1)" in slow
+    assert "they never fail the demo" in slow
+    assert "above the target" in slow and "not a broken promise" in slow
+    assert "✗" not in slow  # a missed figure is never marked as a failure
+    assert "every promise held (exit 0)" in slow
+    broken = _rendered(replace(good_report(), lost=1))
+    assert "✗" in broken and "a promise was broken (exit 1)" in broken

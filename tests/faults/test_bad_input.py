@@ -201,13 +201,13 @@ def test_forged_receipts_never_ack_nack_or_extend(fuzz_broker: hailq.Broker, rec
 # -- the CLI (few examples: each is a process) ---------------------------------------------------
 
 CLI_CASES: list[tuple[list[str], Any]] = [
-    (["send", "fuzz", '{"a": [1, 2.5, "ü\\u0000"], "b": null}'],
+    (["send", "--create", "fuzz", '{"a": [1, 2.5, "ü\\u0000"], "b": null}'],
      {"a": [1, 2.5, "ü\x00"], "b": None}),
-    (["send", "fuzz", "-p", "9", "-k", "kä y", "-H", "x=1=2", '"text"'], "text"),
-    (["send", "fuzz", "--raw", "bytes \u00ff"], "bytes \u00ff".encode()),
-    (["send", "fuzz", "[1, 2"], None),
-    (["send", "fuzz", "-p", "10", "1"], None),
-    (["send", "fuzz", "-H", "novalue", "1"], None),
+    (["send", "--create", "fuzz", "-p", "9", "-k", "kä y", "-H", "x=1=2", '"text"'], "text"),
+    (["send", "--create", "fuzz", "--raw", "bytes \u00ff"], "bytes \u00ff".encode()),
+    (["send", "--create", "fuzz", "[1, 2"], None),
+    (["send", "--create", "fuzz", "-p", "10", "1"], None),
+    (["send", "--create", "fuzz", "-H", "novalue", "1"], None),
 ]
 
 

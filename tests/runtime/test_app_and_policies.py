@@ -124,3 +124,15 @@ def test_short_traceback_keeps_the_innermost_frames_and_the_error() -> None:
         full = short_traceback(exc, frames=3, limit=100_000)
     assert len(text) <= 500 and text.endswith("xxx")
     assert full.count("in deep") == 3
+
+
+@pytest.mark.parametrize("target, advice", [
+    ("app.py:app", "write app:app (without .py)"),
+    ("../dir/app:app", "PYTHONPATH=../dir hailq worker app:app"),
+    ("jobs/checkers.py:app", "jobs.checkers:app if jobs is a package"),
+])
+def test_a_target_written_as_a_file_path_says_what_to_write_instead(
+        target: str, advice: str) -> None:
+    with pytest.raises(hailq.InvalidArgument) as caught:
+        load_target(target)
+    assert advice in str(caught.value)

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 from hailq.backends.schedules import ScheduleBackend
-from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
+from hailq.models import (
+    DeadMessage,
+    MessageDetails,
+    PeekedMessage,
+    QueueRecord,
+    QueueStats,
+    Subscription,
+    WorkerInfo,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +164,55 @@ class WaitParams:
     timeout: float
 
 
+@dataclass(frozen=True, slots=True)
+class QueueDescribeParams:
+    names: Sequence[str] | None = None  # None: every queue
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfigureParams:
+    """An operator's overrides: ``changes`` (JSON values, checked) are laid over the
+    stored overrides, after clearing them all with ``reset``."""
+
+    name: str
+    changes: str  # a JSON object
+    reset: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePauseParams:
+    name: str
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeleteParams:
+    name: str
+    force: bool = False  # delete its messages too; without it a queue holding any is kept
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleteParams:
+    name: str
+    force: bool = False  # remove its subscriptions too (their queues stay)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionDeleteParams:
+    topic: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageGetParams:
+    queue: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDeleteParams:
+    queue: str
+    id: str
 class BucketAdd(NamedTuple):
     """One histogram bucket grows: ``n`` more observations summing ``total`` seconds."""
 
@@ -241,6 +298,27 @@ class Backend(ScheduleBackend, Protocol):
 
     def queue_list(self) -> list[tuple[str, str]]: ...
 
+    def queue_describe(self, params: QueueDescribeParams) -> list[QueueRecord]:
+        """Declared settings, operator overrides and pause of the named (or every) queue,
+        by name; a queue that does not exist is left out."""
+        ...
+
+    def queue_configure(self, params: QueueConfigureParams) -> QueueRecord:
+        """Store an operator's overrides apart from what code declares and make the
+        effective settings what statements obey; QueueNotFound if there is no queue."""
+        ...
+
+    def queue_pause(self, params: QueuePauseParams) -> None:
+        """Pause or resume a queue (operator state: ``queue_save`` never touches it);
+        QueueNotFound if there is no queue."""
+        ...
+
+    def queue_delete(self, params: QueueDeleteParams) -> int:
+        """Delete a queue with everything it owns, its subscriptions included; return how
+        many messages went with it. QueueNotEmpty (nothing deleted) if it holds messages
+        and not ``force``; QueueNotFound if there is no queue."""
+        ...
+
     def queue_maintain(self, queue: str) -> None:
         """Upkeep without a claim: due messages become ready, ended leases return their
         message or kill it after its last attempt (rule 13)."""
@@ -287,6 +365,15 @@ class Backend(ScheduleBackend, Protocol):
 
     def message_purge(self, params: PurgeParams) -> int: ...
 
+    def message_get(self, params: MessageGetParams) -> MessageDetails | None:
+        """One message by id as the next receive would find it; a read."""
+        ...
+
+    def message_delete(self, params: MessageDeleteParams) -> bool:
+        """Delete one message whatever its state (counted as purged, its key's next
+        message freed); False if the queue holds no such message."""
+        ...
+
     def dead_list(self, params: DeadListParams) -> list[DeadMessage]: ...
 
     def dead_redrive(self, params: RedriveParams) -> int: ...
@@ -295,6 +382,12 @@ class Backend(ScheduleBackend, Protocol):
 
     def topic_list(self) -> list[str]: ...
 
+    def topic_delete(self, params: TopicDeleteParams) -> int:
+        """Delete a topic; return how many subscriptions were removed with it (their
+        queues stay). TopicHasSubscriptions if it has any and not ``force``;
+        TopicNotFound if there is no topic."""
+        ...
+
     def topic_publish(self, params: PublishParams) -> list[str]:
         """Read the subscriptions and insert the copies ``build`` makes, atomically."""
         ...
@@ -302,6 +395,11 @@ class Backend(ScheduleBackend, Protocol):
     def subscription_save(self, subscription: Subscription) -> None: ...
 
     def subscription_list(self, topic: str) -> list[Subscription]: ...
+
+    def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
+        """Stop copying the topic's messages into the queue (the queue stays); False if
+        it was no subscription of the topic."""
+        ...
 
     def worker_save(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat; ``last_seen`` is set to the backend's clock."""

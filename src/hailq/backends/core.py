@@ -21,6 +21,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any, NamedTuple, TypeVar
 
 from hailq.backends import rates, rows
@@ -31,22 +32,45 @@ from hailq.backends.base import (
     ClaimResult,
     DeadListParams,
     ExtendParams,
+    MessageDeleteParams,
+    MessageGetParams,
     NackParams,
     NewMessage,
     PeekParams,
     PublishParams,
     PurgeParams,
+    QueueConfigureParams,
+    QueueDeleteParams,
+    QueueDescribeParams,
+    QueuePauseParams,
     QueueSaveParams,
     Receipt,
     RedriveParams,
     SendParams,
+    SubscriptionDeleteParams,
+    TopicDeleteParams,
     WaitParams,
 )
 from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, OutcomeUnknown, Tx
 from hailq.backends.figures import FiguresStore
 from hailq.backends.schedules import ScheduleStore
-from hailq.errors import LeaseLost
-from hailq.models import DeadMessage, PeekedMessage, QueueStats, Subscription, WorkerInfo
+from hailq.errors import (
+    LeaseLost,
+    QueueNotEmpty,
+    QueueNotFound,
+    TopicHasSubscriptions,
+    TopicNotFound,
+)
+from hailq.models import (
+    DeadMessage,
+    MessageDetails,
+    PeekedMessage,
+    QueueRecord,
+    QueueStats,
+    Subscription,
+    WorkerInfo,
+)
+from hailq.settings import QueueSettings, parse_overrides
 
 T = TypeVar("T")
 MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
@@ -69,6 +93,7 @@ class Live(NamedTuple):
     park: bool
     rate: float | None = None  # rule 33: messages per second, None: no limit
     burst: float = 0.0  # the bucket's size where there is a rate
+    paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
 
 
 class SqlBackend(ScheduleStore, FiguresStore):
@@ -101,20 +126,94 @@ class SqlBackend(ScheduleStore, FiguresStore):
     # -- queues --------------------------------------------------------------------------
 
     def queue_save(self, params: QueueSaveParams) -> None:
-        settings = json.loads(params.settings)
-        args = {"name": params.name, "settings": params.settings, "lease": settings["lease"],
-                "max_attempts": settings["max_attempts"], "aging": settings["aging"],
-                "max_in_flight": settings["max_in_flight"],
-                "park": settings["on_dead"] == "park"}
+        declared = QueueSettings.from_json(params.settings)
 
         def save(tx: Tx) -> None:
             with tx.atomic():
-                tx.exec("queue_save", {**args, "now": tx.now})
-                tx.exec("queue_rate_save", rates.save_args(params.name, settings))
+                tx.also("queue_lock", {"name": params.name})
+                # The columns statements obey are the effective settings: what code
+                # declares, with an operator's overrides (kept apart) laid over it.
+                ops = tx.one("queue_ops_get", {"name": params.name})
+                effective = declared.overlay(parse_overrides(None if ops is None else ops[0]))
+                tx.exec("queue_save", {**_columns(params.name, effective),
+                                       "settings": params.settings, "now": tx.now})
+                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
                 if params.resort:
-                    tx.exec("queue_resort", {"queue": params.name, "aging": args["aging"]})
+                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
+            self._settings.pop(params.name, None)
 
         self.dialect.work(save, durable=True)
+
+    def queue_describe(self, params: QueueDescribeParams) -> list[QueueRecord]:
+        args = {"all": params.names is None, "names": list(params.names or [])}
+        found = self.dialect.read(lambda tx: tx.run("queue_describe", args))
+        return [QueueRecord(str(n), str(s), None if o is None else str(o), bool(p))
+                for n, s, o, p in found]
+
+    def queue_configure(self, params: QueueConfigureParams) -> QueueRecord:
+        changes = json.loads(params.changes)
+
+        def configure(tx: Tx) -> QueueRecord:
+            with tx.atomic():
+                tx.also("queue_lock", {"name": params.name})
+                declared = tx.one("queue_get", {"name": params.name})
+                if declared is None:
+                    raise _no_queue(params.name)
+                ops = tx.one("queue_ops_get", {"name": params.name})
+                kept = {} if params.reset or ops is None else parse_overrides(ops[0])
+                merged = {**kept, **changes}
+                before = QueueSettings.from_json(str(declared[0])).overlay(
+                    None if ops is None else parse_overrides(ops[0]))
+                effective = QueueSettings.from_json(str(declared[0])).overlay(merged)
+                text = json.dumps(merged, sort_keys=True) if merged else None
+                tx.exec("queue_override", {"name": params.name, "overrides": text,
+                                           "now": tx.now})
+                tx.exec("queue_apply", _columns(params.name, effective))
+                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
+                if effective.aging != before.aging:  # rule 16: one order for old and new
+                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
+                paused = bool(ops[1]) if ops is not None else False
+                return QueueRecord(params.name, str(declared[0]), text, paused)
+
+        record = self.dialect.work(configure, durable=True)
+        self._settings.pop(params.name, None)
+        return record
+
+    def queue_pause(self, params: QueuePauseParams) -> None:
+        def pause(tx: Tx) -> None:
+            with tx.atomic():
+                if tx.one("queue_get", {"name": params.name}) is None:
+                    raise _no_queue(params.name)
+                tx.run("queue_pause", {"name": params.name, "paused": params.paused,
+                                       "now": tx.now})
+
+        self.dialect.work(pause, durable=True)
+        self._settings.pop(params.name, None)
+
+    def queue_delete(self, params: QueueDeleteParams) -> int:
+        args = {"queue": params.name}
+
+        def delete(tx: Tx) -> int:
+            with tx.atomic():
+                tx.also("queue_lock", {"name": params.name})
+                if tx.one("queue_get", {"name": params.name}) is None:
+                    raise _no_queue(params.name)
+                held = int(tx.one("queue_messages_count", args)[0])
+                if held and not params.force:
+                    raise QueueNotEmpty(
+                        f"queue {params.name!r} holds {held} message(s) (live or dead); "
+                        "nothing was deleted: purge it first, or delete with force")
+                count = tx.exec("queue_delete_messages", args)
+                for step in ("queue_delete_dedup", "queue_delete_counters",
+                             "queue_delete_ops", "queue_delete_subscriptions",
+                             "queue_delete"):
+                    tx.exec(step, args)
+                return count
+
+        count = self.dialect.work(delete, durable=True)
+        self._settings.pop(params.name, None)
+        self._maintained.pop(params.name, None)
+        return count
 
     def queue_get(self, name: str) -> str | None:
         found = self.dialect.read(lambda tx: tx.one("queue_get", {"name": name}))
@@ -131,12 +230,12 @@ class SqlBackend(ScheduleStore, FiguresStore):
         if kept is not None and not fresh and now - kept[0] < SETTINGS_FOR:
             return kept[1]
         found = tx.one("queue_live", {"queue": queue})
-        if found is None:  # never declared here: the defaults
-            live = Live(30.0, None, 5, False)
-        else:
-            lease, cap, attempts, park = found
-            live = Live(float(lease), None if cap is None else int(cap), int(attempts),
-                        bool(park), *rates.live(tx, queue))
+        if found is None:  # deleted, or never declared: never a queue made up here
+            self._settings.pop(queue, None)
+            raise _no_queue(queue)
+        lease, cap, attempts, park, paused = found
+        live = Live(float(lease), None if cap is None else int(cap), int(attempts),
+                    bool(park), *rates.live(tx, queue), paused=bool(paused))
         self._settings[queue] = (now, live)
         return live
 
@@ -171,9 +270,12 @@ class SqlBackend(ScheduleStore, FiguresStore):
 
     def queue_stats(self, queue: str) -> QueueStats:
         def look(tx: Tx) -> QueueStats:
+            live = tx.one("queue_live", {"queue": queue})
+            if live is None:
+                raise _no_queue(queue)
             row = tx.one("stats", {"queue": queue, "now": tx.now})  # its clock comes last
             parked = [r[0] for r in tx.run("stats_parked", {"queue": queue, "now": tx.now})]
-            return rows.stats(queue, row[:-1], float(row[-1]), parked)
+            return rows.stats(queue, row[:-1], float(row[-1]), parked, bool(live[4]))
 
         return self.dialect.read(look)
 
@@ -215,7 +317,12 @@ class SqlBackend(ScheduleStore, FiguresStore):
                          if m.ordering_key is not None]
                 if keyed:  # sends and releases of one key take turns (rule 17)
                     tx.also("keys_lock", {"keys": sorted(set(keyed))})
-                self.dialect.insert(tx, fresh)
+                if self.dialect.insert(tx, fresh) < len(fresh):
+                    # A queue without a row inserts nothing (a deleted queue is never
+                    # made up again); otherwise a re-run found its first try's rows.
+                    for queue in sorted({m.queue for m in fresh}):
+                        if tx.one("queue_live", {"queue": queue}) is None:
+                            raise _no_queue(queue)
             if not plain:  # only dedup ids make records to prune
                 self._sends += 1
                 if self._sends % _PRUNE_EVERY == 1:
@@ -225,7 +332,11 @@ class SqlBackend(ScheduleStore, FiguresStore):
     def topic_publish(self, params: PublishParams) -> list[str]:
         def publish(tx: Tx) -> list[str]:
             with tx.atomic():
-                copies = params.build(self._subscriptions(tx, params.topic))
+                subscriptions = self._subscriptions(tx, params.topic)
+                if not subscriptions and tx.one("topic_get", {"name": params.topic}) is None:
+                    raise TopicNotFound(f"no topic named {params.topic!r} (deleted?); "
+                                        "declare it with broker.topic()")
+                copies = params.build(subscriptions)
                 return self._send(tx, copies, rerun=False) if copies else []
 
         if params.connection is not None:
@@ -250,7 +361,7 @@ class SqlBackend(ScheduleStore, FiguresStore):
         fused = None
         if not self._upkeep_due(tx, params.queue):
             live = self._live(tx, params.queue)
-            if live.max_in_flight is None and live.rate is None:
+            if live.max_in_flight is None and live.rate is None and not live.paused:
                 fused = self.dialect.ack_claim(
                     tx, params.acks, params.queue, params.max_messages,
                     live.lease if params.lease is None else params.lease)
@@ -277,6 +388,8 @@ class SqlBackend(ScheduleStore, FiguresStore):
         return found
 
     def _claim_now(self, tx: Tx, params: ClaimParams, live: Live) -> list[ClaimedRow]:
+        if live.paused:  # an operator paused it: nothing is leased (rule 32)
+            return []
         lease = live.lease if params.lease is None else params.lease
         if live.max_in_flight is None and live.rate is None:
             return self.dialect.claim(tx, params.queue, params.max_messages, lease)
@@ -485,6 +598,28 @@ class SqlBackend(ScheduleStore, FiguresStore):
 
         return self.dialect.work(purge, durable=True)
 
+    def message_get(self, params: MessageGetParams) -> MessageDetails | None:
+        found = self.dialect.read(lambda tx: tx.one("message_get", {
+            "queue": params.queue, "id": params.id, "now": tx.now}))
+        return None if found is None else rows.details(params.queue, found)
+
+    def message_delete(self, params: MessageDeleteParams) -> bool:
+        args = {"queue": params.queue, "id": params.id}
+
+        def delete(tx: Tx) -> bool:
+            with tx.atomic():
+                gone = tx.run("message_delete", args)
+                if not gone:
+                    return False
+                # Counted as purged, so acked (sent - present - purged) never counts it.
+                tx.exec("count_purged", {"queue": params.queue, "n": len(gone)})
+                self._release(tx, params.queue, [r[0] for r in gone if r[0] is not None])
+                if self._live(tx, params.queue).max_in_flight is not None:
+                    self.dialect.wake(tx, [params.queue])
+                return True
+
+        return self.dialect.work(delete, durable=True)
+
     # -- topics --------------------------------------------------------------------------
 
     def topic_save(self, topic: str) -> None:
@@ -493,6 +628,29 @@ class SqlBackend(ScheduleStore, FiguresStore):
 
     def topic_list(self) -> list[str]:
         return [str(r[0]) for r in self.dialect.read(lambda tx: tx.run("topic_list", {}))]
+
+    def topic_delete(self, params: TopicDeleteParams) -> int:
+        args = {"name": params.name}
+
+        def delete(tx: Tx) -> int:
+            with tx.atomic():
+                if tx.one("topic_get", args) is None:
+                    raise TopicNotFound(f"no topic named {params.name!r}")
+                held = len(self._subscriptions(tx, params.name))
+                if held and not params.force:
+                    raise TopicHasSubscriptions(
+                        f"topic {params.name!r} has {held} subscription(s); nothing was "
+                        "deleted: unsubscribe them first, or delete with force (their "
+                        "queues stay)")
+                count = tx.exec("topic_subscriptions_delete", args)
+                tx.exec("topic_delete", args)
+                return count
+
+        return self.dialect.work(delete, durable=True)
+
+    def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
+        return bool(self.dialect.work(lambda tx: tx.exec("subscription_delete", {
+            "topic": params.topic, "queue": params.queue}), durable=True))
 
     def subscription_save(self, subscription: Subscription) -> None:
         args = {"topic": subscription.topic, "queue": subscription.queue,
@@ -531,6 +689,18 @@ class SqlBackend(ScheduleStore, FiguresStore):
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+def _no_queue(name: str) -> QueueNotFound:
+    return QueueNotFound(f"no queue named {name!r} (never declared, or deleted); declare "
+                         "it with broker.queue()")
+
+
+def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:
+    """The settings statements obey, as the queues table's columns hold them."""
+    return {"name": name, "lease": effective.lease, "max_attempts": effective.max_attempts,
+            "aging": effective.aging, "max_in_flight": effective.max_in_flight,
+            "park": effective.on_dead == "park"}
 
 
 def _clock(tx: Tx) -> float:

@@ -97,8 +97,9 @@ class Dialect(ABC):
     # -- fast paths ----------------------------------------------------------------------
 
     @abstractmethod
-    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> None:
-        """Insert new messages (dedup already settled) and count them as sent."""
+    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
+        """Insert new messages (dedup already settled) and count them as sent; return how
+        many rows were inserted (none for a queue without a row: it was deleted)."""
 
     @abstractmethod
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from hailq.backends import rows
 from hailq.backends.base import FigureRows, FiguresRecordParams
+from hailq.errors import QueueNotFound
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
@@ -40,12 +41,16 @@ class FiguresStore:
 
     def figures_read(self, queue: str) -> FigureRows:
         def look(tx: Tx) -> FigureRows:
+            live = tx.one("queue_live", {"queue": queue})  # its pause, and that it exists
+            if live is None:
+                raise QueueNotFound(f"no queue named {queue!r} (never declared, or "
+                                    "deleted); declare it with broker.queue()")
             row = tx.one("stats", {"queue": queue, "now": tx.now})  # its clock comes last
             now = float(row[-1])
             parked = [r[0] for r in tx.run("stats_parked", {"queue": queue, "now": tx.now})]
             args: dict[str, Any] = {"queue": queue, "now": now}
             return FigureRows(
-                stats=rows.stats(queue, row[:-1], now, parked), now=now,
+                stats=rows.stats(queue, row[:-1], now, parked, bool(live[4])), now=now,
                 buckets=[(str(k), int(p), float(le), int(n), float(t))
                          for k, p, le, n, t in tx.run("figures_histograms", args)],
                 rates=[(int(s), int(p), int(a), int(b), int(c), int(d), float(e))

@@ -6,7 +6,14 @@ import json
 from typing import Any
 
 from hailq.codec import decode_body, decode_headers
-from hailq.models import AttemptError, DeadMessage, PeekedMessage, QueueStats, State
+from hailq.models import (
+    AttemptError,
+    DeadMessage,
+    MessageDetails,
+    PeekedMessage,
+    QueueStats,
+    State,
+)
 
 
 def parse_errors(raw: Any) -> list[AttemptError]:
@@ -36,7 +43,37 @@ def peeked(queue: str, row: Any) -> PeekedMessage:
     )
 
 
-def stats(queue: str, row: Any, now: float, parked: list[str]) -> QueueStats:
+def details(queue: str, row: Any) -> MessageDetails:
+    """One message as stored, in the state the next receive would find it (a read writes
+    nothing): a due delay is ready, an ended lease ready again, or dead after the last
+    attempt with the "lease expired" entry upkeep will add (as ``dead_list`` shows it)."""
+    (id_, state, body, kind, headers, priority, key, attempt, enqueued_at, available_at,
+     lease_until, dead_at, raw_errors, parked, max_attempts, park, now) = row
+    errors = parse_errors(raw_errors)
+    is_parked = bool(parked)
+    if state == "scheduled" and available_at <= now:
+        state = "ready"
+    elif state == "leased" and lease_until <= now:
+        errors.append(AttemptError(int(attempt), "lease expired", float(lease_until)))
+        if attempt >= max_attempts:
+            state, dead_at, is_parked = "dead", lease_until, key is not None and bool(park)
+        else:
+            state, available_at = "ready", lease_until
+        lease_until = None
+    elif state != "leased":
+        lease_until = None
+    state_: State = state
+    return MessageDetails(
+        id=id_, queue=queue, state=state_, body=decode_body(body, kind),
+        headers=decode_headers(headers), priority=priority, ordering_key=key,
+        attempt=attempt, enqueued_at=enqueued_at, available_at=available_at,
+        lease_until=None if lease_until is None else float(lease_until),
+        dead_at=None if dead_at is None else float(dead_at), errors=errors,
+        parked=is_parked)
+
+
+def stats(queue: str, row: Any, now: float, parked: list[str],
+          paused: bool = False) -> QueueStats:
     """Build QueueStats from the one-snapshot stats row of either backend."""
     (ready, scheduled, leased, blocked, dead, oldest, present,
      sent, purged, nacked, redelivered, dead_lettered, late) = row
@@ -47,5 +84,5 @@ def stats(queue: str, row: Any, now: float, parked: list[str]) -> QueueStats:
         oldest_ready_age=None if oldest is None else max(now - oldest, 0.0),
         sent=sent, acked=max(sent - int(present) - purged, 0), nacked=int(nacked or 0),
         redelivered=int(redelivered or 0), dead_lettered=int(dead_lettered or 0),
-        late_acks=int(late or 0), parked_keys=parked,
+        late_acks=int(late or 0), parked_keys=parked, paused=paused,
     )

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 import hailq
-from hailq.cli.context import Finite, check_queue_name, common_options, current_app
+from hailq.cli.context import Finite, check_id, check_queue_name, common_options, current_app
 from hailq.cli.output import age, clean, preview, record
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -95,8 +95,9 @@ def _error(text: str | None, length: int = 80) -> str:
 
 @click.command("redrive")
 @click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
-@click.option("--id", "ids", multiple=True, metavar="ID", help="Redrive this message; repeat "
-              "for more. Without --id and filters: every dead message.")
+@click.option("--id", "ids", multiple=True, metavar="ID", callback=check_id,
+              help="Redrive this message; repeat for more. Without --id and filters: every "
+                   "dead message. An ID that is not a message id is bad input (exit 2).")
 @filter_options(default_limit=None)
 @click.option("--dry-run", is_flag=True, help="List what would be redriven and change nothing.")
 @common_options

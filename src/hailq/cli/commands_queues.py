@@ -29,23 +29,28 @@ def queues() -> None:
 
     OLDEST is the age of the oldest ready message: how long the front of the
     queue has waited. SLO lists priority:seconds targets (see 'hailq stats').
+    PAUSED marks a queue an operator paused ('hailq pause'). The settings are the
+    effective ones; with --json, "overridden" names those an operator overrode
+    ('hailq configure').
     """
     app = current_app()
     with app.broker() as broker:
-        found = [(q.settings, q.stats()) for q in broker.queues()]
+        found = [(q, q.stats()) for q in broker.queues()]
     if app.out.json:
         app.out.emit_json([{"queue": s.queue, "ready": s.ready, "scheduled": s.scheduled,
                             "in_flight": s.in_flight, "blocked": s.blocked, "dead": s.dead,
-                            "oldest_ready_age": s.oldest_ready_age,
-                            "settings": settings_record(q)} for q, s in found])
+                            "oldest_ready_age": s.oldest_ready_age, "paused": s.paused,
+                            "settings": settings_record(q.settings),
+                            "overridden": sorted(q.overrides)} for q, s in found])
         return
     app.out.table(
         ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST", "LEASE",
-         "ATTEMPTS", "AGING", "MAX IN FLIGHT", "SLO"],
+         "ATTEMPTS", "AGING", "MAX IN FLIGHT", "SLO", "PAUSED"],
         [[s.queue, s.ready, s.scheduled, s.in_flight, s.blocked, s.dead,
-          age(s.oldest_ready_age), q.lease, q.max_attempts, q.aging, q.max_in_flight,
-          slo_text(q.slo)] for q, s in found],
-        empty="no queues yet; 'hailq send QUEUE BODY' creates one")
+          age(s.oldest_ready_age), q.settings.lease, q.settings.max_attempts,
+          q.settings.aging, q.settings.max_in_flight, slo_text(q.settings.slo),
+          "paused" if s.paused else "-"] for q, s in found],
+        empty="no queues yet; declare one in code, or 'hailq send --create QUEUE BODY'")
 
 
 def settings_record(q: QueueSettings) -> dict[str, Any]:
@@ -171,6 +176,7 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
             ["handler time (mean)", _secs(f.handler_time)],
             ["desired workers", f.desired_workers],
             ["parked keys", ", ".join(s.parked_keys) or "-"],
+            ["paused", "yes" if s.paused else "no"],
         ]
         return Group(make_table(["FIGURE", "VALUE"], rows, title=f"queue {s.queue}"),
                      priority_view(f))

@@ -21,6 +21,7 @@ import click
 
 import hailq
 from hailq.cli.output import Output
+from hailq.ids import check_message_id
 from hailq.settings import check_name
 from hailq.url import DEFAULT_URL, BrokerURL, parse_url
 
@@ -101,6 +102,18 @@ def check_queue_name(ctx: click.Context, param: click.Parameter, value: Any) -> 
     return value
 
 
+def check_id(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback: a message id as hailq makes them, before anything is opened (a
+    bad one is bad input, exit 2, as ``InvalidArgument`` is in Python)."""
+    for item in value if isinstance(value, tuple) else [value]:
+        if item is not None:
+            try:
+                check_message_id(item)
+            except hailq.InvalidArgument as exc:
+                raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
 @dataclass(frozen=True)
 class App:
     """The resolved options of one invocation."""
@@ -160,7 +173,7 @@ class App:
         except hailq.QueueNotFound:
             raise click.ClickException(
                 f"no queue named {name!r} at {broker.url}; 'hailq queues' lists them, "
-                "'hailq send' creates one") from None
+                "'hailq send --create' creates one") from None
 
     def topic(self, broker: hailq.Broker, name: str) -> hailq.Topic:
         """An existing topic; a clear error when it was never declared."""

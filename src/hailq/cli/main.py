@@ -20,6 +20,7 @@ from hailq.cli import (
     commands_admin,
     commands_dead,
     commands_metrics,
+    commands_operate,
     commands_queues,
     commands_send,
     commands_topics,
@@ -104,7 +105,7 @@ def cli() -> None:
 
 
 for _module in (commands_send, commands_queues, commands_dead, commands_topics, commands_admin,
-                commands_metrics):
+                commands_metrics, commands_operate):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

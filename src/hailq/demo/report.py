@@ -4,9 +4,10 @@ Invariants (any failure makes ``hailq demo`` exit 1): no claim lost, no
 effect applied twice, exactly the corrupt claim dead, the statistics program
 counted every claim, the crashed checker's claim was redelivered and checked,
 the slow checker's late ack was rejected (and no late ack accepted), every
-contract's claims were checked in order. The makespan target (at most 1.25x
-the ideal) is reported beside them: it is a figure of the machine as much as
-of hailq.
+contract's claims were checked in order. The report shows them as *promises*.
+Everything else is a *figure*: the makespan and its target (at most 1.25x the
+ideal), throughput, waits. Figures depend on the machine as much as on hailq;
+they are shown, a missed target is named, but a figure never fails the demo.
 """
 
 from __future__ import annotations
@@ -122,30 +123,15 @@ class Report:
         data.update(ratio=round(self.ratio, 4), target_ratio=TARGET_RATIO,
                     within_target=self.ratio <= TARGET_RATIO,
                     throughput=round(self.throughput, 1), invariants=self.invariants,
-                    ok=self.ok)
+                    promises=self.invariants, ok=self.ok)
         return data
 
     def render(self, console: Console) -> None:
-        """The report as tables for a terminal."""
+        """The report as tables for a terminal: the promises (any broken one makes the
+        demo exit 1), then the figures (measured on this machine; never a failure)."""
         mark = {True: "[green]✓[/]", False: "[red]✗[/]"}
-        run = Table(title=f"hailq demo on {self.backend}: {self.claims:,} claims, "
-                          f"{self.checkers} checkers, time ×{self.scale:g}",
-                    show_header=False, title_justify="left")
-        run.add_column(style="bold")
-        run.add_column()
-        target = self.ratio <= TARGET_RATIO
-        run.add_row("makespan", f"{self.makespan:.2f} s = {self.ratio:.3f}× the ideal "
-                    f"{self.ideal:.2f} s ({self.claims:,} × {1000 * self.check_seconds:g} ms"
-                    f" / {self.checkers})  {mark[target]} target ≤ {TARGET_RATIO}×")
-        run.add_row("throughput", f"{self.throughput:,.0f} claims/s; burst sent in "
-                    f"{self.send_seconds:.2f} s")
-        run.add_row("machine", f"{self.cpus} CPUs, load average {self.load_average:.1f}")
-        run.add_row("waits VIP", _waits(self.vip_wait))
-        run.add_row("waits normal", _waits(self.normal_wait))
-        run.add_row("redeliveries", f"{self.redeliveries} (crash, slow checker, corrupt photo)")
-        run.add_row("inbox", f"{self.skipped_by_inbox} repeated check(s) skipped")
-        console.print(run)
-        checks = Table(show_header=True, title="invariants", title_justify="left")
+        checks = Table(show_header=True, title="promises (a broken one fails the demo: "
+                                               "exit 1)", title_justify="left")
         checks.add_column("")
         checks.add_column("promise")
         checks.add_column("measured")
@@ -165,9 +151,29 @@ class Report:
         }
         for name, held in self.invariants.items():
             checks.add_row(mark[held], name.replace("_", " "), shown[name])
+        run = Table(title=f"figures of hailq demo on {self.backend}: {self.claims:,} "
+                          f"claims, {self.checkers} checkers, time ×{self.scale:g} (this "
+                          "machine's; they never fail the demo)",
+                    show_header=False, title_justify="left")
+        run.add_column(style="bold")
+        run.add_column()
+        target = ("within the target" if self.ratio <= TARGET_RATIO else
+                  "[yellow]above the target[/] (a figure of this machine and its load, "
+                  "not a broken promise)")
+        run.add_row("makespan", f"{self.makespan:.2f} s = {self.ratio:.3f}× the ideal "
+                    f"{self.ideal:.2f} s ({self.claims:,} × {1000 * self.check_seconds:g} ms"
+                    f" / {self.checkers}); target ≤ {TARGET_RATIO}×: {target}")
+        run.add_row("throughput", f"{self.throughput:,.0f} claims/s; burst sent in "
+                    f"{self.send_seconds:.2f} s")
+        run.add_row("machine", f"{self.cpus} CPUs, load average {self.load_average:.1f}")
+        run.add_row("waits VIP", _waits(self.vip_wait))
+        run.add_row("waits normal", _waits(self.normal_wait))
+        run.add_row("redeliveries", f"{self.redeliveries} (crash, slow checker, corrupt photo)")
+        run.add_row("inbox", f"{self.skipped_by_inbox} repeated check(s) skipped")
+        console.print(run)
         console.print(checks)
-        console.print("[bold green]all invariants hold[/]" if self.ok
-                      else "[bold red]an invariant failed[/]")
+        console.print("[bold green]every promise held[/] (exit 0)" if self.ok
+                      else "[bold red]a promise was broken[/] (exit 1)")
 
 
 def _waits(w: Waits) -> str:

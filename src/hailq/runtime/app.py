@@ -155,12 +155,34 @@ def app_for(handlers: App | Mapping[str, Handler] | Handler,
     return app
 
 
+def _check_module_name(target: str, module_name: str, attribute: str) -> None:
+    """A file path where a module belongs (``app.py:app``, ``../dir/app:app``) fails with
+    what to write instead, not with an import error."""
+    if "/" not in module_name and "\\" not in module_name and not module_name.endswith(".py"):
+        return
+    path = module_name.replace("\\", "/")
+    stem = path[:-3] if path.endswith(".py") else path
+    folder, _, name = stem.rpartition("/")
+    if not folder:
+        raise InvalidArgument(
+            f"target {target!r} names a file; a target names a module: write "
+            f"{name}:{attribute} (without .py), run where {name}.py is")
+    dotted = stem.strip("/").replace("/", ".")
+    package = ("" if folder.startswith((".", "/")) or ".." in folder else
+               f", or {dotted}:{attribute} if {folder} is a package on the path")
+    raise InvalidArgument(
+        f"target {target!r} is a file path; a target names a module: run from {folder} "
+        f"as 'hailq worker {name}:{attribute}', or put the folder on the import path: "
+        f"PYTHONPATH={folder} hailq worker {name}:{attribute}{package}")
+
+
 def load_target(target: str) -> App | Handler:
     """Import ``module:attribute`` and return the App or handler function it names."""
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise InvalidArgument(f"target must look like module:function or module:app, "
                               f"got {target!r}")
+    _check_module_name(target, module_name, attribute)
     # `hailq worker checkers:app` is run where checkers.py lives: like `python -m`, look
     # in the working directory first (the console script's own folder is on the path
     # instead).

@@ -390,15 +390,16 @@ class PostgresDialect(Dialect):
 
     # -- fast paths --------------------------------------------------------------------
 
-    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> None:
+    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
         if len(messages) == 1 and messages[0].ordering_key is None:
             m = messages[0]
-            tx.run("message_insert_one", {
+            found = tx.run("message_insert_one", {
                 "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
                 "headers": m.headers, "priority": m.priority, "delay": m.delay,
                 "aging": m.aging})
         else:
-            tx.run("message_insert", _insert_args(messages))
+            found = tx.run("message_insert", _insert_args(messages))
+        return int(found[0][0])
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
         return _claimed_rows(tx.run("message_claim", {"queue": queue, "n": n,

@@ -26,7 +26,72 @@ WHERE queue = %(queue)s AND state <> 'dead';
 SELECT settings FROM {schema}.queues WHERE name = %(name)s;
 
 -- name: queue_live
-SELECT lease, max_in_flight, max_attempts, park FROM {schema}.queues WHERE name = %(queue)s;
+-- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
+SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, false)
+FROM {schema}.queues AS q LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
+WHERE q.name = %(queue)s;
+
+-- name: queue_describe
+-- Declared settings, operator overrides and pause of the queues in %(names)s, or of every
+-- queue with %(all)s.
+SELECT q.name, q.settings, o.overrides, coalesce(o.paused, false)
+FROM {schema}.queues AS q LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
+WHERE %(all)s OR q.name = ANY(%(names)s::text[])
+ORDER BY q.name;
+
+-- name: queue_lock
+-- PostgreSQL only (SQLite has one writer at a time): a declaration and an operator's
+-- change of one queue take turns, so neither computes its settings from overrides the
+-- other is about to change.
+SELECT pg_advisory_xact_lock(hashtextextended('hailq queue ' || %(name)s, 0));
+
+-- name: queue_ops_get
+SELECT overrides, paused FROM {schema}.queue_ops WHERE name = %(name)s;
+
+-- name: queue_apply
+-- The effective settings (declared overlaid by overrides) into the columns statements read.
+UPDATE {schema}.queues SET lease = %(lease)s, max_attempts = %(max_attempts)s,
+    max_in_flight = %(max_in_flight)s, aging = %(aging)s, park = %(park)s
+WHERE name = %(name)s;
+
+-- name: queue_override
+INSERT INTO {schema}.queue_ops (name, overrides, updated_at)
+VALUES (%(name)s, %(overrides)s, {schema}.epoch())
+ON CONFLICT (name) DO UPDATE SET overrides = excluded.overrides,
+    updated_at = excluded.updated_at;
+
+-- name: queue_pause
+-- A resume wakes the queue's waiting receivers.
+WITH saved AS (
+    INSERT INTO {schema}.queue_ops (name, paused, updated_at)
+    VALUES (%(name)s, %(paused)s, {schema}.epoch())
+    ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+    RETURNING paused
+)
+SELECT pg_notify({channel}, %(name)s) FROM saved WHERE NOT paused;
+
+-- name: queue_messages_count
+SELECT count(*) FROM {schema}.messages WHERE queue = %(queue)s;
+
+-- name: queue_delete_messages
+DELETE FROM {schema}.messages WHERE queue = %(queue)s;
+
+-- name: queue_delete_dedup
+-- With queue_delete_counters, _ops and _subscriptions: everything else a queue owns goes
+-- with it (a subscription it is stops receiving copies; declared again, it starts anew).
+DELETE FROM {schema}.dedup WHERE queue = %(queue)s;
+
+-- name: queue_delete_counters
+DELETE FROM {schema}.counters WHERE queue = %(queue)s;
+
+-- name: queue_delete_ops
+DELETE FROM {schema}.queue_ops WHERE name = %(queue)s;
+
+-- name: queue_delete_subscriptions
+DELETE FROM {schema}.subscriptions WHERE queue = %(queue)s;
+
+-- name: queue_delete
+DELETE FROM {schema}.queues WHERE name = %(queue)s;
 
 -- name: queue_list
 SELECT name, settings FROM {schema}.queues ORDER BY name;
@@ -80,6 +145,8 @@ WITH inserted AS (
              WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
                                   delay, aging, ord)
     ) AS b
+    -- No row of the queue (deleted): nothing inserted; the caller says QueueNotFound.
+    WHERE EXISTS (SELECT 1 FROM {schema}.queues qq WHERE qq.name = b.queue)
     ORDER BY b.ord
     -- A send re-run after its connection broke may find its own rows committed: they
     -- are neither stored twice nor counted twice.
@@ -89,10 +156,12 @@ WITH inserted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, sent)
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM inserted GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + excluded.sent
+), woken AS (
+    -- Wake receivers waiting in LISTEN, if any waits (wake() in migration 2).
+    SELECT {schema}.wake(queue, {channel})
+    FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'ready') AS ready
 )
--- Wake receivers waiting in LISTEN, if any waits (wake() in migration 2).
-SELECT {schema}.wake(queue, {channel})
-FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'ready') AS woken;
+SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM woken);
 
 -- name: message_insert_one
 -- PostgreSQL only: the commonest send, one message without a key, as message_insert
@@ -102,20 +171,25 @@ FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'ready') AS woken;
 WITH inserted AS (
     INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
                                    sort_key, enqueued_at, available_at)
-    VALUES (%(id)s::text, %(queue)s::text,
-            CASE WHEN %(delay)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
-            %(body)s::bytea, %(kind)s::smallint, %(headers)s::text, %(priority)s::smallint,
-            {schema}.sort_key(%(priority)s::integer, {schema}.epoch() + %(delay)s::float8,
-                              %(aging)s::float8),
-            {schema}.epoch(), {schema}.epoch() + %(delay)s::float8)
+    SELECT %(id)s::text, %(queue)s::text,
+           CASE WHEN %(delay)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
+           %(body)s::bytea, %(kind)s::smallint, %(headers)s::text, %(priority)s::smallint,
+           {schema}.sort_key(%(priority)s::integer, {schema}.epoch() + %(delay)s::float8,
+                             %(aging)s::float8),
+           {schema}.epoch(), {schema}.epoch() + %(delay)s::float8
+    FROM {schema}.queues WHERE name = %(queue)s::text
     ON CONFLICT (id) DO NOTHING
     RETURNING queue, state
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, sent)
     SELECT queue, pg_backend_pid() %% 16, 1 FROM inserted
     ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + 1
+), woken AS (
+    SELECT {schema}.wake(queue, {channel}) FROM inserted WHERE state = 'ready'
 )
-SELECT {schema}.wake(queue, {channel}) FROM inserted WHERE state = 'ready';
+-- How many were inserted: fewer than sent means the queue has no row (deleted), or a
+-- re-run found its first try's row.
+SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM woken);
 
 -- name: scheduled_promote
 UPDATE {schema}.messages SET state = 'ready'
@@ -154,11 +228,17 @@ ON CONFLICT (queue, shard) DO UPDATE SET dead_lettered = c.dead_lettered + exclu
 -- PostgreSQL only (SQLite looks with claimable): before a receiver sleeps, seconds until
 -- a delayed message is due or a lease ends, and wait_begin()'s answer (migration 2: 0
 -- sleep, 1 a message is ready, 2 look again soon).
+-- Paused queues are left out (migration 3): nothing there is worth waking for.
+WITH open AS (
+    SELECT ARRAY(SELECT u FROM unnest(%(queues)s::text[]) AS u
+                 WHERE NOT EXISTS (SELECT 1 FROM {schema}.queue_ops o
+                                   WHERE o.name = u AND o.paused)) AS qs
+)
 SELECT least(
-    (SELECT min(available_at) FROM {schema}.messages
-     WHERE queue = ANY(%(queues)s::text[]) AND state = 'scheduled'),
-    (SELECT min(lease_until) FROM {schema}.messages
-     WHERE queue = ANY(%(queues)s::text[]) AND state = 'leased')
+    (SELECT min(available_at) FROM {schema}.messages, open
+     WHERE queue = ANY(open.qs) AND state = 'scheduled'),
+    (SELECT min(lease_until) FROM {schema}.messages, open
+     WHERE queue = ANY(open.qs) AND state = 'leased')
 ) - {schema}.epoch(), {schema}.wait_begin(%(queues)s::text[], %(waiter)s, %(seconds)s);
 
 -- name: in_flight_lock
@@ -543,6 +623,15 @@ ORDER BY ordering_key;
 INSERT INTO {schema}.topics (name, created_at) VALUES (%(name)s, {schema}.epoch())
 ON CONFLICT (name) DO NOTHING;
 
+-- name: topic_get
+SELECT name FROM {schema}.topics WHERE name = %(name)s;
+
+-- name: topic_delete
+DELETE FROM {schema}.topics WHERE name = %(name)s;
+
+-- name: topic_subscriptions_delete
+DELETE FROM {schema}.subscriptions WHERE topic = %(name)s;
+
 -- name: topic_list
 SELECT name FROM {schema}.topics ORDER BY name;
 
@@ -553,6 +642,23 @@ ON CONFLICT (topic, queue) DO UPDATE SET filter = excluded.filter;
 
 -- name: subscription_list
 SELECT topic, queue, filter FROM {schema}.subscriptions WHERE topic = %(topic)s ORDER BY queue;
+
+-- name: subscription_delete
+DELETE FROM {schema}.subscriptions WHERE topic = %(topic)s AND queue = %(queue)s;
+
+-- name: message_get
+-- One message by id, as stored, with what its state as the next receive would find it
+-- depends on (the queue's attempts and dead-letter policy, the clock).
+SELECT m.id, m.state, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
+       m.attempt, m.enqueued_at, m.available_at, m.lease_until, m.dead_at, m.errors,
+       m.parked, coalesce(q.max_attempts, 5), coalesce(q.park, false), {schema}.epoch()
+FROM {schema}.messages AS m LEFT JOIN {schema}.queues AS q ON q.name = m.queue
+WHERE m.queue = %(queue)s AND m.id = %(id)s;
+
+-- name: message_delete
+-- One message by id, whatever its state (a leased one's consumer then gets LeaseLost).
+DELETE FROM {schema}.messages WHERE queue = %(queue)s AND id = %(id)s
+RETURNING ordering_key;
 
 -- name: worker_save
 INSERT INTO {schema}.workers (id, host, pid, queues, concurrency, in_flight, started_at,

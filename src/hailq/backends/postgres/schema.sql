@@ -48,6 +48,10 @@ messages token text YES  NO
 messages errors jsonb YES  NO
 messages dead_at double precision YES  NO
 messages parked boolean NO false NO
+queue_ops name text NO  NO
+queue_ops paused boolean NO false NO
+queue_ops overrides text YES  NO
+queue_ops updated_at double precision NO  NO
 queues name text NO  NO
 queues settings text NO  NO
 queues created_at double precision NO  NO
@@ -123,6 +127,7 @@ CREATE INDEX messages_leased ON {schema}.messages USING btree (queue, lease_unti
 CREATE UNIQUE INDEX messages_pkey ON {schema}.messages USING btree (id)
 CREATE INDEX messages_ready ON {schema}.messages USING btree (queue, sort_key, seq) WHERE (state = 'ready'::text)
 CREATE INDEX messages_scheduled ON {schema}.messages USING btree (queue, available_at) WHERE (state = 'scheduled'::text)
+CREATE UNIQUE INDEX queue_ops_pkey ON {schema}.queue_ops USING btree (name)
 CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (name)
 CREATE UNIQUE INDEX rate_buckets_pkey ON {schema}.rate_buckets USING btree (queue)
 CREATE UNIQUE INDEX rates_pkey ON {schema}.rates USING btree (queue, slot, priority)

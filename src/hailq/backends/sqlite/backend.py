@@ -272,17 +272,18 @@ class SQLiteDialect(Dialect):
 
     # -- fast paths --------------------------------------------------------------------
 
-    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> None:
+    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
         conn, now = tx.conn, float(tx.now or 0.0)
         # In order, one row at a time as far as SQLite is concerned: a keyed message sees
         # the earlier ones of the same batch.
-        conn.executemany(Q["message_insert"], [{
+        inserted = conn.executemany(Q["message_insert"], [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": sort_key(m.priority, now + m.delay, m.aging),
             "now": now, "delay": m.delay} for m in messages])
         for queue, n in Counter(m.queue for m in messages).items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})
+        return int(inserted.rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
         conn = tx.conn

@@ -21,7 +21,59 @@ WHERE queue = :queue AND state <> 'dead';
 SELECT settings FROM hailq_queues WHERE name = :name;
 
 -- name: queue_live
-SELECT lease, max_in_flight, max_attempts, park FROM hailq_queues WHERE name = :queue;
+-- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
+SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, 0)
+FROM hailq_queues AS q LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
+WHERE q.name = :queue;
+
+-- name: queue_describe
+-- Declared settings, operator overrides and pause of the queues named in :names (a JSON
+-- array), or of every queue with :all.
+SELECT q.name, q.settings, o.overrides, coalesce(o.paused, 0)
+FROM hailq_queues AS q LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
+WHERE :all OR q.name IN (SELECT value FROM json_each(:names))
+ORDER BY q.name;
+
+-- name: queue_ops_get
+SELECT overrides, paused FROM hailq_queue_ops WHERE name = :name;
+
+-- name: queue_apply
+-- The effective settings (declared overlaid by overrides) into the columns statements read.
+UPDATE hailq_queues SET lease = :lease, max_attempts = :max_attempts,
+    max_in_flight = :max_in_flight, aging = :aging, park = :park
+WHERE name = :name;
+
+-- name: queue_override
+INSERT INTO hailq_queue_ops (name, overrides, updated_at) VALUES (:name, :overrides, :now)
+ON CONFLICT (name) DO UPDATE SET overrides = excluded.overrides,
+    updated_at = excluded.updated_at;
+
+-- name: queue_pause
+INSERT INTO hailq_queue_ops (name, paused, updated_at) VALUES (:name, :paused, :now)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at;
+
+-- name: queue_messages_count
+SELECT count(*) FROM hailq_messages WHERE queue = :queue;
+
+-- name: queue_delete_messages
+DELETE FROM hailq_messages WHERE queue = :queue;
+
+-- name: queue_delete_dedup
+-- With queue_delete_counters, _ops and _subscriptions: everything else a queue owns goes
+-- with it (a subscription it is stops receiving copies; declared again, it starts anew).
+DELETE FROM hailq_dedup WHERE queue = :queue;
+
+-- name: queue_delete_counters
+DELETE FROM hailq_counters WHERE queue = :queue;
+
+-- name: queue_delete_ops
+DELETE FROM hailq_queue_ops WHERE name = :queue;
+
+-- name: queue_delete_subscriptions
+DELETE FROM hailq_subscriptions WHERE queue = :queue;
+
+-- name: queue_delete
+DELETE FROM hailq_queues WHERE name = :queue;
 
 -- name: queue_list
 SELECT name, settings FROM hailq_queues ORDER BY name;
@@ -43,9 +95,11 @@ DELETE FROM hailq_dedup WHERE (queue, dedup_id) IN (
 
 -- name: message_insert
 -- A keyed message waits (blocked) while its key has an earlier live or parked message.
+-- No row of the queue (deleted): nothing is inserted, and the caller, finding fewer rows
+-- than messages, says QueueNotFound (a primary-key probe of a small table per message).
 INSERT INTO hailq_messages (id, queue, state, body, body_kind, headers, priority,
                             ordering_key, sort_key, enqueued_at, available_at)
-VALUES (:id, :queue,
+SELECT :id, :queue,
         CASE
             WHEN :ordering_key IS NOT NULL AND EXISTS (
                 SELECT 1 FROM hailq_messages k
@@ -55,7 +109,8 @@ VALUES (:id, :queue,
             ELSE 'ready'
         END,
         :body, :body_kind, :headers, :priority, :ordering_key, :sort_key,
-        :now, :now + :delay);
+        :now, :now + :delay
+FROM hailq_queues WHERE name = :queue;
 
 -- name: count_sent
 -- SQLite only: it has no data-modifying WITH, so what PostgreSQL counts inside the
@@ -66,12 +121,14 @@ ON CONFLICT (queue) DO UPDATE SET sent = sent + excluded.sent;
 -- name: claimable
 -- SQLite only: a cheap read between waits (PostgreSQL is woken by NOTIFY instead).
 -- Is a claim worth a write transaction? :queues is a JSON array.
+-- A paused queue is skipped: its ready messages must not wake the receiver (it would spin).
 SELECT 1 FROM json_each(:queues) AS q
-WHERE EXISTS (SELECT 1 FROM hailq_messages WHERE queue = q.value AND state = 'ready')
+WHERE NOT EXISTS (SELECT 1 FROM hailq_queue_ops WHERE name = q.value AND paused = 1)
+  AND (EXISTS (SELECT 1 FROM hailq_messages WHERE queue = q.value AND state = 'ready')
    OR EXISTS (SELECT 1 FROM hailq_messages
               WHERE queue = q.value AND state = 'scheduled' AND available_at <= :now)
    OR EXISTS (SELECT 1 FROM hailq_messages
-              WHERE queue = q.value AND state = 'leased' AND lease_until <= :now)
+              WHERE queue = q.value AND state = 'leased' AND lease_until <= :now))
 LIMIT 1;
 
 -- name: scheduled_promote
@@ -390,6 +447,15 @@ ORDER BY ordering_key;
 -- name: topic_save
 INSERT INTO hailq_topics (name, created_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING;
 
+-- name: topic_get
+SELECT name FROM hailq_topics WHERE name = :name;
+
+-- name: topic_delete
+DELETE FROM hailq_topics WHERE name = :name;
+
+-- name: topic_subscriptions_delete
+DELETE FROM hailq_subscriptions WHERE topic = :name;
+
 -- name: topic_list
 SELECT name FROM hailq_topics ORDER BY name;
 
@@ -400,6 +466,24 @@ ON CONFLICT (topic, queue) DO UPDATE SET filter = excluded.filter;
 
 -- name: subscription_list
 SELECT topic, queue, filter FROM hailq_subscriptions WHERE topic = :topic ORDER BY queue;
+
+-- name: subscription_delete
+DELETE FROM hailq_subscriptions WHERE topic = :topic AND queue = :queue;
+
+-- name: message_get
+-- One message by id, as stored, with what its state as the next receive would find it
+-- depends on (the queue's attempts and dead-letter policy, the clock). Ids have no
+-- index here (it would cost every ack a write): an operator's look scans the queue.
+SELECT m.id, m.state, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
+       m.attempt, m.enqueued_at, m.available_at, m.lease_until, m.dead_at, m.errors,
+       m.parked, coalesce(q.max_attempts, 5), coalesce(q.park, 0), :now
+FROM hailq_messages AS m LEFT JOIN hailq_queues AS q ON q.name = m.queue
+WHERE m.queue = :queue AND m.id = :id;
+
+-- name: message_delete
+-- One message by id, whatever its state (a leased one's consumer then gets LeaseLost).
+DELETE FROM hailq_messages WHERE queue = :queue AND id = :id
+RETURNING ordering_key;
 
 -- name: worker_save
 INSERT INTO hailq_workers (id, host, pid, queues, concurrency, in_flight, started_at,

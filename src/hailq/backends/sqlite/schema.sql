@@ -69,6 +69,14 @@ CREATE TABLE hailq_messages (
     parked INTEGER NOT NULL DEFAULT 0
 );
 
+-- table hailq_queue_ops
+CREATE TABLE hailq_queue_ops (
+    name TEXT PRIMARY KEY,
+    paused INTEGER NOT NULL DEFAULT 0,
+    overrides TEXT,
+    updated_at REAL NOT NULL
+) WITHOUT ROWID;
+
 -- table hailq_queues
 CREATE TABLE hailq_queues (
     name TEXT PRIMARY KEY,
