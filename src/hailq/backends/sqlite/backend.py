@@ -130,7 +130,10 @@ class SQLiteDialect(Dialect):
             # Only takes effect while the file is still empty: a new database gets small
             # pages, an existing one keeps its own.
             conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            # Switching a new file to WAL takes its lock; processes starting together
+            # on a fresh file may find it taken without SQLite's busy handler waiting.
+            mode = self._patiently(
+                lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
             if mode.lower() != "wal":
                 raise StorageError(f"SQLite database {self.path}: could not switch to WAL ({mode})")
             # From here on a busy database is waited for in ``_patiently``, not in SQLite's
