@@ -17,7 +17,6 @@ next message once nothing earlier holds the key.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,43 +31,30 @@ from hailq.backends.base import (
     ClaimResult,
     DeadListParams,
     ExtendParams,
-    MessageDeleteParams,
-    MessageGetParams,
     NackParams,
     NewMessage,
     PeekParams,
     PublishParams,
     PurgeParams,
-    QueueConfigureParams,
-    QueueDeleteParams,
-    QueueDescribeParams,
-    QueuePauseParams,
     QueueSaveParams,
     Receipt,
     RedriveParams,
     SendParams,
-    SubscriptionDeleteParams,
-    TopicDeleteParams,
     WaitParams,
 )
+from hailq.backends.catalog import CatalogStore
 from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, OutcomeUnknown, Tx
 from hailq.backends.figures import FiguresStore
+from hailq.backends.operators import OperatorStore, _columns, _no_queue
 from hailq.backends.schedules import ScheduleStore
 from hailq.errors import (
     LeaseLost,
-    QueueNotEmpty,
-    QueueNotFound,
-    TopicHasSubscriptions,
     TopicNotFound,
 )
 from hailq.models import (
     DeadMessage,
-    MessageDetails,
     PeekedMessage,
-    QueueRecord,
     QueueStats,
-    Subscription,
-    WorkerInfo,
 )
 from hailq.settings import QueueSettings, parse_overrides
 
@@ -96,7 +82,7 @@ class Live(NamedTuple):
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
 
 
-class SqlBackend(ScheduleStore, FiguresStore):
+class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -143,77 +129,6 @@ class SqlBackend(ScheduleStore, FiguresStore):
             self._settings.pop(params.name, None)
 
         self.dialect.work(save, durable=True)
-
-    def queue_describe(self, params: QueueDescribeParams) -> list[QueueRecord]:
-        args = {"all": params.names is None, "names": list(params.names or [])}
-        found = self.dialect.read(lambda tx: tx.run("queue_describe", args))
-        return [QueueRecord(str(n), str(s), None if o is None else str(o), bool(p))
-                for n, s, o, p in found]
-
-    def queue_configure(self, params: QueueConfigureParams) -> QueueRecord:
-        changes = json.loads(params.changes)
-
-        def configure(tx: Tx) -> QueueRecord:
-            with tx.atomic():
-                tx.also("queue_lock", {"name": params.name})
-                declared = tx.one("queue_get", {"name": params.name})
-                if declared is None:
-                    raise _no_queue(params.name)
-                ops = tx.one("queue_ops_get", {"name": params.name})
-                kept = {} if params.reset or ops is None else parse_overrides(ops[0])
-                merged = {**kept, **changes}
-                before = QueueSettings.from_json(str(declared[0])).overlay(
-                    None if ops is None else parse_overrides(ops[0]))
-                effective = QueueSettings.from_json(str(declared[0])).overlay(merged)
-                text = json.dumps(merged, sort_keys=True) if merged else None
-                tx.exec("queue_override", {"name": params.name, "overrides": text,
-                                           "now": tx.now})
-                tx.exec("queue_apply", _columns(params.name, effective))
-                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
-                if effective.aging != before.aging:  # rule 16: one order for old and new
-                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
-                paused = bool(ops[1]) if ops is not None else False
-                return QueueRecord(params.name, str(declared[0]), text, paused)
-
-        record = self.dialect.work(configure, durable=True)
-        self._settings.pop(params.name, None)
-        return record
-
-    def queue_pause(self, params: QueuePauseParams) -> None:
-        def pause(tx: Tx) -> None:
-            with tx.atomic():
-                if tx.one("queue_get", {"name": params.name}) is None:
-                    raise _no_queue(params.name)
-                tx.run("queue_pause", {"name": params.name, "paused": params.paused,
-                                       "now": tx.now})
-
-        self.dialect.work(pause, durable=True)
-        self._settings.pop(params.name, None)
-
-    def queue_delete(self, params: QueueDeleteParams) -> int:
-        args = {"queue": params.name}
-
-        def delete(tx: Tx) -> int:
-            with tx.atomic():
-                tx.also("queue_lock", {"name": params.name})
-                if tx.one("queue_get", {"name": params.name}) is None:
-                    raise _no_queue(params.name)
-                held = int(tx.one("queue_messages_count", args)[0])
-                if held and not params.force:
-                    raise QueueNotEmpty(
-                        f"queue {params.name!r} holds {held} message(s) (live or dead); "
-                        "nothing was deleted: purge it first, or delete with force")
-                count = tx.exec("queue_delete_messages", args)
-                for step in ("queue_delete_dedup", "queue_delete_counters",
-                             "queue_delete_ops", "queue_delete_subscriptions",
-                             "queue_delete"):
-                    tx.exec(step, args)
-                return count
-
-        count = self.dialect.work(delete, durable=True)
-        self._settings.pop(params.name, None)
-        self._maintained.pop(params.name, None)
-        return count
 
     def queue_get(self, name: str) -> str | None:
         found = self.dialect.read(lambda tx: tx.one("queue_get", {"name": name}))
@@ -598,109 +513,14 @@ class SqlBackend(ScheduleStore, FiguresStore):
 
         return self.dialect.work(purge, durable=True)
 
-    def message_get(self, params: MessageGetParams) -> MessageDetails | None:
-        found = self.dialect.read(lambda tx: tx.one("message_get", {
-            "queue": params.queue, "id": params.id, "now": tx.now}))
-        return None if found is None else rows.details(params.queue, found)
-
-    def message_delete(self, params: MessageDeleteParams) -> bool:
-        args = {"queue": params.queue, "id": params.id}
-
-        def delete(tx: Tx) -> bool:
-            with tx.atomic():
-                gone = tx.run("message_delete", args)
-                if not gone:
-                    return False
-                # Counted as purged, so acked (sent - present - purged) never counts it.
-                tx.exec("count_purged", {"queue": params.queue, "n": len(gone)})
-                self._release(tx, params.queue, [r[0] for r in gone if r[0] is not None])
-                if self._live(tx, params.queue).max_in_flight is not None:
-                    self.dialect.wake(tx, [params.queue])
-                return True
-
-        return self.dialect.work(delete, durable=True)
-
-    # -- topics --------------------------------------------------------------------------
-
-    def topic_save(self, topic: str) -> None:
-        self.dialect.work(lambda tx: tx.exec("topic_save", {"name": topic, "now": tx.now}),
-                          durable=True)
-
-    def topic_list(self) -> list[str]:
-        return [str(r[0]) for r in self.dialect.read(lambda tx: tx.run("topic_list", {}))]
-
-    def topic_delete(self, params: TopicDeleteParams) -> int:
-        args = {"name": params.name}
-
-        def delete(tx: Tx) -> int:
-            with tx.atomic():
-                if tx.one("topic_get", args) is None:
-                    raise TopicNotFound(f"no topic named {params.name!r}")
-                held = len(self._subscriptions(tx, params.name))
-                if held and not params.force:
-                    raise TopicHasSubscriptions(
-                        f"topic {params.name!r} has {held} subscription(s); nothing was "
-                        "deleted: unsubscribe them first, or delete with force (their "
-                        "queues stay)")
-                count = tx.exec("topic_subscriptions_delete", args)
-                tx.exec("topic_delete", args)
-                return count
-
-        return self.dialect.work(delete, durable=True)
-
-    def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
-        return bool(self.dialect.work(lambda tx: tx.exec("subscription_delete", {
-            "topic": params.topic, "queue": params.queue}), durable=True))
-
-    def subscription_save(self, subscription: Subscription) -> None:
-        args = {"topic": subscription.topic, "queue": subscription.queue,
-                "filter": None if subscription.filter is None else json.dumps(
-                    subscription.filter, sort_keys=True)}
-        self.dialect.work(lambda tx: tx.exec("subscription_save", {**args, "now": tx.now}),
-                          durable=True)
-
-    def subscription_list(self, topic: str) -> list[Subscription]:
-        return self.dialect.read(lambda tx: self._subscriptions(tx, topic))
-
-    def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]:
-        return [Subscription(t, q, None if f is None else json.loads(f))
-                for t, q, f in tx.run("subscription_list", {"topic": topic})]
-
-    # -- workers -------------------------------------------------------------------------
-
-    def worker_save(self, worker: WorkerInfo) -> None:
-        args = {"id": worker.id, "host": worker.host, "pid": worker.pid,
-                "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
-                "in_flight": worker.in_flight, "started_at": worker.started_at,
-                "state": worker.state}
-        self.dialect.work(lambda tx: tx.exec("worker_save", {**args, "now": tx.now}),
-                          durable=False)
-
-    def worker_list(self) -> list[WorkerInfo]:
-        return [WorkerInfo(i, h, p, json.loads(q), c, f, s, seen, st)
-                for i, h, p, q, c, f, s, seen, st in self.dialect.read(
-                    lambda tx: tx.run("worker_list", {}))]
-
-    def worker_prune(self, before: float) -> int:
-        return self.dialect.work(lambda tx: tx.exec("worker_prune", {"before": before}),
-                                 durable=False)
-
 
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
 
 
-def _no_queue(name: str) -> QueueNotFound:
-    return QueueNotFound(f"no queue named {name!r} (never declared, or deleted); declare "
-                         "it with broker.queue()")
 
 
-def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:
-    """The settings statements obey, as the queues table's columns hold them."""
-    return {"name": name, "lease": effective.lease, "max_attempts": effective.max_attempts,
-            "aging": effective.aging, "max_in_flight": effective.max_in_flight,
-            "park": effective.on_dead == "park"}
 
 
 def _clock(tx: Tx) -> float:

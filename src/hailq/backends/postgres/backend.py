@@ -409,7 +409,8 @@ class PostgresDialect(Dialect):
         if len(receipts) == 1:
             r = receipts[0]
             found = tx.run("message_ack_one", {"queue": r.queue, "id": r.message_id,
-                                               "token": r.token, "seq": r.seq})
+                                               "token": r.token, "seq": r.seq,
+                                               "plain": False})
         else:
             found = tx.run("message_ack", {
                 "queue": receipts[0].queue, "ids": [r.message_id for r in receipts],
@@ -417,6 +418,11 @@ class PostgresDialect(Dialect):
         return [Acked(*row) for row in found]
 
     def ack_plain(self, tx: Tx, receipts: Sequence[Receipt]) -> Outcome:
+        if len(receipts) == 1:
+            r = receipts[0]
+            return {(r.queue, i, t): bool(late) for i, t, _, late in tx.run(
+                "message_ack_one", {"queue": r.queue, "id": r.message_id, "token": r.token,
+                                    "seq": r.seq, "plain": True})}
         found = tx.run("message_ack_plain", {
             "queues": [r.queue for r in receipts], "ids": [r.message_id for r in receipts],
             "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})

@@ -407,11 +407,14 @@ SELECT true, id, token, NULL, NULL, NULL, NULL, queue, NULL, NULL, NULL, NULL, N
 FROM gone;
 
 -- name: message_ack_one
+-- With %(plain)s only a message without a key (ack_plain's one-receipt form: scalar
+-- parameters plan as a direct probe, where the array form's generic plan did not).
 WITH gone AS (
     DELETE FROM {schema}.messages
     WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
       AND {relaxed}
       AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint)
+      AND (NOT %(plain)s OR ordering_key IS NULL)
     RETURNING id, token, ordering_key,
               (state <> 'leased' OR lease_until < {schema}.epoch()) AS late
 ), counted AS (

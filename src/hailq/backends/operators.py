@@ -1,0 +1,172 @@
+"""Operators' actions on the storage core: describe, configure, pause, delete queues,
+topics, subscriptions and single messages (rule 32). A mixin of ``SqlBackend`` over
+``self.dialect``, so the seam's operator methods are written once for every dialect."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from hailq.backends import rates, rows
+from hailq.backends.base import (
+    MessageDeleteParams,
+    MessageGetParams,
+    QueueConfigureParams,
+    QueueDeleteParams,
+    QueueDescribeParams,
+    QueuePauseParams,
+    SubscriptionDeleteParams,
+    TopicDeleteParams,
+)
+from hailq.errors import QueueNotEmpty, QueueNotFound, TopicHasSubscriptions, TopicNotFound
+from hailq.models import MessageDetails, QueueRecord, Subscription
+from hailq.settings import QueueSettings, parse_overrides
+
+if TYPE_CHECKING:
+    from hailq.backends.core import Live
+    from hailq.backends.dialect import Dialect, Tx
+
+
+class OperatorStore:
+    """The operator methods of the Backend seam, over ``self.dialect``."""
+
+    dialect: Dialect
+    _settings: dict[str, tuple[float, Live]]
+    _maintained: dict[str, float]
+
+    if TYPE_CHECKING:
+        def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None: ...
+
+        def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
+
+        def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]: ...
+
+    def queue_describe(self, params: QueueDescribeParams) -> list[QueueRecord]:
+        args = {"all": params.names is None, "names": list(params.names or [])}
+        found = self.dialect.read(lambda tx: tx.run("queue_describe", args))
+        return [QueueRecord(str(n), str(s), None if o is None else str(o), bool(p))
+                for n, s, o, p in found]
+
+    def queue_configure(self, params: QueueConfigureParams) -> QueueRecord:
+        changes = json.loads(params.changes)
+
+        def configure(tx: Tx) -> QueueRecord:
+            with tx.atomic():
+                tx.also("queue_lock", {"name": params.name})
+                declared = tx.one("queue_get", {"name": params.name})
+                if declared is None:
+                    raise _no_queue(params.name)
+                ops = tx.one("queue_ops_get", {"name": params.name})
+                kept = {} if params.reset or ops is None else parse_overrides(ops[0])
+                merged = {**kept, **changes}
+                before = QueueSettings.from_json(str(declared[0])).overlay(
+                    None if ops is None else parse_overrides(ops[0]))
+                effective = QueueSettings.from_json(str(declared[0])).overlay(merged)
+                text = json.dumps(merged, sort_keys=True) if merged else None
+                tx.exec("queue_override", {"name": params.name, "overrides": text,
+                                           "now": tx.now})
+                tx.exec("queue_apply", _columns(params.name, effective))
+                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
+                if effective.aging != before.aging:  # rule 16: one order for old and new
+                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
+                paused = bool(ops[1]) if ops is not None else False
+                return QueueRecord(params.name, str(declared[0]), text, paused)
+
+        record = self.dialect.work(configure, durable=True)
+        self._settings.pop(params.name, None)
+        return record
+
+    def queue_pause(self, params: QueuePauseParams) -> None:
+        def pause(tx: Tx) -> None:
+            with tx.atomic():
+                if tx.one("queue_get", {"name": params.name}) is None:
+                    raise _no_queue(params.name)
+                tx.run("queue_pause", {"name": params.name, "paused": params.paused,
+                                       "now": tx.now})
+
+        self.dialect.work(pause, durable=True)
+        self._settings.pop(params.name, None)
+
+    def queue_delete(self, params: QueueDeleteParams) -> int:
+        args = {"queue": params.name}
+
+        def delete(tx: Tx) -> int:
+            with tx.atomic():
+                tx.also("queue_lock", {"name": params.name})
+                if tx.one("queue_get", {"name": params.name}) is None:
+                    raise _no_queue(params.name)
+                held = int(tx.one("queue_messages_count", args)[0])
+                if held and not params.force:
+                    raise QueueNotEmpty(
+                        f"queue {params.name!r} holds {held} message(s) (live or dead); "
+                        "nothing was deleted: purge it first, or delete with force")
+                count = tx.exec("queue_delete_messages", args)
+                for step in ("queue_delete_dedup", "queue_delete_counters",
+                             "queue_delete_ops", "queue_delete_subscriptions",
+                             "queue_delete"):
+                    tx.exec(step, args)
+                return count
+
+        count = self.dialect.work(delete, durable=True)
+        self._settings.pop(params.name, None)
+        self._maintained.pop(params.name, None)
+        return count
+
+    def message_get(self, params: MessageGetParams) -> MessageDetails | None:
+        found = self.dialect.read(lambda tx: tx.one("message_get", {
+            "queue": params.queue, "id": params.id, "now": tx.now}))
+        return None if found is None else rows.details(params.queue, found)
+
+    def message_delete(self, params: MessageDeleteParams) -> bool:
+        args = {"queue": params.queue, "id": params.id}
+
+        def delete(tx: Tx) -> bool:
+            with tx.atomic():
+                gone = tx.run("message_delete", args)
+                if not gone:
+                    return False
+                # Counted as purged, so acked (sent - present - purged) never counts it.
+                tx.exec("count_purged", {"queue": params.queue, "n": len(gone)})
+                self._release(tx, params.queue, [r[0] for r in gone if r[0] is not None])
+                if self._live(tx, params.queue).max_in_flight is not None:
+                    self.dialect.wake(tx, [params.queue])
+                return True
+
+        return self.dialect.work(delete, durable=True)
+
+    def topic_delete(self, params: TopicDeleteParams) -> int:
+        args = {"name": params.name}
+
+        def delete(tx: Tx) -> int:
+            with tx.atomic():
+                if tx.one("topic_get", args) is None:
+                    raise TopicNotFound(f"no topic named {params.name!r}")
+                held = len(self._subscriptions(tx, params.name))
+                if held and not params.force:
+                    raise TopicHasSubscriptions(
+                        f"topic {params.name!r} has {held} subscription(s); nothing was "
+                        "deleted: unsubscribe them first, or delete with force (their "
+                        "queues stay)")
+                count = tx.exec("topic_subscriptions_delete", args)
+                tx.exec("topic_delete", args)
+                return count
+
+        return self.dialect.work(delete, durable=True)
+
+    def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
+        return bool(self.dialect.work(lambda tx: tx.exec("subscription_delete", {
+            "topic": params.topic, "queue": params.queue}), durable=True))
+
+
+def _no_queue(name: str) -> QueueNotFound:
+    return QueueNotFound(f"no queue named {name!r} (never declared, or deleted); declare "
+                         "it with broker.queue()")
+
+
+def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:
+    """The settings statements obey, as the queues table's columns hold them."""
+    return {"name": name, "lease": effective.lease, "max_attempts": effective.max_attempts,
+            "aging": effective.aging, "max_in_flight": effective.max_in_flight,
+            "park": effective.on_dead == "park"}
