@@ -65,6 +65,8 @@ class PgBouncer:
 
 
 def _missing(problem: str) -> None:
+    """No PgBouncer here: a clear skip on a developer's machine, a failure in CI, which
+    installs it (.ci/run) and must never skip these tests."""
     if IN_CI:
         pytest.fail(problem + "; CI=true requires the PgBouncer tests", pytrace=False)
     pytest.skip(problem)

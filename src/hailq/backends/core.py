@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from typing import Any, NamedTuple, TypeVar
 
@@ -216,7 +216,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore):
         ids: list[str] = []
         fresh: list[NewMessage] = []
         plain = all(m.dedup_id is None and m.ordering_key is None for m in messages)
-        with tx.atomic() if not plain else _nothing():
+        with tx.atomic() if not plain else nullcontext():
             for m in messages:
                 if m.dedup_id is not None:
                     owner, made = tx.one("dedup_claim", {
@@ -512,11 +512,6 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore):
                 return count
 
         return self.dialect.work(purge, durable=True)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 
