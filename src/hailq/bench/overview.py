@@ -106,13 +106,13 @@ def fill(url: str, queues: int = QUEUES, per_queue: int = PER_QUEUE) -> None:
     schema = schema_of(url)
     with psycopg.connect(parsed.target, autocommit=True) as pg:
         with pg.transaction():
-            pg.execute(_PG_FILL.replace("{schema}", f'"{schema}"'),  # type: ignore[arg-type]
+            pg.execute(_PG_FILL.replace("{schema}", f'"{schema}"'),
                        {"n": n, "queues": queues, "now": now})
             pg.cursor().executemany(
                 f'INSERT INTO "{schema}".counters (queue, shard, sent) VALUES (%s, 0, %s) '
                 "ON CONFLICT (queue, shard) DO UPDATE SET sent = excluded.sent",
                 [(q, per_queue) for q in names])
-        pg.execute(f'VACUUM ANALYZE "{schema}".messages')  # type: ignore[arg-type]
+        pg.execute(f'VACUUM ANALYZE "{schema}".messages')
 
 
 def median_ms(work: Callable[[], Any], runs: int) -> float:
@@ -139,7 +139,7 @@ def serving(url: str) -> Iterator[tuple[str, str]]:
 
     token = "bench-" + "0" * 32
     broker = hailq.connect(url)
-    app = create_app(broker, tokens=Tokens.parse([f"admin:{token}"]))
+    app = create_app(broker, tokens=Tokens(admin=(token,)))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
