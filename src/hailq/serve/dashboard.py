@@ -88,11 +88,21 @@ def stamp(at: float | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def ago(at: float | None, now: float) -> str:
+    """When ``at`` was (or will be) as seen from ``now``: "12s ago", "in 4m 05s", "now"."""
+    if at is None:
+        return "-"
+    delta = now - at
+    if abs(delta) < 0.5:
+        return "now"
+    return f"{age(delta)} ago" if delta > 0 else f"in {age(-delta)}"
+
+
 def percent(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.2f}%"
 
 
-_env.filters.update(age=age, count=count, rate=rate, stamp=stamp, percent=percent)
+_env.filters.update(age=age, count=count, rate=rate, stamp=stamp, percent=percent, ago=ago)
 
 
 # -- rendering -------------------------------------------------------------------------
@@ -183,8 +193,7 @@ async def dead_page(request: Request) -> Response:
     try:
         chosen = dead_filter(request)
         limit = _limit(request)
-        page = await blocking(lambda: data.dead_page(_broker(request).get_queue(name), chosen,
-                                                     limit))
+        page = await blocking(lambda: data.dead_page(_broker(request), name, chosen, limit))
     except QueueNotFound as exc:
         return _error(request, 404, str(exc))
     except InvalidArgument as exc:

@@ -177,6 +177,7 @@ class DeadPage:
     capped: bool
     rows: list[dict[str, Any]] = field(default_factory=list)
     limit: int = DEFAULT_ROWS
+    now: float = 0.0  # the broker's clock as the page was read
 
     @property
     def bulk(self) -> int:
@@ -184,11 +185,12 @@ class DeadPage:
         return min(self.count, BULK_LIMIT)
 
 
-def dead_page(queue: Queue, chosen: DeadFilter, limit: int) -> DeadPage:
+def dead_page(broker: Broker, name: str, chosen: DeadFilter, limit: int) -> DeadPage:
+    queue = broker.get_queue(name)
     count = queue.count_dead_letters(chosen.error, chosen.older_than, COUNT_LIMIT)
     rows = queue.dead_letters(chosen.error, chosen.older_than, limit=limit)
     return DeadPage(queue.name, chosen, min(count, COUNT_LIMIT), count > COUNT_LIMIT,
-                    [message_row(m) for m in rows], limit)
+                    [message_row(m) for m in rows], limit, broker.now())
 
 
 # -- topics, workers, autoscalers --------------------------------------------------------

@@ -174,7 +174,7 @@
     for (const name of names) {
       const values = history[name];
       const points = values.map((v, i) => {
-        const x = n <= 1 ? W : (i / (HISTORY - 1)) * W + (W - ((n - 1) / (HISTORY - 1)) * W);
+        const x = n <= 1 ? W : (i / (n - 1)) * W;
         const y = top + (H - top - bottom) * (1 - v / scale);
         return x.toFixed(1) + "," + y.toFixed(1);
       });
@@ -193,7 +193,7 @@
     if (!svg) return;
     const max = Math.max(1, ...values);
     const pts = values.map((v, i) => {
-      const x = values.length <= 1 ? 100 : 100 - ((values.length - 1 - i) / (HISTORY - 1)) * 100;
+      const x = values.length <= 1 ? 100 : (i / (values.length - 1)) * 100;
       return x.toFixed(1) + "," + (19 - (v / max) * 18).toFixed(1);
     });
     if (pts.length === 1) pts.unshift("0," + pts[0].split(",")[1]);
