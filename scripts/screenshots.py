@@ -62,7 +62,7 @@ def demo(broker: hailq.Broker) -> None:
         wait = rnd.uniform(0.2, 3.0) if msg.priority == 9 else rnd.uniform(1.0, 60.0)
         recorder.observe("orders", msg.priority, wait, rnd.uniform(0.02, 0.4), True)
         msg.ack()
-    for i in range(3):  # a few held right now
+    for _ in range(3):  # a few held right now
         orders.receive(max_messages=4, lease=600)
     for i in range(420):
         results.send({"job": i, "rows": rnd.randrange(1, 5000)})

@@ -12,7 +12,7 @@ reached the limit is reported as such (``capped``), never as a number it is not.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hailq.models import QueueRecord, QueueStats
@@ -117,7 +117,7 @@ class OverviewStore:
 def _stats(name: str, row: Any, cap: int, now: float) -> tuple[QueueStats, frozenset[str]]:
     """The counts of one ``overview_queues`` row as ``queue_stats`` combines them (due
     delays ready, ended leases ready or dead), with the names of those that reached
-    ``cap``."""
+    ``cap``: those read as the limit (``cap - 1``), meaning "more than that"."""
     ready, scheduled, due, leased, ended, killed, blocked, dead = (int(v) for v in row[4:12])
     oldest, sent, dead_lettered = row[12], int(row[13]), int(row[14])
     capped = set()
@@ -137,4 +137,7 @@ def _stats(name: str, row: Any, cap: int, now: float) -> tuple[QueueStats, froze
         oldest_ready_age=None if oldest is None else max(now - float(oldest), 0.0),
         sent=sent, acked=0, nacked=0, redelivered=0, dead_lettered=dead_lettered + killed,
         late_acks=0, paused=bool(row[3]))
+    if capped:
+        limit = cap - 1
+        stats = replace(stats, **{name: limit for name in capped})
     return stats, frozenset(capped)
