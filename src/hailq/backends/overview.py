@@ -139,5 +139,6 @@ def _stats(name: str, row: Any, cap: int, now: float) -> tuple[QueueStats, froze
         late_acks=0, paused=bool(row[3]))
     if capped:
         limit = cap - 1
-        stats = replace(stats, **{name: limit for name in capped})
+        limits: dict[str, Any] = {name: limit for name in capped}
+        stats = replace(stats, **limits)
     return stats, frozenset(capped)
