@@ -39,7 +39,7 @@ def _pg_reachable(url: str) -> str | None:
 
 
 PARTS = ("send", "cycle", "keys", "latency", "workers")
-EXTRA_PARTS = ("rate",)  # measured only when asked for with --only
+EXTRA_PARTS = ("rate", "overview")  # measured only when asked for with --only
 
 
 def run_backend(url: str, *, runs: int, quick: bool,
@@ -71,6 +71,10 @@ def run_backend(url: str, *, runs: int, quick: bool,
 
         say("a rate limit of 50/s over 4 worker processes for 20 s")
         figures.extend(bench_rate(url))
+    if "overview" in parts:
+        from hailq.bench.overview import bench_overview
+
+        figures.extend(bench_overview(url, runs, say))
     return figures
 
 
@@ -99,7 +103,7 @@ def render(backend: str, figures: list[Figure]) -> str:
         fmt = "{:>12,.0f}" if f.unit == "msgs/s" else "{:>9.3f} ms"
         lines.append(f"{f.name:<48}" + fmt.format(f.hailq) + fmt.format(f.raw)
                      + f"{f.ratio:>8.2f}")
-    lat = [f for f in figures if f.unit == "ms"]
+    lat = [f for f in figures if f.name.startswith("receive latency")]
     if len(lat) >= 2:
         lines.append(f"{'latency, largest vs smallest backlog':<48}"
                      f"{lat[-1].hailq / lat[0].hailq:>11.2f}x"
@@ -130,8 +134,9 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS + EXTRA_PARTS),
               help="Measure only this part (repeatable): send, cycle (receive+ack), keys "
                    "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
-                   "rate limit of 50/s held by 4 worker processes; only when asked for). "
-                   "Default: all but rate.")
+                   "rate limit of 50/s held by 4 worker processes; only when asked for), "
+                   "overview (the dashboard's overview over 100 queues x 10,000 messages; "
+                   "only when asked for). Default: all but rate and overview.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
