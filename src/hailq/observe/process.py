@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Literal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
