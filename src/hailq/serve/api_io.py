@@ -29,7 +29,7 @@ MESSAGE_FIELDS = frozenset({"body", "body_base64", "priority", "ordering_key", "
 SETTING_NAMES = frozenset(QueueSettings.__dataclass_fields__)
 # Long polls hold a thread each while they wait: they get threads of their own, so a
 # crowd of waiting consumers never starves the other routes of the default pool.
-_LONG_POLLS = anyio.CapacityLimiter(64)
+LONG_POLL_THREADS = 64
 
 
 async def blocking(call: Callable[[], T]) -> T:
@@ -37,9 +37,14 @@ async def blocking(call: Callable[[], T]) -> T:
     return await anyio.to_thread.run_sync(call)
 
 
-async def long_poll(call: Callable[[], T]) -> T:
-    """``blocking`` for a call that may wait (receive with ``wait``)."""
-    return await anyio.to_thread.run_sync(call, limiter=_LONG_POLLS)
+async def long_poll(request: Request, call: Callable[[], T]) -> T:
+    """``blocking`` for a call that may wait (receive with ``wait``), in the app's own
+    pool of ``LONG_POLL_THREADS`` (made in the app's event loop, on first use)."""
+    state = request.app.state
+    limiter = getattr(state, "long_polls", None)
+    if limiter is None:
+        limiter = state.long_polls = anyio.CapacityLimiter(LONG_POLL_THREADS)
+    return await anyio.to_thread.run_sync(call, limiter=limiter)
 
 
 def broker_of(request: Request) -> Broker:

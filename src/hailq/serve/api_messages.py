@@ -49,7 +49,7 @@ async def receive(request: Request) -> Response:
     max_wait: float = request.app.state.max_wait
     if not 0 <= wait <= max_wait:
         raise InvalidArgument(f"wait must be from 0 to {max_wait:g} seconds, got {wait:g}")
-    got = await long_poll(lambda: queue.receive(limit, lease=lease, wait=wait))
+    got = await long_poll(request, lambda: queue.receive(limit, lease=lease, wait=wait))
     return ok({"messages": [_received(m) for m in got]})
 
 

@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from hailq.errors import QueueNotFound
 from hailq.observe.figures import QueueFigures
-from hailq.observe.prometheus import collect_figures, desired_workers
+from hailq.observe.prometheus import collect_figures, desired_workers_of
 from hailq.queue import Queue
 from hailq.serve.api_io import (
     SETTING_NAMES,
@@ -129,11 +129,8 @@ async def desired(request: Request) -> Response:
     """As the exporter's ``/desired_workers``: every queue, or ``?queue=NAME``'s."""
     broker = broker_of(request)
     found = await blocking(lambda: collect_figures(broker))
-    doc = desired_workers(found)
     wanted = request.query_params.get("queue")
-    if wanted:
-        chosen = [q for q in doc["queues"] if q["queue"] == wanted]
-        if not chosen:
-            raise QueueNotFound(f"no queue named {wanted!r}")
-        doc = {"at": doc["at"], **chosen[0]}
+    doc = desired_workers_of(found, wanted)
+    if doc is None:
+        raise QueueNotFound(f"no queue named {wanted!r}")
     return ok(doc)
