@@ -117,7 +117,7 @@ def shoot(url: str, out: Path) -> None:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 900},
+            page = browser.new_page(viewport={"width": 1440, "height": 720},
                                     device_scale_factor=1)
             page.goto(f"{base}/login?token={TOKEN}")
             orders = broker.get_queue("orders")
@@ -125,11 +125,11 @@ def shoot(url: str, out: Path) -> None:
                 orders.send_many([{"order": 90_000 + i * 50 + k} for k in range(40 + 25 * i)])
                 heartbeat(broker)
                 page.wait_for_timeout(3200)
-            page.screenshot(path=str(out / "overview.png"), full_page=True)
+            page.screenshot(path=str(out / "overview.png"))
             heartbeat(broker)
             page.goto(f"{base}/queues/orders")
             page.screenshot(path=str(out / "queue.png"), full_page=False)
-            page.goto(f"{base}/queues/email/dead")
+            page.goto(f"{base}/queues/email/dead?error=TimeoutError")
             page.screenshot(path=str(out / "dead-letters.png"), full_page=False)
             browser.close()
     finally:

@@ -52,17 +52,20 @@ def glance_json(g: QueueGlance) -> dict[str, Any]:
 
 def overview_json(broker: Broker) -> dict[str, Any]:
     """Every queue at a glance, and the totals the charts draw."""
-    queues = [glance_json(g) for g in broker.overview(COUNT_LIMIT)]
-    return {"at": broker.now(), "limit": COUNT_LIMIT, "queues": queues,
-            "totals": totals(queues)}
+    glances = broker.overview(COUNT_LIMIT)
+    queues = [glance_json(g) for g in glances]
+    at = glances[0].figures.at if glances else broker.now()
+    found = totals(queues)
+    found["workers"] = sum(1 for w in broker.workers()
+                           if w.state == "running" and at - w.last_seen <= ALIVE_FOR)
+    return {"at": at, "limit": COUNT_LIMIT, "queues": queues, "totals": found}
 
 
 def totals(queues: list[dict[str, Any]]) -> dict[str, Any]:
     """Sums over every queue; a sum that includes a capped count is capped too."""
     out: dict[str, Any] = {"queues": len(queues),
                            "paused": sum(1 for q in queues if q["paused"]),
-                           "breaches_5m": sum(q["breaches_5m"] for q in queues),
-                           "workers": sum(q["workers"] for q in queues)}
+                           "breaches_5m": sum(q["breaches_5m"] for q in queues)}
     for name in ("ready", "in_flight", "delayed", "dead"):
         out[name] = sum(q[name] for q in queues)
         out[name + "_capped"] = any(name in q["capped"] or
