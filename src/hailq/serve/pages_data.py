@@ -20,7 +20,11 @@ from hailq.observe.figures import ALIVE_FOR, QueueFigures
 from hailq.observe.overview import QueueGlance
 from hailq.queue import Queue
 
-COUNT_LIMIT = 10_000  # counts past this read "10,000+"
+# The overview's counts stop past this (and read "1,000+"): counting costs per message,
+# and a hundred queues of ten thousand each would take most of a second to count in full
+# (docs/performance.md). A queue's own page counts its messages in full.
+COUNT_LIMIT = 1_000
+DEAD_COUNT_LIMIT = 10_000  # a dead letters page counts its filter's matches up to this
 BULK_LIMIT = 10_000  # the most one click redrives or deletes (the API's limit field)
 MAX_ROWS = 500  # the most messages a page lists
 DEFAULT_ROWS = 50
@@ -159,8 +163,10 @@ class DeadFilter:
     error: str | None = None
     older_than: float | None = None  # seconds dead
 
-    def api_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"limit": BULK_LIMIT}
+    def api_body(self, limit: int) -> dict[str, Any]:
+        """What a bulk button sends: the filter, and as its limit the number the
+        confirmation names, so the server acts on no more than that."""
+        body: dict[str, Any] = {"limit": max(limit, 1)}
         if self.error is not None:
             body["error"] = self.error
         if self.older_than is not None:
@@ -176,7 +182,7 @@ class DeadFilter:
 class DeadPage:
     name: str
     filter: DeadFilter
-    count: int  # matches, counted up to COUNT_LIMIT + 1
+    count: int  # matches, counted up to DEAD_COUNT_LIMIT
     capped: bool
     rows: list[dict[str, Any]] = field(default_factory=list)
     limit: int = DEFAULT_ROWS
@@ -190,9 +196,9 @@ class DeadPage:
 
 def dead_page(broker: Broker, name: str, chosen: DeadFilter, limit: int) -> DeadPage:
     queue = broker.get_queue(name)
-    count = queue.count_dead_letters(chosen.error, chosen.older_than, COUNT_LIMIT)
+    count = queue.count_dead_letters(chosen.error, chosen.older_than, DEAD_COUNT_LIMIT)
     rows = queue.dead_letters(chosen.error, chosen.older_than, limit=limit)
-    return DeadPage(queue.name, chosen, min(count, COUNT_LIMIT), count > COUNT_LIMIT,
+    return DeadPage(queue.name, chosen, min(count, DEAD_COUNT_LIMIT), count > DEAD_COUNT_LIMIT,
                     [message_row(m) for m in rows], limit, broker.now())
 
 
