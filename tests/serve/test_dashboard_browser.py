@@ -193,6 +193,13 @@ def test_redrive_dead_letters_by_clicking(open_page: Callable[..., Any], server:
     assert all("TimeoutError" in m["last_error"] for m in left)
     assert api.get("/api/queues/mail").json()["figures"]["ready"] == 3
     page.wait_for_selector("#toast:not([hidden])")
+    # Purge: every dead letter, after a confirmation with the count.
+    page.goto(f"{server.base}/queues/mail/dead")
+    page.click("button[data-action=purge-dead]")
+    wait_for(lambda: api.get("/api/queues/mail/dead").json()["count"] == 0, 30,
+             "the dead letters to be purged")
+    assert any(q.startswith("Delete every dead letter of mail (2)") for q in questions)
+    assert api.get("/api/queues/mail").json()["figures"]["ready"] == 3
 
 
 def test_read_only_token_sees_no_buttons(open_page: Callable[..., Any],

@@ -57,6 +57,18 @@
       const r = await api("POST", queuePath(b.dataset.queue) + "/dead/delete", { ids: [b.dataset.id] });
       return "Deleted " + fmt(r.deleted) + " message.";
     },
+    "purge-live": async (b) => {
+      if (!window.confirm("Delete every live message of " + b.dataset.queue + " (" + b.dataset.count
+                          + " now: ready, delayed, in flight and blocked)? Dead letters stay.")) return null;
+      const r = await api("POST", queuePath(b.dataset.queue) + "/purge", {});
+      return "Purged " + fmt(r.purged) + " messages.";
+    },
+    "purge-dead": async (b) => {
+      if (!window.confirm("Delete every dead letter of " + b.dataset.queue + " (" + b.dataset.count
+                          + ") for good?")) return null;
+      const r = await api("POST", queuePath(b.dataset.queue) + "/purge", { dead: true });
+      return "Purged " + fmt(r.purged) + " dead letters.";
+    },
     "redrive-matching": async () => bulk("redrive", "Redrive", "redriven"),
     "delete-matching": async () => bulk("delete", "Delete for good", "deleted"),
   };
