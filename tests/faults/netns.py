@@ -403,6 +403,7 @@ class HostStorm:
     rate: float = 0.0  # effects per second over ``seconds``
     server_cpu: float = 0.0  # the pinned core's busy share while effects were written
     waits: dict[str, int] = field(default_factory=dict)  # pg_stat_activity samples
+    locked: dict[str, int] = field(default_factory=dict)  # statements waiting on a lock
     report: Report | None = None
     stats: hailq.QueueStats | None = None
     codes: list[int | None] = field(default_factory=list)
@@ -419,6 +420,8 @@ class HostStorm:
                 "work_ms": round(self.work * 1000), "seconds": round(self.seconds, 2),
                 "rate": round(self.rate, 1), "server_cpu": round(self.server_cpu, 2),
                 "machine_cpu": round(self.machine_cpu, 2),
+                "server_ms_per_message": round(1000 * self.server_cpu / self.rate, 3)
+                if self.rate else None,
                 "redelivered": s.redelivered if s else None,
                 "late_acks": s.late_acks if s else None,
                 **(self.report.summary() if self.report else {})}
@@ -431,6 +434,9 @@ REFUSED = {"refused_acks": "ack found its lease gone",
            "lost_leases": "lease lost while its handler runs",
            "unsent_acks": "could not ack"}
 
+_LOCKED = ("SELECT wait_event || ': ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 70), "
+           "count(*) FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock' "
+           "AND backend_type = 'client backend' GROUP BY 1")
 _WAITS = ("SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, 'running'), "
           "count(*) FROM pg_stat_activity WHERE state = 'active' "
           "AND backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1")
@@ -461,6 +467,7 @@ def hailstorm(rig: HostRig, server: NetServer, logs: Path, *, hosts: int, messag
                               concurrency=concurrency, url_options=url_options)
         cpu: list[tuple[float, float, int, int]] = []
         waits: Counter[str] = Counter()
+        locked: Counter[str] = Counter()
         try:
             with psycopg.connect(server.url_for(), autocommit=True) as watch:
                 t0 = time.monotonic()
@@ -468,6 +475,8 @@ def hailstorm(rig: HostRig, server: NetServer, logs: Path, *, hosts: int, messag
                     cpu.append((time.time(), server.cpu_seconds(), *machine_ticks()))
                     for what, n in watch.execute(_WAITS).fetchall():
                         waits[str(what)] += int(n)
+                    for what, n in watch.execute(_LOCKED).fetchall():
+                        locked[str(what)] += int(n)
                     if unfinished(q) == 0:
                         out.drained = True
                         break
@@ -497,6 +506,7 @@ def hailstorm(rig: HostRig, server: NetServer, logs: Path, *, hosts: int, messag
         out.rows.append((str(message_id), int(pid), float(at), host))
         out.effects_by_host[host] = out.effects_by_host.get(host, 0) + 1
     out.waits = dict(waits.most_common())
+    out.locked = dict(locked.most_common(5))
     out.log_counts = {h: {k: workers.count_in_logs(v, h) for k, v in REFUSED.items()}
                       for h in range(hosts)}
     out.tail = workers.log_tail()
