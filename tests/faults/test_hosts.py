@@ -101,6 +101,8 @@ def test_hosts_reach_only_their_server_and_the_rig_is_removed_afterwards(
 
 
 @pytest.mark.slow
+@pytest.mark.matrix
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("hosts", [1, 2, 4])
 def test_hailstorm_20000_claims_50_checkers_over_hosts_lose_nothing_and_duplicate_nothing(
         rig: HostRig, server: NetServer, tmp_path: Path, figure: Figure, hosts: int) -> None:
@@ -146,6 +148,7 @@ with hailq.connect(url) as broker:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_rule_09_a_host_cut_off_mid_storm_loses_its_leases_and_its_late_acks_are_refused(
         rig: HostRig, server: NetServer, tmp_path: Path, figure: Figure) -> None:
     """Three hosts; host 0 goes off the network for 4 leases. Its claims are received
