@@ -70,7 +70,7 @@ def main() -> int:
     clean = True
     rig = HostRig(max(HOST_COUNTS))
     try:
-        server = start_server([h.server_address for h in rig.hosts])
+        server = start_server(rig)
         try:
             for run in range(args.runs):
                 for curve in curves:

@@ -1,12 +1,13 @@
 """Worker hosts as Linux network namespaces, and a PostgreSQL server only they can reach.
 
 ``HostRig`` makes N "hosts": each is a network namespace ``hailq-h<pid>-<rig>-<i>`` with one
-end of a veth pair inside (``eth0``, address ``10.77.0.<4i+2>/30``) and the other end
-in the root namespace (``hqh<pid><rig letter><i>``, ``10.77.0.<4i+1>/30``). A host reaches
+end of a veth pair inside (``eth0``, address ``10.77.<k>.<4i+2>/30``) and the other end
+in the root namespace (``hqh<pid><rig letter><i>``, ``10.77.<k>.<4i+1>/30``), ``k`` the
+first block no other rig uses. A host reaches
 nothing but the root-namespace end of its own pair: no forwarding, no default
 route, so its only peer is the throwaway PostgreSQL server (``NetServer``), which
 listens on those host-side addresses (and on 127.0.0.1 for the test itself) with
-trust for 10.77.0.0/24 in its ``pg_hba.conf``. The server is pinned to one core
+trust for the rig's /24 in its ``pg_hba.conf``. The server is pinned to one core
 with ``taskset`` (every backend inherits the postmaster's affinity), so a curve
 measures the architecture, not two cores shared by the server and every host.
 
@@ -46,7 +47,7 @@ from .workers import send_numbered, unfinished
 
 NS_PREFIX = "hailq-h"
 LINK_PREFIX = "hqh"
-SUBNET = "10.77.0.0/24"
+NETWORK = "10.77"  # each rig takes the first free 10.77.<k>.0/24
 _NAME = re.compile(rf"^{NS_PREFIX}(\d+)-\d+-\d+$")
 _LINK = re.compile(rf"^{LINK_PREFIX}(\d+)[a-z]\d+$")
 _rigs = itertools.count()
@@ -123,6 +124,17 @@ def clean_stale() -> list[str]:
     return removed
 
 
+def _free_block() -> int:
+    """The first ``k`` with no address of ``10.77.<k>.0/24`` in the root namespace, so
+    rigs of runs side by side (a test beside the curve script) do not collide."""
+    taken = set(re.findall(rf"inet {re.escape(NETWORK)}\.(\d+)\.",
+                           _ip("-o", "-4", "addr", "show", check=False).stdout))
+    for k in range(256):
+        if str(k) not in taken:
+            return k
+    raise RuntimeError(f"every {NETWORK}.<k>.0/24 is in use")
+
+
 @dataclass
 class Host:
     """One namespace: its name, its address, and the server's address as it sees it."""
@@ -147,16 +159,18 @@ class HostRig:
 
     def __init__(self, count: int) -> None:
         if not 1 <= count <= 60:
-            raise ValueError("between 1 and 60 hosts fit in 10.77.0.0/24")
+            raise ValueError("between 1 and 60 hosts fit in one /24")
         clean_stale()
         pid, rig = os.getpid(), next(_rigs)
+        k = _free_block()
+        self.subnet = f"{NETWORK}.{k}.0/24"
         self.hosts: list[Host] = []
         try:
             for i in range(count):
                 host = Host(index=i, namespace=f"{NS_PREFIX}{pid}-{rig}-{i}",
                             link=f"{LINK_PREFIX}{pid}{chr(97 + rig % 26)}{i}",
-                            address=f"10.77.0.{4 * i + 2}",
-                            server_address=f"10.77.0.{4 * i + 1}")
+                            address=f"{NETWORK}.{k}.{4 * i + 2}",
+                            server_address=f"{NETWORK}.{k}.{4 * i + 1}")
                 self.hosts.append(host)
                 self._make(host)
         except BaseException:
@@ -269,9 +283,11 @@ class NetServer:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def start_server(addresses: list[str], *, core: int = 0,
+def start_server(rig: HostRig, *, core: int = 0,
                  settings: dict[str, str] | None = None) -> NetServer:
-    """initdb in a temporary folder, trust for the rig's subnet, start on ``addresses``."""
+    """initdb in a temporary folder, trust for the rig's subnet, start on the host-side
+    addresses of its pairs (and 127.0.0.1), pinned to ``core``."""
+    addresses = [h.server_address for h in rig.hosts]
     # Not under pytest's tmp dir: that is private to root, and the server runs as postgres.
     base = Path(tempfile.mkdtemp(prefix="hailq-hosts-pg-"))
     shutil.chown(base, "postgres", "postgres")
@@ -285,7 +301,7 @@ def start_server(addresses: list[str], *, core: int = 0,
         if done.returncode:
             raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
         with (server.data / "pg_hba.conf").open("a") as f:
-            f.write(f"host all all {SUBNET} trust\n")
+            f.write(f"host all all {rig.subnet} trust\n")
         conf = {"max_connections": "400", "shared_buffers": "128MB", "fsync": "on",
                 "synchronous_commit": "on", **(settings or {})}
         with (server.data / "postgresql.conf").open("a") as f:
