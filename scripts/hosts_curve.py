@@ -86,7 +86,7 @@ def main() -> int:
                         line = {"curve": curve, "run": run, **result.figures(),
                                 "drained": result.drained,
                                 "effects_by_host": result.effects_by_host,
-                                "waits": result.waits}
+                                "waits": result.waits, "locked": result.locked}
                         runs.append(line)
                         print(json.dumps(line), flush=True)
                         if not (result.drained and result.report and result.report.ok):
@@ -109,8 +109,8 @@ def print_table(runs: list[dict[str, Any]], curves: tuple[str, ...],
           f"medians of {args.runs} run(s), server pinned to one core; "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
     print("| curve | hosts | checkers | messages/s | of ideal | server core busy | "
-          "machine busy | top waits | lost | duplicated |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "server ms/msg | worker ms/msg | machine busy | top waits | lost | duplicated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for curve in curves:
         for hosts in HOST_COUNTS:
             mine = [r for r in runs if r["curve"] == curve and r["hosts"] == hosts]
@@ -126,6 +126,8 @@ def print_table(runs: list[dict[str, Any]], curves: tuple[str, ...],
             top = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in waits.most_common(3))
             print(f"| {curve} | {hosts} | {checkers} | {rate:.0f} | {rate / ideal:.0%} | "
                   f"{statistics.median(r['server_cpu'] for r in mine):.0%} | "
+                  f"{statistics.median(r['server_ms_per_message'] or 0 for r in mine):.2f} | "
+                  f"{statistics.median(r.get('worker_ms_per_message') or 0 for r in mine):.2f} | "
                   f"{statistics.median(r['machine_cpu'] for r in mine):.0%} | {top} | "
                   f"{sum(r['lost'] for r in mine)} | {sum(r['duplicated'] for r in mine)} |")
 

@@ -398,6 +398,16 @@ def spread(processes: int, hosts: int) -> list[int]:
     return [n % hosts for n in range(processes)]
 
 
+def process_cpu(pids: list[int]) -> float:
+    """CPU seconds of these processes so far (ended ones count 0)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def machine_ticks() -> tuple[int, int]:
     """``(busy, all)`` clock ticks of every core so far, from ``/proc/stat``."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -426,6 +436,7 @@ class HostStorm:
     effects_by_host: dict[int, int] = field(default_factory=dict)
     log_counts: dict[int, dict[str, int]] = field(default_factory=dict)  # host -> REFUSED
     machine_cpu: float = 0.0  # busy share of all cores while effects were written
+    worker_cpu: float = 0.0  # cores the worker processes kept busy meanwhile
     rows: list[tuple[str, int, float, int]] = field(default_factory=list)  # id pid at host
     tail: str = ""
 
@@ -436,6 +447,9 @@ class HostStorm:
                 "work_ms": round(self.work * 1000), "seconds": round(self.seconds, 2),
                 "rate": round(self.rate, 1), "server_cpu": round(self.server_cpu, 2),
                 "machine_cpu": round(self.machine_cpu, 2),
+                "worker_cpu": round(self.worker_cpu, 2),
+                "worker_ms_per_message": round(1000 * self.worker_cpu / self.rate, 3)
+                if self.rate else None,
                 "server_ms_per_message": round(1000 * self.server_cpu / self.rate, 3)
                 if self.rate else None,
                 "redelivered": s.redelivered if s else None,
@@ -481,14 +495,16 @@ def hailstorm(rig: HostRig, server: NetServer, logs: Path, *, hosts: int, messag
         workers = HostWorkers(rig, server, spread(processes, hosts), queue="hailstorm",
                               schema=name, effects_schema=f"{name}_fx", logs=logs,
                               concurrency=concurrency, url_options=url_options)
-        cpu: list[tuple[float, float, int, int]] = []
+        cpu: list[tuple[float, float, int, int, float]] = []
+        pids = [p.pid for p in workers.procs]
         waits: Counter[str] = Counter()
         locked: Counter[str] = Counter()
         try:
             with psycopg.connect(server.url_for(), autocommit=True) as watch:
                 t0 = time.monotonic()
                 while time.monotonic() - t0 < timeout:
-                    cpu.append((time.time(), server.cpu_seconds(), *machine_ticks()))
+                    cpu.append((time.time(), server.cpu_seconds(), *machine_ticks(),
+                                process_cpu(pids)))
                     for what, n in watch.execute(_WAITS).fetchall():
                         waits[str(what)] += int(n)
                     for what, n in watch.execute(_LOCKED).fetchall():
@@ -513,9 +529,10 @@ def hailstorm(rig: HostRig, server: NetServer, logs: Path, *, hosts: int, messag
         out.rate = out.report.effects / out.seconds
         inside = [c for c in cpu if first <= c[0] <= last]
         if len(inside) >= 2:
-            (t0, s0, b0, a0), (t1, s1, b1, a1) = inside[0], inside[-1]
+            (t0, s0, b0, a0, w0), (t1, s1, b1, a1, w1) = inside[0], inside[-1]
             out.server_cpu = (s1 - s0) / (t1 - t0)
             out.machine_cpu = (b1 - b0) / max(1, a1 - a0)
+            out.worker_cpu = (w1 - w0) / (t1 - t0)
     host_of = workers.host_of_pid()
     for message_id, pid, at in rows:
         host = host_of.get(int(pid), -1)
