@@ -15,9 +15,10 @@ measures the architecture, not two cores shared by the server and every host.
 loses its carrier: its packets go nowhere), ``restore(i)`` brings it back.
 
 Everything is removed at the end, also when a test fails (the fixtures' finalizers
-call ``destroy``), and namespaces or links left by a killed run (their pid is gone)
-are removed before a new rig is made. Where namespaces cannot be made (not root,
-no ``ip``), ``need_namespaces`` skips, except in CI (``CI=true``), where it fails.
+call ``destroy``). What a killed run left (its pid is gone) is removed by the next:
+processes still in its namespaces, the namespaces and links before a new rig is made,
+its server before a new server starts. Where namespaces cannot be made (not root, no
+``ip``), ``need_namespaces`` skips, except in CI (``CI=true``), where it fails.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .pgserver import IN_CI, PG_BIN, _as_postgres, _free_port
 from .workers import send_numbered, unfinished
 
 NS_PREFIX = "hailq-h"
+SERVER_PREFIX = "hailq-hosts-pg-"
 LINK_PREFIX = "hqh"
 NETWORK = "10.77"  # each rig takes the first free 10.77.<k>.0/24
 _NAME = re.compile(rf"^{NS_PREFIX}(\d+)-\d+-\d+$")
@@ -103,6 +105,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _kill_inside(namespace: str) -> None:
+    """SIGKILL every process in ``namespace`` (workers a killed run left behind)."""
+    for pid in _ip("netns", "pids", namespace, check=False).stdout.split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+
+
 def clean_stale() -> list[str]:
     """Remove namespaces and host-side links of rigs whose process is gone; their names."""
     removed = []
@@ -110,6 +119,7 @@ def clean_stale() -> list[str]:
         name = line.split()[0] if line.split() else ""
         m = _NAME.match(name)
         if m and not _alive(int(m.group(1))):
+            _kill_inside(name)
             _ip("netns", "del", name, check=False)
             removed.append(name)
     for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
@@ -199,6 +209,7 @@ class HostRig:
 
     def destroy(self) -> None:
         for host in self.hosts:
+            _kill_inside(host.namespace)
             _ip("netns", "del", host.namespace, check=False)  # takes its pair with it
             _ip("link", "del", host.link, check=False)
 
@@ -288,8 +299,10 @@ def start_server(rig: HostRig, *, core: int = 0,
     """initdb in a temporary folder, trust for the rig's subnet, start on the host-side
     addresses of its pairs (and 127.0.0.1), pinned to ``core``."""
     addresses = [h.server_address for h in rig.hosts]
+    clean_stale_servers()
     # Not under pytest's tmp dir: that is private to root, and the server runs as postgres.
-    base = Path(tempfile.mkdtemp(prefix="hailq-hosts-pg-"))
+    base = Path(tempfile.mkdtemp(prefix=SERVER_PREFIX))
+    (base / "owner").write_text(str(os.getpid()))
     shutil.chown(base, "postgres", "postgres")
     os.chmod(base, 0o700)
     server = NetServer(base=base, port=_free_port(), addresses=addresses, core=core)
@@ -313,6 +326,19 @@ def start_server(rig: HostRig, *, core: int = 0,
         server.destroy()
         raise
     return server
+
+
+def clean_stale_servers() -> list[Path]:
+    """Stop and remove the servers of runs whose process is gone (a killed test run)."""
+    removed = []
+    for base in Path(tempfile.gettempdir()).glob(f"{SERVER_PREFIX}*"):
+        with contextlib.suppress(OSError, ValueError):
+            if _alive(int((base / "owner").read_text())):
+                continue
+            stale = NetServer(base=base, port=0, addresses=[], core=0)
+            stale.destroy()
+            removed.append(base)
+    return removed
 
 
 def worker_env(effects: str) -> dict[str, str]:
