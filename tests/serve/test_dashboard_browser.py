@@ -235,4 +235,11 @@ def test_a_script_payload_is_shown_as_text(open_page: Callable[..., Any],
         if path.endswith("/dead"):  # the error of the attempt, as text too
             assert page.locator(".err").first.inner_text() == payload
     assert alerts == []
+    # The toggle hides payloads: the server leaves them out of the page.
+    page.click("#payloads")
+    page.wait_for_selector("body[data-payloads=hidden]")
+    assert page.locator("details.body").count() == 0  # no body, no headers
+    assert page.locator(".err").first.inner_text() == payload  # errors stay
+    page.click("#payloads")
+    page.wait_for_selector("details.body")
     assert shutil.which("chromium") or os.path.exists(CHROMIUM)
