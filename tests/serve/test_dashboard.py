@@ -151,6 +151,29 @@ def test_rule_25_overview_agrees_with_stats(broker: hailq.Broker) -> None:
         assert glance[name].capped == frozenset()
 
 
+def test_rule_25_overview_agrees_with_stats_with_aging_keys_and_ended_last_attempts(
+        broker: hailq.Broker) -> None:
+    aged = broker.queue("aged", aging=30, max_attempts=1)
+    aged.send_many([hailq.Envelope(i, priority=i % 3) for i in range(12)])
+    keyed = broker.queue("keyed", max_attempts=1)
+    keyed.send_many([hailq.Envelope(i, ordering_key=f"k{i % 2}") for i in range(6)])
+    for q in (aged, keyed):
+        q.receive(max_messages=2, lease=0.01)  # their last attempt: dead once it ends
+    time.sleep(0.1)
+    glance = {g.name: g for g in broker.overview()}
+    for q in (aged, keyed):
+        want, got = q.stats(), glance[q.name].figures.stats
+        assert (got.ready, got.scheduled, got.in_flight, got.blocked, got.dead,
+                got.dead_lettered) == (want.ready, want.scheduled, want.in_flight,
+                                       want.blocked, want.dead, want.dead_lettered), q.name
+        assert got.dead == 2
+        assert got.oldest_ready_age == pytest.approx(want.oldest_ready_age, abs=5.0)
+        assert q.count_dead_letters() == 2 == len(q.dead_letters())
+        assert q.count_dead_letters("lease expired") == 2
+        assert q.count_dead_letters(older_than=3600) == 0
+    assert glance["keyed"].figures.stats.blocked == 4  # behind their keys, as stats says
+
+
 def test_counts_past_the_limit_are_shown_as_more_than(page: httpx.Client, broker: hailq.Broker,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pages_data, "COUNT_LIMIT", 5)
