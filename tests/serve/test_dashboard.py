@@ -283,7 +283,8 @@ def test_topics_workers_and_autoscalers(page: httpx.Client, broker: hailq.Broker
     broker.topic("lonely")
     html = page.get("/topics").text
     assert "audit" in html and "hooks" in html and "paid" in html
-    assert "no subscriptions" in html.split("lonely")[1]
+    row = html.split('<td class="name">lonely')[1].split("</tr>")[0]
+    assert "no subscriptions" in row
     assert "No worker has reported" in page.get("/workers").text
     now = broker.now()
     broker.save_worker(hailq.WorkerInfo("w-1", "host-a", 123, ["audit"], 4, 1, now - 60, now,
@@ -291,3 +292,32 @@ def test_topics_workers_and_autoscalers(page: httpx.Client, broker: hailq.Broker
     workers = page.get("/workers").text
     assert "w-1" in workers and "host-a" in workers and "running" in workers
     assert "No autoscaler decisions recorded" in page.get("/autoscalers").text
+
+
+def test_rule_32_a_message_looked_up_by_id(page: httpx.Client, broker: hailq.Broker) -> None:
+    q = broker.queue("jobs", max_attempts=2)
+    (first,) = q.send_many([{"n": 1}])
+    for _ in range(2):
+        q.receive()[0].nack(error="ConnectionError: db", delay=0)
+    html = page.get(f"/queues/jobs/message?id={first}").text
+    assert first in html and "s-dead" in html
+    assert html.count("ConnectionError: db") == 2  # the error of each attempt
+    assert 'data-method="DELETE"' in html and "/dead/redrive" in html
+    assert f'/queues/jobs/message?id={first}' in page.get("/queues/jobs/dead").text
+    assert page.get("/queues/jobs/message?id=01ARZ3NDEKTSV4RRFFQ69G5FAV").status_code == 404
+    assert page.get("/queues/jobs/message?id=nope").status_code == 400
+
+
+@pytest.mark.parametrize("token", [READ, CLIENT])
+def test_rule_32_operator_actions_are_offered_to_admins_only(server: Server,
+                                                             broker: hailq.Broker,
+                                                             token: str) -> None:
+    broker.queue("jobs").send("x")
+    broker.topic("events").subscribe("jobs")
+    admin, other = server.client(ADMIN), server.client(token)
+    queue = admin.get("/queues/jobs").text
+    assert 'id="configure"' in queue and "Delete queue" in queue and "Purge messages" in queue
+    topics = admin.get("/topics").text
+    assert "Unsubscribe" in topics and "/api/topics/events?force=true" in topics
+    assert 'id="configure"' not in other.get("/queues/jobs").text
+    assert "Unsubscribe" not in other.get("/topics").text

@@ -243,3 +243,33 @@ def test_a_script_payload_is_shown_as_text(open_page: Callable[..., Any],
     page.click("#payloads")
     page.wait_for_selector("details.body")
     assert shutil.which("chromium") or os.path.exists(CHROMIUM)
+
+
+def test_operator_actions_by_clicking(open_page: Callable[..., Any], server: Server,
+                                      broker: hailq.Broker) -> None:
+    """Override a setting, reset it, unsubscribe, delete a topic and a queue."""
+    broker.queue("jobs", lease=30).send("x")
+    broker.topic("events").subscribe("jobs")
+    api = server.client(ADMIN)
+    page = open_page("/queues/jobs")
+    page.on("dialog", lambda d: d.accept())
+    page.fill("#configure input[name=lease]", "90")
+    page.click("#configure button[type=submit]")
+    page.wait_for_selector("#settings tr.overridden")
+    shown = api.get("/api/queues/jobs").json()
+    assert shown["settings"]["lease"] == 90 and shown["overridden"] == ["lease"]
+    page.click("button:has-text('Reset overrides')")
+    wait_for(lambda: api.get("/api/queues/jobs").json()["overridden"] == [], 30,
+             "the override to be cleared")
+    topics = open_page("/topics")
+    topics.on("dialog", lambda d: d.accept())
+    topics.click("button:has-text('Unsubscribe')")
+    wait_for(lambda: api.get("/api/topics").json()["topics"][0]["subscriptions"] == [], 30,
+             "the subscription to go")
+    topics.wait_for_selector("text=no subscriptions")
+    topics.click("button:has-text('Delete')")
+    wait_for(lambda: api.get("/api/topics").json()["topics"] == [], 30, "the topic to go")
+    page.goto(f"{server.base}/queues/jobs")
+    page.click("button:has-text('Delete queue')")
+    page.wait_for_url(f"{server.base}/")
+    assert api.get("/api/queues/jobs").status_code == 404

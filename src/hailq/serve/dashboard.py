@@ -46,6 +46,7 @@ def routes() -> list[BaseRoute]:
         Route("/overview.json", overview_data, methods=["GET"]),
         Route("/queues/{queue}", queue_page, methods=["GET"]),
         Route("/queues/{queue}/dead", dead_page, methods=["GET"]),
+        Route("/queues/{queue}/message", message_page, methods=["GET"]),
         Route("/topics", topics_page, methods=["GET"]),
         Route("/workers", workers_page, methods=["GET"]),
         Route("/autoscalers", autoscalers_page, methods=["GET"]),
@@ -201,6 +202,25 @@ async def dead_page(request: Request) -> Response:
     return _render(request, "dead.html", title=f"{name}: dead letters", page=page,
                    older_than_choices=OLDER_THAN,
                    older_than=request.query_params.get("older_than", ""))
+
+
+async def message_page(request: Request) -> Response:
+    """One message by id (``?id=``): state, attempts and the error of each."""
+    name = request.path_params["queue"]
+    message_id = request.query_params.get("id", "").strip()
+    broker = _broker(request)
+    try:
+        found, now = await blocking(lambda: (
+            data.message_details(broker.get_queue(name), message_id), broker.now()))
+    except QueueNotFound as exc:
+        return _error(request, 404, str(exc))
+    except InvalidArgument as exc:
+        return _error(request, 400, str(exc))
+    if found is None:
+        return _error(request, 404, f"queue {name!r} holds no message {message_id!r} "
+                                    "(acked, deleted, or never sent)")
+    return _render(request, "message.html", title=f"{name}: {message_id}", queue=name,
+                   m=found, now=now)
 
 
 async def topics_page(request: Request) -> Response:

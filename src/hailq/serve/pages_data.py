@@ -152,6 +152,21 @@ def message_row(m: PeekedMessage | DeadMessage) -> dict[str, Any]:
     return row
 
 
+def message_details(queue: Queue, message_id: str) -> dict[str, Any] | None:
+    """One message looked up by id: its state, attempts, the error of each, its body."""
+    found = queue.get_message(message_id)
+    if found is None:
+        return None
+    kind, text = body_text(found.body)
+    return {"id": found.id, "state": found.state, "priority": found.priority,
+            "ordering_key": found.ordering_key, "attempt": found.attempt,
+            "enqueued_at": found.enqueued_at, "available_at": found.available_at,
+            "lease_until": found.lease_until, "dead_at": found.dead_at,
+            "parked": found.parked, "headers": found.headers, "body_kind": kind,
+            "body": text, "preview": text[:PREVIEW], "cut": len(text) > PREVIEW,
+            "errors": [error_row(e) for e in found.errors]}
+
+
 def error_row(e: AttemptError) -> dict[str, Any]:
     return {"attempt": e.attempt, "error": e.error, "at": e.at}
 

@@ -69,6 +69,14 @@
       const r = await api("POST", queuePath(b.dataset.queue) + "/purge", { dead: true });
       return "Purged " + fmt(r.purged) + " dead letters.";
     },
+    // Any other API call a page offers: data-method, data-path, data-body (JSON),
+    // data-confirm (asked first), data-done (said after), data-then (where to go next).
+    call: async (b) => {
+      if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return null;
+      await api(b.dataset.method, b.dataset.path,
+                b.dataset.body ? JSON.parse(b.dataset.body) : undefined);
+      return b.dataset.done || "Done.";
+    },
     "redrive-matching": async () => bulk("redrive", "Redrive", "redriven"),
     "delete-matching": async () => bulk("delete", "Delete for good", "deleted"),
   };
@@ -99,7 +107,8 @@
       if (done) {
         toast(done, false);
         sessionStorage.setItem("hailq-toast", done);
-        setTimeout(() => window.location.reload(), 300);
+        const next = button.dataset.then;
+        setTimeout(() => { if (next) window.location.assign(next); else window.location.reload(); }, 300);
       }
     } catch (error) {
       toast(error.message, true);
@@ -107,6 +116,29 @@
       button.disabled = false;
     }
   });
+
+  // An operator's override of a queue's settings: the filled fields only.
+  const configure = document.getElementById("configure");
+  if (configure) {
+    configure.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const changes = {};
+      for (const input of configure.querySelectorAll("input")) {
+        const value = input.value.trim();
+        if (value === "") continue;
+        changes[input.name] = input.name === "rate" ? value : Number(value);
+      }
+      if (Object.keys(changes).length === 0) { toast("Fill in a setting to override.", true); return; }
+      try {
+        await api("PATCH", queuePath(configure.dataset.queue), changes);
+        const done = "Overrode " + Object.keys(changes).join(", ") + ".";
+        sessionStorage.setItem("hailq-toast", done);
+        window.location.reload();
+      } catch (error) {
+        toast(error.message, true);
+      }
+    });
+  }
 
   const left = sessionStorage.getItem("hailq-toast");
   if (left) { sessionStorage.removeItem("hailq-toast"); toast(left, false); }
