@@ -42,6 +42,7 @@ def demo(broker: hailq.Broker) -> None:
     """A small, lively installation."""
     rnd = random.Random(7)
     orders = broker.queue("orders", slo={9: 5.0, 5: 30.0, 0: 300.0}, lease=60)
+    orders.configure(max_attempts=8)  # an operator's override, shown as such
     results = broker.queue("results", max_in_flight=20)
     email = broker.queue("email", max_attempts=3, retry={"base": 0.0, "factor": 1.0, "max": 0.0})
     thumbs = broker.queue("thumbnails", aging=60)
