@@ -35,11 +35,11 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
-from hailq.backends.dialect import Acked, Dialect, Outcome, OutcomeUnknown, Tx
+from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
-from hailq.errors import InvalidArgument, SchemaError, StorageError
+from hailq.errors import InvalidArgument, OutcomeUnknown, SchemaError, StorageError
 
 T = TypeVar("T")
 _RAW = load_queries("hailq.backends.postgres")
