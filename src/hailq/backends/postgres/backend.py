@@ -50,6 +50,10 @@ _RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failu
 # less than this, the call fails without it.
 _PROBE_TAKES = 2.0
 _WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
+# Seconds a call waits for a pooled connection before asking again. The pool tries once
+# to open a connection for its waiting callers; when that fails (the old primary is
+# gone, the standby not yet promoted) it tries again only for a caller that asks anew.
+_ASK_POOL_EVERY = 0.25
 
 
 def _check_schema(schema: str) -> str:
@@ -200,7 +204,7 @@ class PostgresDialect(Dialect):
             watch = None
             try:
                 wait = max(min(retry_until, deadline) - time.monotonic(), 0.5)
-                with pool.connection(timeout=wait) as conn, \
+                with pool.connection(timeout=min(wait, _ASK_POOL_EVERY)) as conn, \
                         self._watchdog.watch(conn, deadline) as watch:
                     if started and rerun is not None:
                         return rerun(conn)
@@ -209,6 +213,9 @@ class PostgresDialect(Dialect):
             except psycopg.OperationalError as exc:
                 if watch is not None and watch.fired:
                     raise self._timed_out(started and writes) from None
+                if isinstance(exc, PoolTimeout) and time.monotonic() < min(retry_until,
+                                                                           deadline):
+                    continue  # ask again: the pool then tries a new connection
                 if time.monotonic() + delay >= min(retry_until, deadline):
                     if isinstance(exc, PoolTimeout):
                         if deadline - time.monotonic() < _PROBE_TAKES:
