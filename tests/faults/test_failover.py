@@ -25,6 +25,7 @@ worker or a producer: they find the new primary by themselves.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import subprocess
 import sys
 import tempfile
@@ -213,7 +214,7 @@ def failover_storm(c: PgCluster, tmp_path: Path, *, messages: int, producers: in
     acked_after_kill = sum(1 for at in acked.values() if at > killed_at)
     times = sorted(acked.values())
     # How long the producers, together, got no send through around the kill.
-    sends_paused_s = max((b - a for a, b in zip(times, times[1:], strict=False)
+    sends_paused_s = max((b - a for a, b in itertools.pairwise(times)
                           if b > killed_at), default=0.0)
     # The kill came mid-storm: the producers went on sending to the new primary.
     assert acked_before_kill < messages and acked_after_kill > 0, (acked_before_kill,
