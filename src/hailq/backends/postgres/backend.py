@@ -232,7 +232,7 @@ class PostgresDialect(Dialect):
                 raise self._storage_error(exc) from None
 
     def _storage_error(self, exc: BaseException, unknown: bool = False) -> StorageError:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = _first_lines(exc)
         cause = f"PostgreSQL {self.url_for_display}: {text}"
         return OutcomeUnknown(cause) if unknown else StorageError(cause)
 
@@ -540,6 +540,17 @@ def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str
              "relaxed": relaxed}
     return {name: sql.SQL(text).format(**parts).as_string(None) for name, text in _RAW.items()}
 
+
+
+def _first_lines(exc: BaseException) -> str:
+    """The cause in one line: the first line of libpq's message, or with several hosts
+    (a multi-host URL) why each one failed, since any of them may be the one that matters."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    hosts = [line.split("connection failed: ", 1)[-1] for line in lines
+             if line.startswith("- host:")]
+    if hosts:
+        return "; ".join(hosts)
+    return lines[0] if lines else type(exc).__name__
 
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
