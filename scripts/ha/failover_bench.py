@@ -32,7 +32,7 @@ TESTS = {
              "acknowledged_sends",
 }
 KEYS = ("promote_s", "kill_to_first_done_s", "sends_paused_s", "idle_wake_s", "lost",
-        "producer_errors", "redelivered")
+        "lost_oldest_ack_before_kill_s", "producer_errors", "redelivered")
 
 
 def main() -> int:
