@@ -21,7 +21,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .pgserver import PG_BIN, PgServer, as_postgres, free_port, need_binaries
@@ -49,6 +49,7 @@ class PgCluster:
     primary: PgServer
     standby: PgServer
     sync: bool
+    frozen: list[int] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -88,6 +89,17 @@ class PgCluster:
             time.sleep(0.01)
         return at
 
+    def freeze_primary(self) -> float:
+        """SIGSTOP every process of the primary: its connections stay open and its kernel
+        still acknowledges packets, but nothing answers (a frozen machine). ``destroy``
+        kills them. The wall-clock time of the freeze."""
+        self.frozen = server_pids(self.primary)
+        at = time.time()
+        for pid in self.frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return at
+
     def promote(self) -> float:
         """``pg_ctl promote`` the standby and wait until it accepts writes; seconds taken."""
         t0 = time.monotonic()
@@ -104,6 +116,9 @@ class PgCluster:
         return str(self.standby.psql("SELECT pg_last_wal_receive_lsn()", db="postgres")[0][0])
 
     def destroy(self) -> None:
+        for pid in self.frozen:  # stopped: nothing else would end them
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         for server in (self.primary, self.standby):
             with contextlib.suppress(Exception):
                 server.stop("immediate")

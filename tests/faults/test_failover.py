@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,10 +41,13 @@ import psycopg
 import pytest
 
 import hailq
+from hailq.backends.postgres.deadline import with_defaults
+from hailq.backends.postgres.listener import Listener
 
 from .conftest import Figure, effect_store_for
 from .ledger import EffectStore, Ledger, Report, check_queue
-from .pgcluster import PgCluster, start_cluster
+from .pgcluster import PgCluster, server_pids, start_cluster
+from .pgserver import PgServer
 from .workers import HERE, WorkerFleet, unfinished, worker_env
 
 SLOW_POLL = 10  # seconds: the workers' fallback poll; a faster wake-up is LISTEN's
@@ -76,10 +81,12 @@ class Run:
     figures: dict[str, object] = field(default_factory=dict)
 
 
-def _effects_since(store: EffectStore, port: int, since: float) -> int:
-    """Effects committed on the server at ``port`` (only) that began after ``since``."""
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/hailq", autocommit=True,
-                         connect_timeout=2, options=f"-c search_path={store.schema}") as conn:
+def _effects_since(store: EffectStore, port: int | None, since: float) -> int:
+    """Effects that began after ``since``, committed on the server at ``port`` only
+    (the effects' server otherwise)."""
+    target = store.url if port is None else f"postgresql://postgres@127.0.0.1:{port}/hailq"
+    with psycopg.connect(target, autocommit=True, connect_timeout=2,
+                         options=f"-c search_path={store.schema}") as conn:
         row = conn.execute("SELECT count(*) FROM effects WHERE at > %s", (since,)).fetchone()
     return int(row[0]) if row else 0
 
@@ -141,12 +148,18 @@ def _acked_so_far(paths: list[Path]) -> int:
 
 
 def failover_storm(c: PgCluster, tmp_path: Path, *, messages: int, producers: int,
-                   workers: int, kill_after: float = 0.4) -> Run:
+                   workers: int, kill_after: float = 0.4, freeze: bool = False,
+                   store: EffectStore | None = None, **options: object) -> Run:
     """The storm: ``producers`` processes send ``messages`` in all while ``workers``
     processes consume them; once ``kill_after`` of them were acknowledged the primary is
-    SIGKILLed and the standby promoted. Everything is then drained and checked."""
-    url = c.hailq_url(SCHEMA, poll_interval=SLOW_POLL)
-    store = effect_store_for(url, tmp_path)
+    SIGKILLed (or, with ``freeze``, SIGSTOPped: it stops answering without closing a
+    connection) and the standby promoted. Everything is then drained and checked.
+    Effects go to ``store``, by default a schema of the same database (they fail over
+    with it). ``options`` are hailq URL options (``timeout``)."""
+    url = c.hailq_url(SCHEMA, poll_interval=SLOW_POLL, **options)
+    in_cluster = store is None
+    if store is None:
+        store = effect_store_for(c.hailq_url(SCHEMA), tmp_path)
     ledger = Ledger()
     outs = [tmp_path / f"producer{i}.out" for i in range(producers)]
     procs: list[subprocess.Popen[bytes]] = []
@@ -174,12 +187,13 @@ def failover_storm(c: PgCluster, tmp_path: Path, *, messages: int, producers: in
                 time.sleep(0.05)
 
             acked_before_kill = _acked_so_far(outs)
-            killed_at = c.kill_primary()
+            killed_at = c.freeze_primary() if freeze else c.kill_primary()
             promote_s = c.promote()
             deadline = time.monotonic() + 120
             while True:
                 with contextlib.suppress(psycopg.OperationalError):
-                    if _effects_since(store, c.standby.port, killed_at) > 0:
+                    if _effects_since(store, c.standby.port if in_cluster else None,
+                                      killed_at) > 0:
                         break
                 assert time.monotonic() < deadline, "no message done on the new primary"
                 time.sleep(0.02)
@@ -190,6 +204,10 @@ def failover_storm(c: PgCluster, tmp_path: Path, *, messages: int, producers: in
             _drain(q, 180)
 
             # Everyone idles on an empty queue: only LISTEN wakes them within a second.
+            # (A first send makes sure this process's own connections are fresh: the
+            # wake-up measured is the workers'.)
+            _send(q, ledger, 10**7 - 1)
+            _wait_effect(store, 10**7 - 1, 60)
             time.sleep(2.0)
             sent_at = time.time()
             _send(q, ledger, 10**7)
@@ -232,7 +250,7 @@ def failover_storm(c: PgCluster, tmp_path: Path, *, messages: int, producers: in
                         **report.summary()})
 
 
-def _check_sync_run(run: Run) -> None:
+def _check_sync_run(run: Run, errors_expected: bool = False) -> None:
     assert not run.report.lost, f"acknowledged sends lost: {run.report}"
     assert run.report.ok, str(run.report)
     assert run.report.effects == run.sent  # exactly once through the inbox
@@ -240,7 +258,7 @@ def _check_sync_run(run: Run) -> None:
     assert all(e.split()[0] in ("StorageError", "OutcomeUnknown") for e in run.producer_errors)
     assert run.idle_wake_s < 1.5, (
         f"idle worker woke after {run.idle_wake_s:.2f} s: LISTEN not re-established")
-    if run.promote_s < 4:
+    if run.promote_s < 4 and not errors_expected:
         # A new primary within the calls' retry window (8 s): the producers' sends waited
         # for it and none failed (a caller waiting on the pool asks it again and again).
         assert not run.producer_errors, run.producer_errors[:3]
@@ -261,6 +279,29 @@ def test_rule_31_failover_storm_6000_messages_to_a_synchronous_standby(
         run = failover_storm(c, tmp_path, messages=6000, producers=3, workers=4, kill_after=0.5)
     figure(replication="sync", messages=6000, producers=3, workers=4, **run.figures)
     _check_sync_run(run)
+
+
+FROZEN_TIMEOUT = 8  # seconds: the URL's timeout option in the frozen-primary storm
+
+
+@pytest.mark.slow
+def test_rule_31_failover_from_a_primary_that_stops_answering_without_closing(
+        pg_url: str, tmp_path: Path, figure: Figure) -> None:
+    # The frozen primary keeps every connection open and its kernel accepts new ones:
+    # hailq's calls on it end at its deadline, new connections at connect_timeout (5 s
+    # per host), then libpq takes the promoted standby. The handlers' effects go to
+    # another server (the suite's shared one): a statement of the application's own on
+    # the frozen server would wait as long as the application lets it.
+    store = effect_store_for(pg_url, tmp_path)
+    try:
+        with cluster(sync=True) as c:
+            run = failover_storm(c, tmp_path, messages=2000, producers=2, workers=3,
+                                 freeze=True, store=store, timeout=FROZEN_TIMEOUT)
+    finally:
+        store.drop()
+    figure(replication="sync", fault="SIGSTOP", timeout=FROZEN_TIMEOUT, **run.figures)
+    _check_sync_run(run, errors_expected=True)
+    assert all("OutcomeUnknown" in e or "StorageError" in e for e in run.producer_errors)
 
 
 LAG_WINDOW = 1.0  # seconds before the kill within which an acknowledged send may be lost
@@ -328,3 +369,32 @@ def test_rule_31_a_promoted_standby_still_listing_its_synchronous_standby_fails_
         figure(send_error_after_s=round(took, 2), stored_after_retry=len(got))
     assert [m.id for m in got] == [first, again]
     assert [m.body for m in got] == [{"claim": 0}, {"claim": 1}]
+
+
+def test_rule_28_the_listener_notices_a_server_that_stops_answering_without_closing(
+        throwaway_pg: PgServer, figure: Figure) -> None:
+    # A frozen server keeps the LISTEN connection open and its kernel answers TCP
+    # keepalives: only a question the server must answer shows that it is gone, so that
+    # after a failover LISTEN moves to the new primary instead of waiting on the old one.
+    listener = Listener(with_defaults(throwaway_pg.url, 30), "hailq_frozen", answer_within=2)
+    try:
+        listener.state(("q",))  # starts it
+        assert listener.connected.wait(30)
+        pids = server_pids(throwaway_pg)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            deadline = t0 + 60
+            while listener.connected.is_set():
+                assert time.monotonic() < deadline, "the listener still trusts a frozen server"
+                time.sleep(0.05)
+            noticed_s = time.monotonic() - t0
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        assert listener.connected.wait(60), "the listener did not come back"
+    finally:
+        listener.close()
+    figure(frozen_server_noticed_after_s=round(noticed_s, 2))

@@ -212,6 +212,9 @@ class PostgresDialect(Dialect):
                     return fn(conn)
             except psycopg.OperationalError as exc:
                 if watch is not None and watch.fired:
+                    # A server that stopped answering: its other idle connections would
+                    # each hold the next calls until their deadlines. Replace them all.
+                    pool.drain()
                     raise self._timed_out(started and writes) from None
                 if isinstance(exc, PoolTimeout) and time.monotonic() < min(retry_until,
                                                                            deadline):
@@ -245,7 +248,8 @@ class PostgresDialect(Dialect):
         """The LISTEN connection's keeper; None when listening is off (listen=off)."""
         self._pools()
         if self._listener is None and self._listen_to is not None:
-            self._listener = Listener(self._listen_to, self.channel)
+            self._listener = Listener(self._listen_to, self.channel,
+                                      answer_within=min(self._timeout, 5.0))
             self._owned.items.append(self._listener)
         return self._listener
 
