@@ -16,6 +16,10 @@ worker or a producer: they find the new primary by themselves.
 - **asynchronous** replication: sends acknowledged within the replication lag
   may be lost with the primary. The test counts them and checks that every lost
   one was acknowledged in the last moments before the kill.
+- **a primary that stops answering without closing** (SIGSTOPped, slow): calls on
+  it end at hailq's deadline, new connections at ``connect_timeout``, and the
+  listening connection, which asks its server every 5 s, moves to the new
+  primary; lost 0 all the same.
 - **a promoted standby that still lists a synchronous standby** (rule 31): its
   commits wait for ever and ``statement_timeout`` cannot end that; hailq's own
   deadline fails the send with ``OutcomeUnknown``, and the retry with the same
