@@ -10,7 +10,8 @@
 # Ports come from the environment: ETCD_PORT (23790), ETCD_PEER_PORT (23800),
 # PG_PORT_1 (54331), PG_PORT_2 (54332), API_PORT_1 (8011), API_PORT_2 (8012).
 # SYNC_MODE=false gives asynchronous replication. Run as root, the servers run as the
-# postgres OS user. Needs Debian's patroni and etcd-server packages.
+# postgres OS user (through setpriv and runuser, both in util-linux). Needs Debian's
+# patroni and etcd-server packages.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 cmd="${1:?usage: $0 start|url|status|kill-leader|stop DIR}"
@@ -35,8 +36,11 @@ start_bg() {  # NAME COMMAND...: in the background, in a session of its own, pid
     echo $! >"$DIR/$name.pid"
 }
 
-member_config() {  # NAME PG_PORT API_PORT
-    NAME="$1" PG_PORT="$2" API_PORT="$3" envsubst <"$HERE/member.yml" >"$DIR/$1.yml"
+member_config() {  # NAME PG_PORT API_PORT: member.yml with its ${...} filled in
+    sed -e "s|\${NAME}|$1|g" -e "s|\${PG_PORT}|$2|g" -e "s|\${API_PORT}|$3|g" \
+        -e "s|\${ETCD_PORT}|$ETCD_PORT|g" -e "s|\${SYNC_MODE}|$SYNC_MODE|g" \
+        -e "s|\${DIR}|$DIR|g" -e "s|\${PG_BIN}|$PG_BIN|g" "$HERE/member.yml" >"$DIR/$1.yml"
+    if grep -q '\${' "$DIR/$1.yml"; then echo "unfilled value in $DIR/$1.yml"; exit 1; fi
 }
 
 patronictl_() { as_postgres patronictl -c "$DIR/m1.yml" "$@"; }
@@ -62,8 +66,8 @@ start)
         --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
         --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
         --initial-cluster "hailq-demo=http://127.0.0.1:$ETCD_PEER_PORT"
-    for _ in $(seq 100); do
-        curl -sf "http://127.0.0.1:$ETCD_PORT/health" >/dev/null && break; sleep 0.2
+    for _ in $(seq 100); do  # until etcd listens
+        (exec 3<>"/dev/tcp/127.0.0.1/$ETCD_PORT") 2>/dev/null && break; sleep 0.2
     done
     member_config m1 "$PG_PORT_1" "$API_PORT_1"
     member_config m2 "$PG_PORT_2" "$API_PORT_2"

@@ -36,7 +36,7 @@ SCRIPT = HERE.parent.parent / "scripts" / "ha" / "patroni-demo.sh"
 
 @contextlib.contextmanager
 def patroni_cluster() -> Iterator[tuple[Path, dict[str, str]]]:
-    missing = [b for b in ("patroni", "patronictl", "etcd", "envsubst", "setpriv")
+    missing = [b for b in ("patroni", "patronictl", "etcd", "setpriv", "runuser")
                if shutil.which(b) is None]
     if missing:
         if IN_CI:
