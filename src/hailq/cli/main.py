@@ -35,6 +35,7 @@ LAZY_COMMANDS = {
     "demo": ("hailq.demo.command", "demo_command"),
     "schedules": ("hailq.cli.commands_schedules", "schedules"),
     "scheduler": ("hailq.cli.commands_schedules", "scheduler"),
+    "serve": ("hailq.cli.commands_serve", "serve"),
 }
 
 
