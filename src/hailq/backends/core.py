@@ -43,13 +43,14 @@ from hailq.backends.base import (
     WaitParams,
 )
 from hailq.backends.catalog import CatalogStore
-from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, OutcomeUnknown, Tx
+from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
 from hailq.backends.operators import OperatorStore, _columns, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
 from hailq.errors import (
     LeaseLost,
+    OutcomeUnknown,
     TopicNotFound,
 )
 from hailq.models import (
