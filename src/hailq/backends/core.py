@@ -24,6 +24,7 @@ from dataclasses import asdict
 from typing import Any, NamedTuple, TypeVar
 
 from hailq.backends import rates, rows
+from hailq.backends.autoscale import AutoscaleStore
 from hailq.backends.base import (
     AckParams,
     ClaimedRow,
@@ -82,7 +83,7 @@ class Live(NamedTuple):
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
 
 
-class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore):
+class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, AutoscaleStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
