@@ -126,6 +126,9 @@ def test_rule_24_the_saturation_point_is_probed_again_after_a_while() -> None:
     for _ in range(3):
         held.append(decide(held[-1].state, window(), limits))
     assert [d.workers for d in held] == [4, 4, 4, 5]
+    assert held[-1].ceiling == 4  # still the known point while the probe runs
+    beaten = decide(held[-1].state, window(workers=5, completed=100), limits)
+    assert beaten.ceiling is None and beaten.workers == 6  # the downstream grew
 
 
 def test_rule_24_nothing_is_measured_while_workers_start_and_bounds_come_first() -> None:

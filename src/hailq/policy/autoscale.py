@@ -12,7 +12,8 @@ hill climbing, as a thread pool that probes its own size does:
   throughput scales linearly (``rate_n / n``), and by more than ``noise`` standard
   errors of the two counts (Poisson). Otherwise the pool steps back to n and n is the
   measured *saturation point* (a downstream that serves no more, the drowned results
-  database of the hailstorm): no probe above it for ``reprobe_after`` ticks.
+  database of the hailstorm): no probe above it for ``reprobe_after`` ticks, and it
+  stays the known point (capping ``desired_workers``) until a probe above it is kept.
 - Handler time is the second signal, as in a latency-based (Vegas-like) limit: a mean
   handler time ``latency_factor`` times its smallest measured value means the workers
   queue for something downstream; the pool steps back one and records the point.
@@ -99,8 +100,8 @@ class State:
     probe_from: int | None = None  # a probe from this many workers is being measured
     baseline: tuple[int, float] | None = None  # (completed, seconds) at probe_from
     min_handler: float | None = None  # the smallest mean handler time measured
-    ceiling: int | None = None  # the measured saturation point
-    ceiling_age: int = 0  # ticks since it was measured
+    ceiling: int | None = None  # the measured saturation point, until a probe beats it
+    ceiling_age: int = 0  # ticks since it was measured (probes above it after reprobe_after)
     calm: int = 0  # ticks in a row the backlog wanted fewer workers
 
 
@@ -126,11 +127,12 @@ def decide(state: State, obs: Observation, limits: Limits) -> Decision:
     lowest = state.min_handler
     if handler is not None and handler > 0:
         lowest = handler if lowest is None else min(lowest, handler)
-    ceiling, age = state.ceiling, state.ceiling_age + 1
-    if ceiling is not None and age > limits.reprobe_after:
-        ceiling = None
-    state = replace(state, min_handler=lowest, ceiling=ceiling,
-                    ceiling_age=age if ceiling is not None else 0)
+    # A saturation point stays known (and reported) until a probe above it is kept, but
+    # after reprobe_after ticks it no longer stops that probe: a downstream may recover.
+    ceiling = state.ceiling
+    age = state.ceiling_age + 1 if ceiling is not None else 0
+    blocking = ceiling if ceiling is not None and age <= limits.reprobe_after else None
+    state = replace(state, min_handler=lowest, ceiling_age=age)
 
     rate_cap = _rate_cap(obs, lowest, limits)
     wanted = desired_workers(Demand(
@@ -139,7 +141,7 @@ def decide(state: State, obs: Observation, limits: Limits) -> Decision:
         handler_time=handler if handler is not None else lowest, workers=n,
         concurrency=limits.concurrency, slo=obs.slo, max_in_flight=obs.max_in_flight,
         rate=obs.rate))
-    cap = min([limits.maximum, *(c for c in (ceiling, rate_cap) if c is not None)])
+    cap = min([limits.maximum, *(c for c in (blocking, rate_cap) if c is not None)])
     desired = max(limits.minimum, min(wanted, max(cap, limits.minimum)))
 
     def out(workers: int, action: Action, reason: str, new: State = state) -> Decision:
@@ -170,6 +172,8 @@ def decide(state: State, obs: Observation, limits: Limits) -> Decision:
             return _grow_or_hold(out, state, obs, limits, n, wanted, desired, cap, tput, kept)
         if tput - before > need:
             kept = f"probe kept: {before:.3g}/s at {base_n} -> {tput:.3g}/s at {n}"
+            if state.ceiling is not None and n > state.ceiling:  # the point has moved up
+                state = replace(state, ceiling=None, ceiling_age=0)
             return _grow_or_hold(out, state, obs, limits, n, wanted, desired, cap, tput, kept)
         if _at_rate_limit(obs, tput) and tput > before:
             # Flat because it reached the limit, not because something downstream is full.
@@ -218,7 +222,8 @@ def _grow_or_hold(out: Callable[..., Decision], state: State, obs: Observation,
         return out(n, "hold", prefix or f"steady: {tput:.3g}/s, backlog {obs.ready}",
                    state)
     if n >= cap or desired <= n:
-        if state.ceiling is not None and n >= state.ceiling:
+        if state.ceiling is not None and n >= state.ceiling \
+                and state.ceiling_age <= limits.reprobe_after:
             why = (f"at the saturation point {state.ceiling}; probing above it again in "
                    f"{limits.reprobe_after - state.ceiling_age + 1} tick(s)")
         elif n >= limits.maximum:
