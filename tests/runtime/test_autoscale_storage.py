@@ -68,7 +68,7 @@ def test_rule_24_a_measured_saturation_point_caps_desired_workers(
     assert jobs.figures().desired_workers == stale.desired_workers
 
 
-def test_rule_24_33_a_rate_limit_caps_desired_workers(broker: hailq.Broker) -> None:
+def test_rule_33_a_rate_limit_caps_desired_workers_on_both_backends(broker: hailq.Broker) -> None:
     from hailq.backends.base import FiguresRecordParams, RateAdd
 
     jobs = broker.queue("jobs", rate="10/s")
