@@ -109,6 +109,18 @@ def test_rule_24_handler_time_well_above_its_minimum_steps_back() -> None:
     assert calm.workers == 7  # 1.5x is within the factor: the backlog still grows it
 
 
+def test_rule_24_the_handler_time_minimum_is_measured_anew_after_a_while() -> None:
+    limits = Limits(1, 10, reprobe_after=2)
+    state = State(min_handler=0.1)
+    slower = window(workers=1, completed=8, handler_time=0.25, ready=0, in_flight=1)
+    for _ in range(3):
+        d = decide(state, slower, limits)
+        state = d.state
+    assert state.min_handler == 0.25  # the work itself got slower: a new minimum
+    more = decide(state, window(workers=3, completed=24, handler_time=0.3), limits)
+    assert more.action == "grow"  # 1.2x the new minimum is no saturation
+
+
 def test_rule_24_a_probe_that_rose_beyond_noise_is_kept_and_the_next_begins() -> None:
     limits = Limits(1, 10)
     probing = decide(State(), window(workers=4, completed=80), limits)
@@ -157,3 +169,58 @@ def test_rule_24_a_probe_with_too_few_completions_to_tell_is_kept() -> None:
 def test_bad_limits_are_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):
         Limits(**bad)
+
+
+# -- recorded runs ---------------------------------------------------------------------
+# Real runs of `hailq autoscale --trace FILE` (sleep-bound handlers of 0.1 s on SQLite,
+# 2 s windows; see tests/policy/recorded/README.md): every window the loop measured and
+# the decision it made. Replayed through the policy, the same decisions come out, and
+# the runs show what rule 24 asks.
+
+RECORDED = Path(__file__).parent / "recorded"
+
+
+def recorded(name: str) -> tuple[Limits, list[Observation], list[dict[str, Any]]]:
+    lines = [json.loads(line) for line in (RECORDED / f"{name}.jsonl").read_text().splitlines()]
+    limits = Limits(**lines[0]["limits"])
+    observations = [Observation(**{**line["observation"],
+                                   "slo": tuple(line["observation"]["slo"])})
+                    for line in lines]
+    return limits, observations, [line["decision"] for line in lines]
+
+
+@pytest.mark.parametrize("name", ["saturated_downstream", "rate_limited", "growth_then_empty"])
+def test_rule_24_a_recorded_run_replays_to_the_same_decisions(name: str) -> None:
+    limits, observations, made = recorded(name)
+    state = State()
+    for obs, then in zip(observations, made, strict=True):
+        d = decide(state, obs, limits)
+        assert (d.workers, d.action, d.reason) == (then["workers"], then["action"],
+                                                   then["reason"])
+        state = d.state
+
+
+def test_rule_24_recorded_a_downstream_of_four_holds_the_pool_at_four() -> None:
+    _, observations, made = recorded("saturated_downstream")
+    sizes = [d["workers"] for d in made]
+    assert max(sizes) == 5 and max(o.workers for o in observations) <= 5  # --max is 8
+    assert any(d["reason"].startswith("saturated at 4") for d in made)
+    assert sizes[-1] == 4
+
+
+def test_rule_24_recorded_a_rate_limited_queue_stops_at_what_the_limit_keeps_busy() -> None:
+    _, observations, made = recorded("rate_limited")
+    # 25/s x 0.1 s = 2.5 processes busy at the limit: 3 at most, no saturation point
+    assert max(d["workers"] for d in made) <= 3
+    assert not any("saturated" in d["reason"] for d in made)
+    assert any("rate-limited" in d["reason"] for d in made)
+    assert observations[-1].ready > 0  # the backlog was still there
+
+
+def test_rule_24_recorded_a_backlog_grows_the_pool_and_the_empty_queue_shrinks_it() -> None:
+    _, _, made = recorded("growth_then_empty")
+    sizes = [d["workers"] for d in made]
+    assert max(sizes) == 4 and sizes[-1] == 1
+    top = sizes.index(4)
+    assert sizes[:top + 1] == sorted(sizes[:top + 1])  # grew without stepping back
+    assert any("queue empty" in d["reason"] for d in made[top:])

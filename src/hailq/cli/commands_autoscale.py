@@ -34,6 +34,9 @@ from hailq.settings import check_name
 @click.option("--latency-factor", type=Finite(1.01, 1000), default=2.0, show_default=True,
               help="Mean handler time this many times its smallest measured value counts "
                    "as a saturated downstream: one worker fewer.")
+@click.option("--trace", type=click.Path(dir_okay=False, writable=True), default=None,
+              metavar="FILE", help="Append each measured window and its decision to FILE "
+                                   "as JSON lines (to replay or study a run).")
 @click.option("--grace", type=Finite(0, 86400), default=30.0, show_default=True,
               help="Seconds a draining worker may finish its in-flight handlers.")
 @click.option("--poll", type=Finite(0.01, 60), default=1.0, show_default=True,
@@ -47,7 +50,8 @@ from hailq.settings import check_name
               help="Do not send periodic messages from the workers.")
 @common_options
 def autoscale_command(target: str, queue: str, minimum: int, maximum: int, concurrency: int,
-                      interval: float, reprobe: float, latency_factor: float, grace: float,
+                      interval: float, reprobe: float, latency_factor: float,
+                      trace: str | None, grace: float,
                       poll: float, time_limit: float | None, log_level: str,
                       no_scheduler: bool) -> int:
     """Run between --min and --max worker processes of TARGET for queue Q, as many as the
@@ -83,7 +87,7 @@ def autoscale_command(target: str, queue: str, minimum: int, maximum: int, concu
     spec.handlers()  # import and check before connecting
     with hailq.connect(url) as broker:
         broker.queue(queue)
-        return Autoscaler(broker, spec, queue, limits, interval=interval).run()
+        return Autoscaler(broker, spec, queue, limits, interval=interval, trace=trace).run()
 
 
 COMMANDS = [autoscale_command]

@@ -15,8 +15,9 @@ hill climbing, as a thread pool that probes its own size does:
   database of the hailstorm): no probe above it for ``reprobe_after`` ticks, and it
   stays the known point (capping ``desired_workers``) until a probe above it is kept.
 - Handler time is the second signal, as in a latency-based (Vegas-like) limit: a mean
-  handler time ``latency_factor`` times its smallest measured value means the workers
-  queue for something downstream; the pool steps back one and records the point.
+  handler time ``latency_factor`` times its smallest value lately (a minimum kept for
+  ``reprobe_after`` ticks, then measured anew) means the workers queue for something
+  downstream; the pool steps back one and records the point.
 - A rate-limited queue (rule 33) is not a saturated one: throughput flat at the limit
   asks for no more workers (and records no saturation point), and never more than
   ``rate x handler time / concurrency`` processes are wanted.
@@ -99,7 +100,8 @@ class State:
 
     probe_from: int | None = None  # a probe from this many workers is being measured
     baseline: tuple[int, float] | None = None  # (completed, seconds) at probe_from
-    min_handler: float | None = None  # the smallest mean handler time measured
+    min_handler: float | None = None  # the smallest mean handler time measured lately
+    min_age: int = 0  # ticks since it was measured
     ceiling: int | None = None  # the measured saturation point, until a probe beats it
     ceiling_age: int = 0  # ticks since it was measured (probes above it after reprobe_after)
     calm: int = 0  # ticks in a row the backlog wanted fewer workers
@@ -124,17 +126,20 @@ def decide(state: State, obs: Observation, limits: Limits) -> Decision:
     """The next size of the pool for one observed window (see the module's docstring)."""
     n = obs.workers
     handler = obs.handler_time
-    lowest = state.min_handler
-    if handler is not None and handler > 0:
-        lowest = handler if lowest is None else min(lowest, handler)
+    # The smallest handler time lately: kept for reprobe_after ticks, then re-measured,
+    # so a lasting change of the work itself is not read as saturation for ever.
+    lowest, min_age = state.min_handler, state.min_age + 1
+    if handler is not None and handler > 0 and (
+            lowest is None or handler <= lowest or min_age > limits.reprobe_after):
+        lowest, min_age = handler, 0
     # A saturation point stays known (and reported) until a probe above it is kept, but
     # after reprobe_after ticks it no longer stops that probe: a downstream may recover.
     ceiling = state.ceiling
     age = state.ceiling_age + 1 if ceiling is not None else 0
     blocking = ceiling if ceiling is not None and age <= limits.reprobe_after else None
-    state = replace(state, min_handler=lowest, ceiling_age=age)
+    state = replace(state, min_handler=lowest, min_age=min_age, ceiling_age=age)
 
-    rate_cap = _rate_cap(obs, lowest, limits)
+    rate_cap = _rate_cap(obs, handler if handler is not None else lowest, limits)
     wanted = desired_workers(Demand(
         ready=obs.ready, in_flight=obs.in_flight, oldest_ready_age=obs.oldest_ready_age,
         arrival_rate=obs.sent / obs.elapsed if obs.elapsed > 0 else None,

@@ -20,6 +20,7 @@ watches its parent's pid once a second; either way it drains and exits.
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import math
 import os
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING
 
@@ -88,7 +89,7 @@ class Autoscaler:
     ``spec`` for ``queue``, one decision every ``interval`` seconds, until stopped."""
 
     def __init__(self, broker: Broker, spec: WorkerSpec, queue: str, limits: Limits, *,
-                 interval: float = 5.0,
+                 interval: float = 5.0, trace: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.broker = broker
         self.spec = replace(spec, queues=(queue,), weights={},
@@ -96,6 +97,7 @@ class Autoscaler:
         self.queue = queue
         self.limits = limits
         self.interval = interval
+        self.trace = trace  # a file to append each window and decision to, as JSON lines
         self._clock = clock
         self._flag = StopFlag()
         self._children: list[_Child] = []
@@ -185,6 +187,22 @@ class Autoscaler:
                 decision.reason)
         self._resize(decision.workers)
         self._record(obs, decision)
+        if self.trace is not None:
+            self._trace(self.trace, obs, decision)
+
+    def _trace(self, path: str, obs: Observation, decision: Decision) -> None:
+        """Append the window and the decision, so the run can be replayed through the
+        policy (tests/policy replays such recordings)."""
+        line: dict[str, object] = {"observation": asdict(obs), "decision": {
+            "workers": decision.workers, "action": decision.action,
+            "desired": decision.desired, "reason": decision.reason}}
+        if not self.decisions[:-1]:
+            line["limits"] = asdict(self.limits)
+        try:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
+        except OSError as exc:
+            log.warning("could not write the trace to %s: %s", path, exc)
 
     def _record(self, obs: Observation, decision: Decision) -> None:
         info = AutoscalerInfo(
