@@ -154,6 +154,11 @@ def test_rule_24_nothing_is_measured_while_workers_start_and_bounds_come_first()
                                   handler_time=None), zero).workers == 0
 
 
+def test_rule_24_a_paused_queue_holds_the_pool() -> None:
+    d = decide(State(), window(workers=2, completed=0, paused=True), Limits(1, 10))
+    assert (d.workers, d.action, d.reason) == (2, "hold", "queue paused")
+
+
 def test_rule_24_a_probe_with_too_few_completions_to_tell_is_kept() -> None:
     limits = Limits(1, 10)
     probing = decide(State(), window(workers=1, completed=2, handler_time=5.0), limits)

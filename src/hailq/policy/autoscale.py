@@ -88,6 +88,7 @@ class Observation:
     rate: float | None = None  # the queue's rate limit, messages per second
     slo: tuple[float, ...] = ()
     max_in_flight: int | None = None
+    paused: bool = False  # an operator paused the queue (rule 32): no one receives
 
     @property
     def throughput(self) -> float | None:
@@ -158,6 +159,8 @@ def decide(state: State, obs: Observation, limits: Limits) -> Decision:
     if n > limits.maximum:
         return out(limits.maximum, "shrink", f"{n} running, above --max {limits.maximum}",
                    _no_probe(state))
+    if obs.paused:  # nothing is received: nothing to measure, no reason to grow
+        return out(n, "hold", "queue paused", _no_probe(replace(state, calm=0)))
     if not obs.settled:
         return out(n, "hold", "waiting for workers to start or stop before measuring")
     tput = obs.throughput or 0.0

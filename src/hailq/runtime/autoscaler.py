@@ -177,7 +177,7 @@ class Autoscaler:
             if handled > 0 else None,
             ready=s.ready, in_flight=s.in_flight, oldest_ready_age=s.oldest_ready_age,
             rate=settings.rate_per_second, slo=tuple((settings.slo or {}).values()),
-            max_in_flight=settings.max_in_flight)
+            max_in_flight=settings.max_in_flight, paused=s.paused)
         decision = decide(self._state, obs, self.limits)
         self._state = decision.state
         self.decisions.append(decision)
