@@ -23,6 +23,7 @@ import ctypes
 import json
 import logging
 import math
+import multiprocessing
 import os
 import signal
 import socket
@@ -106,8 +107,6 @@ class Autoscaler:
         self._settled_since: float | None = None  # every child registered and running
         self.id = f"{socket.gethostname()}:{os.getpid()}:{queue}"
         self.decisions: list[Decision] = []
-        import multiprocessing
-
         self._context = multiprocessing.get_context("spawn")
 
     def stop(self) -> None:
