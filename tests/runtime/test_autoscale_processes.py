@@ -84,3 +84,27 @@ def test_rule_24_a_killed_autoscaler_leaves_no_worker_running_unsupervised(
         if pool is not None:
             print(pool.close()[-4000:])
         broker.close()
+
+
+def test_rule_24_33_a_rate_limited_queue_with_a_backlog_gets_no_more_workers(
+        url: str, tmp_path: Path) -> None:
+    broker = hailq.connect(url)
+    pool = None
+    try:
+        # 10/s x 0.1 s per message keeps one worker busy: the limit, not the workers,
+        # sets the pace, however large the backlog.
+        jobs = broker.queue("jobs", slo={0: 5}, rate="10/s")
+        jobs.send_many([{"n": i} for i in range(2000)])
+        pool = Pool(url, tmp_path, "--queue", "jobs", "--min", "1", "--max", "4", *FAST)
+        wait_for("a rate-limited decision", lambda: any(
+            "rate-limited" in d.reason for d in decisions(broker, "jobs")), log=pool.close)
+        wait_for("three more decisions", lambda: len(decisions(broker, "jobs")) >= 4,
+                 log=pool.close)
+        made = decisions(broker, "jobs")
+        assert pool.most == 1 and all(d.workers == 1 for d in made)
+        assert all(d.ceiling is None for d in made)  # a limit is no saturation point
+        assert broker.get_queue("jobs").figures().desired_workers <= 2
+    finally:
+        if pool is not None:
+            print(pool.close()[-4000:])
+        broker.close()
