@@ -87,10 +87,14 @@ def test_rule_33_a_rate_limit_caps_desired_workers_on_both_backends(broker: hail
 def test_rule_24_hailq_stats_shows_the_last_decisions_with_their_reasons(url: str) -> None:
     with hailq.connect(url) as broker:
         broker.queue("jobs")
+        broker.queue("other")
         broker.record_autoscale(decision(4, ceiling=4, action="shrink"))
     shown = hailq_cli("stats", "jobs", url=url)
     assert shown.returncode == 0, shown.stderr
     assert "autoscale decisions (jobs)" in shown.stdout and "reason 4" in shown.stdout
+    every = hailq_cli("stats", url=url)
+    assert "autoscalers (each one's last decision)" in every.stdout
+    assert "reason 4" in every.stdout
     document = json.loads(hailq_cli("stats", "jobs", "--json", url=url).stdout)
     (queue,) = document["queues"]
     assert queue["autoscalers"][0]["ceiling"] == 4

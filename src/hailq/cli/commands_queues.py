@@ -198,7 +198,7 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
         if f.decisions:
             parts.append(autoscale_view(f))
         return Group(*parts)
-    return make_table(
+    table = make_table(
         ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST",
          *[c.replace("_", " ").upper() for c in COUNTERS], "SENT/S", "ACKED/S", "WORKERS",
          "DESIRED", "PARKED KEYS"],
@@ -207,6 +207,15 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
           _rate(f.rates.sent_1m), _rate(f.rates.acked_1m), f.workers, f.desired_workers,
           ", ".join(f.stats.parked_keys) or "-"] for f in found],
         empty="no queues yet")
+    last = [(f, a) for f in found for a in f.autoscalers]
+    if not last:
+        return table
+    return Group(table, make_table(
+        ["QUEUE", "AUTOSCALER", "AGE", "WORKERS", "DESIRED", "SATURATED AT", "DECISION",
+         "REASON"],
+        [[f.queue, f"{a.host}:{a.pid}", age(f.at - a.at), a.workers, a.desired,
+          "-" if a.ceiling is None else a.ceiling, a.decision, a.reason] for f, a in last],
+        title="autoscalers (each one's last decision)"))
 
 
 @click.command("peek")
