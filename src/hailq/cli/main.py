@@ -33,6 +33,7 @@ LAZY_COMMANDS = {
     "worker": ("hailq.cli.worker", "worker_command"),
     "bench": ("hailq.bench.command", "bench_command"),
     "demo": ("hailq.demo.command", "demo_command"),
+    "doctor": ("hailq.cli.commands_doctor", "doctor"),
     "schedules": ("hailq.cli.commands_schedules", "schedules"),
     "scheduler": ("hailq.cli.commands_schedules", "scheduler"),
 }
