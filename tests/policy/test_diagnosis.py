@@ -40,8 +40,8 @@ def dead(n: int, errors: list[str], at: float = NOW - 100) -> DeadMessage:
                                            for i, e in enumerate(errors)])
 
 
-def kinds(e: QueueEvidence, limits: Thresholds = Thresholds()) -> list[str]:
-    return [f.kind for f in diagnose(e, limits).findings]
+def kinds(e: QueueEvidence, limits: Thresholds | None = None) -> list[str]:
+    return [f.kind for f in diagnose(e, limits or Thresholds()).findings]
 
 
 TRACE = "Traceback (most recent call last):\n  File \"h.py\", line 3\nValueError: corrupt photo"
