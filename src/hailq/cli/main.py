@@ -101,7 +101,8 @@ def cli() -> None:
     anything was done (unknown option, bad value, body, message, URL or
     worker target, a URL whose backend is not installed); 1 a failure while
     doing it (database unreachable, no such database file, queue or topic,
-    ...); 130 interrupted. Passwords in URLs are never printed.
+    ...); 3 'hailq doctor' found something; 130 interrupted. Passwords in URLs
+    are never printed.
     """
 
 
