@@ -62,8 +62,14 @@ def _show(console: Any, results: list[Diagnosis]) -> None:
     for d in results:
         for f in d.findings:
             body: list[Any] = [Text(f.title, style="bold")]
-            body += [Text(f"  {name}: {clean(_value(value))}", style="dim")
-                     for name, value in f.evidence.items()]
+            for name, value in f.evidence.items():
+                if isinstance(value, list) and value and isinstance(value[0], dict):
+                    body.append(Text(f"  {name}:", style="dim"))
+                    body += [Text("    - " + clean(", ".join(f"{k}: {_value(v)}"
+                                                           for k, v in item.items())),
+                                  style="dim") for item in value]
+                else:
+                    body.append(Text(f"  {name}: {clean(_value(value))}", style="dim"))
             body.append(Text(clean(f.suggestion)))
             body += [Text(f"  $ {clean(c)}", style="cyan") for c in f.commands]
             console.print(Panel(Group(*body), title=Text(f"{d.queue}: {f.kind}"),
