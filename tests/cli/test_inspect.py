@@ -140,3 +140,15 @@ def test_peek_counts_a_big_queue_with_thousands_separators(hq: Hailq,
     result = hq("peek", "claims")
     assert result.out.count('{"n":') == 10
     assert "showing 10 of 1,234 live messages of claims" in result.err
+
+
+def test_queues_show_the_rate_limit_beside_the_other_settings(
+        hq_any: Hailq, api_any: hailq.Broker) -> None:
+    api_any.queue("results", rate="100/s", burst=20)
+    api_any.queue("free")
+    rows = {q["queue"]: q for q in hq_any("queues", "--json").json()}
+    assert (rows["results"]["settings"]["rate"], rows["results"]["settings"]["burst"]) == \
+        ("100/s", 20)
+    assert rows["free"]["settings"]["rate"] is None
+    line = next(x for x in hq_any("queues").out.splitlines() if "results" in x)
+    assert "100/s" in line

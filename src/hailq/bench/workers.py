@@ -51,8 +51,10 @@ RECORD_START = "hailq.bench.handlers:record_start"
 PEER_RATE = {"postgresql": 2_900.0, "sqlite": 2_000.0}
 """Drain rates of a comparable library's workers, from the issue (msgs/s)."""
 TARGET_RATE = 6_000.0
-TARGET_P50_MS = {"postgresql": 3.0, "sqlite": 10.0}
-TARGET_P99_MS = {"postgresql": 10.0}  # none given for SQLite
+# Send -> handler start. PostgreSQL's are the storage-core issue's (p50 1 ms, p99 3 ms,
+# with no NOTIFY per send while no worker waits); none is given for SQLite's p99.
+TARGET_P50_MS = {"postgresql": 1.0, "sqlite": 10.0}
+TARGET_P99_MS = {"postgresql": 3.0}
 TARGET_IDLE_CPU = 2.0  # percent of one CPU
 
 

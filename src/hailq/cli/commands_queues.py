@@ -24,8 +24,8 @@ COUNTERS = ("sent", "acked", "nacked", "redelivered", "dead_lettered", "late_ack
 @click.command("queues")
 @common_options
 def queues() -> None:
-    """List every queue: its settings (lease, attempts, aging, in-flight cap, service
-    levels) beside its ready, scheduled, in-flight, blocked and dead counts.
+    """List every queue: its settings (lease, attempts, aging, in-flight cap, rate
+    limit, service levels) beside its ready, scheduled, in-flight, blocked and dead counts.
 
     OLDEST is the age of the oldest ready message: how long the front of the
     queue has waited. SLO lists priority:seconds targets (see 'hailq stats').
@@ -45,10 +45,11 @@ def queues() -> None:
         return
     app.out.table(
         ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST", "LEASE",
-         "ATTEMPTS", "AGING", "MAX IN FLIGHT", "SLO", "PAUSED"],
+         "ATTEMPTS", "AGING", "MAX IN FLIGHT", "RATE", "SLO", "PAUSED"],
         [[s.queue, s.ready, s.scheduled, s.in_flight, s.blocked, s.dead,
           age(s.oldest_ready_age), q.settings.lease, q.settings.max_attempts,
-          q.settings.aging, q.settings.max_in_flight, slo_text(q.settings.slo),
+          q.settings.aging, q.settings.max_in_flight, q.settings.rate or "-",
+          slo_text(q.settings.slo),
           "paused" if s.paused else "-"] for q, s in found],
         empty="no queues yet; declare one in code, or 'hailq send --create QUEUE BODY'")
 
@@ -57,6 +58,7 @@ def settings_record(q: QueueSettings) -> dict[str, Any]:
     """The settings an operator reads beside the figures; ``slo`` as a list of objects."""
     return {"lease": q.lease, "max_attempts": q.max_attempts, "aging": q.aging,
             "max_in_flight": q.max_in_flight, "on_dead": q.on_dead,
+            "rate": q.rate, "burst": q.burst,
             "slo": [{"priority": p, "seconds": t} for p, t in (q.slo or {}).items()]}
 
 

@@ -39,7 +39,8 @@ from hailq.url import parse_url
               help="Serve this process's own series (handler time, slots busy) at /metrics "
                    "and answer probes at /healthz (loops run) and /readyz (takes work) on "
                    "PORT, every interface unless HOST is given. Queue-wide figures come from "
-                   "'hailq metrics'. Thread pool only.")
+                   "'hailq metrics'. With --pool process the supervisor serves the sum of "
+                   "its children's series.")
 @click.option("--time-limit", type=Finite(0.001, 7 * 86400), default=None, metavar="SECONDS",
               help="Fail an attempt whose handler runs longer than this (a retry, dead after "
                    "the last attempt); for handlers without a time_limit of their own. "
@@ -74,9 +75,6 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     except hailq.InvalidArgument as exc:
         raise click.BadParameter(str(exc), param_hint="--weights") from None
     address = metrics_address(metrics) if metrics is not None else None
-    if address is not None and pool == "process":
-        raise click.UsageError("--metrics-port goes with --pool thread only (not yet with "
-                               "--pool process)")
     app = current_app()
     url = worker_url(app.url)
     level = log_level.upper()

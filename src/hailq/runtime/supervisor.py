@@ -7,6 +7,10 @@ child that died, and on SIGTERM/SIGINT forwards SIGTERM so every child drains
 (a second signal is forwarded too: the children give back at once). Children
 ignore SIGINT, so a Ctrl-C that reaches the whole process group counts once.
 
+With ``--metrics-port`` the supervisor alone serves the port: the children write
+their own series into a folder of prometheus-client's multiprocess files, which
+the supervisor sums at each scrape and removes when it stops.
+
 A child whose plain handler ran past its time limit records the failure and
 ends itself with ``EXIT_TIME_LIMIT``; the supervisor starts its replacement at
 once and does not count that exit as a crash (rule 34).
@@ -17,14 +21,17 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.process import BaseProcess
 
 from hailq.errors import InvalidArgument
+from hailq.observe.process import ProcessServer, forget_process, shared_series
 from hailq.runtime import logs
 from hailq.runtime.app import App, Handler, app_for, load_target
 from hailq.runtime.order import StrictOrder, WeightedOrder
@@ -69,6 +76,7 @@ class WorkerSpec:
     time_limit: float | None = None
     scheduler: bool = True  # run a scheduler of periodic messages beside the consumers
     metrics: tuple[str, int] | None = None  # --metrics-port: this process's series, probes
+    metrics_shared: bool = False  # a pool's child: series to the supervisor's files
 
     def handlers(self) -> App:
         """Import the target and check it against the queues; InvalidArgument if they clash."""
@@ -105,6 +113,7 @@ class WorkerSpec:
                    scheduler=self.scheduler,
                    metrics_port=None if self.metrics is None else self.metrics[1],
                    metrics_host="0.0.0.0" if self.metrics is None else self.metrics[0],
+                   metrics_shared=self.metrics_shared,
                    ).run(signals=signals)
 
 
@@ -141,10 +150,12 @@ class ProcessPool:
         self.spec = spec
         self.processes = processes
         self._context = multiprocessing.get_context("spawn")
+        self._metrics_dir: str | None = None  # the children's series, with --metrics-port
         self._flag = StopFlag()
         self.started = 0  # children started, the first ones included
         self.crashes = 0  # children that died unasked
         self.time_limits = 0  # children that ended themselves after a time limit
+        self._slots: list[_Slot] = []
 
     def stop(self) -> None:
         """Ask every child to drain (a second call: to give back now)."""
@@ -159,8 +170,10 @@ class ProcessPool:
         return self._supervise()
 
     def _start(self, slot: _Slot) -> None:
+        spec = self.spec if self._metrics_dir is None else \
+            replace(self.spec, metrics=None, metrics_shared=True)
         slot.child = self._context.Process(target=_child_main,
-                                           args=(self.spec, os.getpid()),
+                                           args=(spec, os.getpid()),
                                            name="hailq-worker", daemon=False)
         slot.child.start()
         slot.started = time.monotonic()
@@ -169,15 +182,43 @@ class ProcessPool:
     def _supervise(self) -> int:
         begun = time.monotonic()
         log.info("worker pool of %d process(es) starting", self.processes)
+        server = self._serve_metrics() if self.spec.metrics is not None else None
         try:
             return self._watch_children()
         finally:
+            if server is not None:
+                server.close()
+            if self._metrics_dir is not None:
+                shutil.rmtree(self._metrics_dir, ignore_errors=True)
             log.info("worker pool stopped after %.1f s: %d process(es) started, %d crashed, "
                      "%d ended by a time limit", time.monotonic() - begun, self.started,
                      self.crashes, self.time_limits)
 
+    def _serve_metrics(self) -> ProcessServer:
+        """The pod's one port: the children's series summed, and the pool's probes."""
+        assert self.spec.metrics is not None
+        self._metrics_dir = tempfile.mkdtemp(prefix="hailq-metrics-")
+        # Read by prometheus-client when a spawned child imports it.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = self._metrics_dir
+        server = ProcessServer(*self.spec.metrics, shared_series(self._metrics_dir),
+                               alive=lambda: True, ready=lambda: self._ready)
+        server.start()
+        return server
+
+    @property
+    def _ready(self) -> bool:
+        return not self._flag.stopping and any(
+            s.child is not None and s.child.is_alive() for s in self._slots)
+
+    def _gone(self, slot: _Slot) -> None:
+        """A child ended: forget its live gauges, then its process."""
+        assert slot.child is not None
+        if self._metrics_dir is not None and slot.child.pid is not None:
+            forget_process(self._metrics_dir, slot.child.pid)
+        slot.child.join(0)
+
     def _watch_children(self) -> int:
-        slots = [_Slot() for _ in range(self.processes)]
+        slots = self._slots = [_Slot() for _ in range(self.processes)]
         for slot in slots:
             self._start(slot)
         while not self._flag.stopping:
@@ -198,7 +239,7 @@ class ProcessPool:
                     self.time_limits += 1
                     log.info("worker process %s ended itself after a handler's time limit; "
                              "starting another", slot.child.pid)
-                    slot.child.join(0)
+                    self._gone(slot)
                     self._start(slot)
                     continue
                 self.crashes += 1
@@ -209,7 +250,7 @@ class ProcessPool:
                             slot.child.pid, slot.child.exitcode,
                             f" in {pause:g} s ({slot.quick_deaths} quick exits in a row)"
                             if pause else "")
-                slot.child.join(0)
+                self._gone(slot)
                 slot.child, slot.restart_at = None, now + pause
         self._stop_children([s.child for s in slots if s.child is not None])
         return 0

@@ -86,7 +86,8 @@ class Worker:
                  time_limit: float | None = None,
                  stuck: Literal["replace", "exit"] = "replace",
                  scheduler: bool = True,
-                 metrics_port: int | None = None, metrics_host: str = "0.0.0.0") -> None:
+                 metrics_port: int | None = None, metrics_host: str = "0.0.0.0",
+                 metrics_shared: bool = False) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
@@ -118,6 +119,8 @@ class Worker:
         self.tally = Tally()
         self.scheduler = scheduler  # run a scheduler (rule 35) beside the consumers
         self.metrics_address = None if metrics_port is None else (metrics_host, metrics_port)
+        # A child of the process pool: its series go to the files its supervisor serves.
+        self.metrics_shared = metrics_shared
 
     # -- control -----------------------------------------------------------------------
 
@@ -379,12 +382,15 @@ class _Services:
         self.acks = AckBatcher(worker._queues)
         self.server: ProcessServer | None = None
         series = None
-        if worker.metrics_address is not None:
+        if worker.metrics_shared:
+            series = ProcessSeries(worker.concurrency, lambda: worker.in_flight, shared=True)
+        elif worker.metrics_address is not None:
             series = ProcessSeries(worker.concurrency, lambda: worker.in_flight)
             self.server = ProcessServer(
                 *worker.metrics_address, series,
                 alive=lambda: self.fetcher.alive or worker.state == "draining",
                 ready=lambda: worker.state == "running" and self.fetcher.alive)
+        self.series = series
         self.figures = FigureRecorder(broker, list(worker.order.queues),
                                       lambda q: worker._queues[q].settings.slo,
                                       process=series)
@@ -418,6 +424,8 @@ class _Services:
         self.figures.close()
         if self.server is not None:
             self.server.close()
+        if self.series is not None:
+            self.series.close()
         self.keeper.close()
         self.slots.close()
         self.loop.close()
