@@ -71,6 +71,7 @@ class WorkerSpan:
         return self.state != "stopped" and now - self.last_seen > ALIVE_FOR
 
     def alive_at(self, t: float, now: float) -> bool:
+        """It ran at ``t``: started by then, and not yet stopped or silent for good."""
         end = now if self.state != "stopped" and not self.died(now) else self.last_seen
         return self.started_at <= t <= end
 
@@ -122,6 +123,7 @@ class Finding:
     commands: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
+        """As JSON (``hailq doctor --json``)."""
         return {"queue": self.queue, "kind": self.kind, "title": self.title,
                 "evidence": self.evidence, "suggestion": self.suggestion,
                 "commands": list(self.commands)}
@@ -137,12 +139,15 @@ class Note:
     evidence: dict[str, Any]
 
     def record(self) -> dict[str, Any]:
+        """As JSON (``hailq doctor --json``)."""
         return {"queue": self.queue, "kind": self.kind, "text": self.text,
                 "evidence": self.evidence}
 
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """What ``diagnose`` says of one queue; ``healthy`` when nothing was found."""
+
     queue: str
     findings: list[Finding]
     notes: list[Note]
