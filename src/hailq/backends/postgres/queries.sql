@@ -764,19 +764,29 @@ WHERE name = %(name)s;
 DELETE FROM {schema}.schedules WHERE name = %(name)s;
 
 -- name: figures_histogram_add
--- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
--- or handler-time histogram grows by what the process saw since its last flush.
+-- Figures (rule 25), written by a worker's recorder once a second: the buckets of wait
+-- and handler-time histograms grow by what the process saw since its last flush. All of
+-- a flush in one statement (JSON rows; le null for the last bucket) and in key order:
+-- workers flushing at once lock the shared rows briefly and in the same order.
 INSERT INTO {schema}.histograms AS h (queue, kind, priority, le, n, total)
-VALUES (%(queue)s, %(kind)s, %(priority)s, %(le)s, %(n)s, %(total)s)
+SELECT r.queue, r.kind, r.priority, COALESCE(r.le, 'Infinity'::float8), r.n, r.total
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+     AS r(queue text, kind text, priority integer, le float8, n bigint, total float8)
+ORDER BY 1, 2, 3, 4
 ON CONFLICT (queue, kind, priority, le) DO UPDATE
 SET n = h.n + excluded.n, total = h.total + excluded.total;
 
 -- name: figures_rate_add
--- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow, for
+-- every (queue, priority) of the flush in one statement, in key order.
 INSERT INTO {schema}.rates AS r (queue, slot, priority, started, acked, failed, breaches,
                                  handler_total)
-VALUES (%(queue)s, floor({schema}.epoch() / 10)::bigint, %(priority)s, %(started)s,
-        %(acked)s, %(failed)s, %(breaches)s, %(handler_total)s)
+SELECT x.queue, floor({schema}.epoch() / 10)::bigint, x.priority, x.started, x.acked,
+       x.failed, x.breaches, x.handler_total
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+     AS x(queue text, priority integer, started bigint, acked bigint, failed bigint,
+          breaches bigint, handler_total float8)
+ORDER BY 1, 3
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = r.started + excluded.started, acked = r.acked + excluded.acked,
     failed = r.failed + excluded.failed, breaches = r.breaches + excluded.breaches,

@@ -576,19 +576,27 @@ WHERE name = :name;
 DELETE FROM hailq_schedules WHERE name = :name;
 
 -- name: figures_histogram_add
--- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
--- or handler-time histogram grows by what the process saw since its last flush.
+-- Figures (rule 25), written by a worker's recorder once a second: the buckets of wait
+-- and handler-time histograms grow by what the process saw since its last flush, all of
+-- a flush in one statement (JSON rows; le null for the last bucket).
 INSERT INTO hailq_histograms (queue, kind, priority, le, n, total)
-VALUES (:queue, :kind, :priority, :le, :n, :total)
+SELECT json_extract(value, '$.queue'), json_extract(value, '$.kind'),
+       json_extract(value, '$.priority'), COALESCE(json_extract(value, '$.le'), 9e999),
+       json_extract(value, '$.n'), json_extract(value, '$.total')
+FROM json_each(:rows) WHERE true
 ON CONFLICT (queue, kind, priority, le) DO UPDATE
 SET n = n + excluded.n, total = total + excluded.total;
 
 -- name: figures_rate_add
--- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow, for
+-- every (queue, priority) of the flush in one statement.
 INSERT INTO hailq_rates (queue, slot, priority, started, acked, failed, breaches,
                          handler_total)
-VALUES (:queue, CAST(:now / 10 AS INTEGER), :priority, :started, :acked, :failed,
-        :breaches, :handler_total)
+SELECT json_extract(value, '$.queue'), CAST(:now / 10 AS INTEGER),
+       json_extract(value, '$.priority'), json_extract(value, '$.started'),
+       json_extract(value, '$.acked'), json_extract(value, '$.failed'),
+       json_extract(value, '$.breaches'), json_extract(value, '$.handler_total')
+FROM json_each(:rows) WHERE true
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = started + excluded.started, acked = acked + excluded.acked,
     failed = failed + excluded.failed, breaches = breaches + excluded.breaches,
