@@ -36,6 +36,7 @@ LAZY_COMMANDS = {
     "doctor": ("hailq.cli.commands_doctor", "doctor"),
     "schedules": ("hailq.cli.commands_schedules", "schedules"),
     "scheduler": ("hailq.cli.commands_schedules", "scheduler"),
+    "serve": ("hailq.cli.commands_serve", "serve"),
 }
 
 

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from hailq.observe.figures import QueueFigures
-from hailq.observe.prometheus import CONTENT_TYPE, desired_workers, exposition
+from hailq.observe.prometheus import CONTENT_TYPE, desired_workers_of, exposition
 
 log = logging.getLogger("hailq.metrics")
 
@@ -40,14 +40,11 @@ def make_server(host: str, port: int, source: Source) -> ThreadingHTTPServer:
                     with lock:
                         found = source()
                     wanted = parse_qs(url.query).get("queue")
-                    doc = desired_workers(found)
-                    if wanted:
-                        chosen = [q for q in doc["queues"] if q["queue"] == wanted[0]]
-                        if not chosen:
-                            self._send(404, "application/json",
-                                       json.dumps({"error": "no such queue"}).encode())
-                            return
-                        doc = {"at": doc["at"], **chosen[0]}
+                    doc = desired_workers_of(found, wanted[0] if wanted else None)
+                    if doc is None:
+                        self._send(404, "application/json",
+                                   json.dumps({"error": "no such queue"}).encode())
+                        return
                     self._send(200, "application/json", json.dumps(doc).encode())
                 elif url.path in ("/", "/healthz"):
                     self._send(200, "text/plain; charset=utf-8", b"ok\n")

@@ -120,3 +120,14 @@ def desired_workers(figures: list[QueueFigures]) -> dict[str, Any]:
                         "ready": f.stats.ready, "in_flight": f.stats.in_flight,
                         "oldest_ready_age": f.stats.oldest_ready_age} for f in figures],
             "total": sum(f.desired_workers for f in figures)}
+
+
+def desired_workers_of(figures: list[QueueFigures], queue: str | None) -> dict[str, Any] | None:
+    """``desired_workers(figures)``, or with ``queue`` that queue's entry with ``at`` (what
+    KEDA reads with ``valueLocation: desired_workers``); None when no such queue. The
+    exporter and ``hailq serve`` both answer with this."""
+    doc = desired_workers(figures)
+    if not queue:
+        return doc
+    chosen = [q for q in doc["queues"] if q["queue"] == queue]
+    return {"at": doc["at"], **chosen[0]} if chosen else None

@@ -1,0 +1,124 @@
+"""Routes that move messages: send (one or a batch), receive with long poll, ack, nack,
+extend by receipt; and the looks at single messages: peek, show, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from hailq.errors import InvalidArgument, QueueNotFound
+from hailq.message import Message
+from hailq.serve.api_io import (
+    blocking,
+    body_json,
+    body_of,
+    envelopes,
+    errors_json,
+    integer,
+    long_poll,
+    name_param,
+    number,
+    ok,
+    query_int,
+    queue_of,
+    record,
+    text,
+)
+
+MAX_PEEK = 1000
+
+
+async def send(request: Request) -> Response:
+    """One message object, or ``{"messages": [...]}`` sent atomically: ``{"ids": [...]}``."""
+    queue = await queue_of(request)
+    items = envelopes(await body_of(request))
+    ids = await blocking(lambda: queue.send_many(items))
+    return ok({"ids": ids})
+
+
+async def receive(request: Request) -> Response:
+    """Lease up to ``max_messages``; with ``wait`` the request is held until a message
+    arrives or ``wait`` seconds pass (the broker's wake-up, no polling loop here)."""
+    queue = await queue_of(request)
+    data = await body_of(request, frozenset({"max_messages", "lease", "wait"}))
+    limit = integer(data, "max_messages", 1, 1, 1000)
+    lease = number(data, "lease")
+    wait = number(data, "wait", 0.0) or 0.0
+    max_wait: float = request.app.state.max_wait
+    if not 0 <= wait <= max_wait:
+        raise InvalidArgument(f"wait must be from 0 to {max_wait:g} seconds, got {wait:g}")
+    got = await long_poll(request, lambda: queue.receive(limit, lease=lease, wait=wait))
+    return ok({"messages": [_received(m) for m in got]})
+
+
+def _received(m: Message) -> dict[str, Any]:
+    return {"id": m.id, "receipt": m.receipt, **body_json(m.body), "priority": m.priority,
+            "ordering_key": m.ordering_key, "headers": m.headers, "attempt": m.attempt,
+            "enqueued_at": m.enqueued_at, "lease_until": m.lease_until}
+
+
+async def ack(request: Request) -> Response:
+    """``{"receipts": [...]}``: per receipt whether it was acked, and whether late."""
+    queue = await queue_of(request)
+    data = await body_of(request, frozenset({"receipts"}))
+    receipts = data.get("receipts")
+    if not isinstance(receipts, list) or not receipts \
+            or not all(isinstance(r, str) for r in receipts) or len(receipts) > 1000:
+        raise InvalidArgument("receipts must be a list of 1 to 1000 receipt strings")
+    results = await blocking(lambda: queue.ack_many(receipts))
+    return ok({"results": [{"receipt": r, "acked": done is not None, "late": bool(done)}
+                           for r, done in zip(receipts, results, strict=True)]})
+
+
+async def nack(request: Request) -> Response:
+    """``{"receipt", "delay", "error"}``; 409 when the receipt lost its lease."""
+    queue = await queue_of(request)
+    data = await body_of(request, frozenset({"receipt", "delay", "error"}))
+    receipt = text(data, "receipt", required=True) or ""
+    delay = number(data, "delay")
+    error = text(data, "error")
+    await blocking(lambda: queue.nack(receipt, delay=delay, error=error))
+    return ok({"nacked": True})
+
+
+async def extend(request: Request) -> Response:
+    """``{"receipt", "seconds"}``: the lease's new end (broker clock, epoch seconds)."""
+    queue = await queue_of(request)
+    data = await body_of(request, frozenset({"receipt", "seconds"}))
+    receipt = text(data, "receipt", required=True) or ""
+    span = number(data, "seconds")
+    if span is None:
+        raise InvalidArgument("seconds is required: how long from now the lease lasts")
+    until = await blocking(lambda: queue.extend(receipt, span))
+    return ok({"lease_until": until})
+
+
+async def peek(request: Request) -> Response:
+    """Live messages in delivery order, at most ``limit`` (a read: nothing is leased)."""
+    queue = await queue_of(request)
+    limit = query_int(request, "limit", 10, 1, MAX_PEEK)
+    found = await blocking(lambda: queue.peek(limit))
+    return ok({"messages": [record(m) for m in found]})
+
+
+async def show_message(request: Request) -> Response:
+    """One message: state, attempts, and the error of each."""
+    queue = await queue_of(request)
+    message_id = name_param(request, "message_id")
+    found = await blocking(lambda: queue.get_message(message_id))
+    if found is None:
+        raise QueueNotFound(f"queue {queue.name!r} holds no message {message_id!r}")
+    shown = record(found)
+    shown["errors"] = errors_json(found.errors)
+    shown["last_error"] = found.last_error
+    return ok(shown)
+
+
+async def delete_message(request: Request) -> Response:
+    queue = await queue_of(request)
+    message_id = name_param(request, "message_id")
+    if not await blocking(lambda: queue.delete_message(message_id)):
+        raise QueueNotFound(f"queue {queue.name!r} holds no message {message_id!r}")
+    return ok({"deleted": True})

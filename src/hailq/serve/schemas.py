@@ -1,0 +1,228 @@
+"""The JSON Schemas of the API's bodies, and the OpenAPI 3 document built from the
+route table (``hailq.serve.api.OPERATIONS``), so the two never drift apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import hailq
+
+NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"}
+SECONDS = {"type": "number", "minimum": 0}
+NUMBER_OR_NULL = {"type": ["number", "null"]}
+STRING_OR_NULL = {"type": ["string", "null"]}
+HEADERS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(properties: dict[str, Any], required: tuple[str, ...] = (), *,
+        closed: bool = True) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+_BODY = {"body": {"description": "A JSON value."},
+         "body_base64": {"type": "string", "description": "Bytes, as base64."}}
+_MESSAGE_OUT = {"id": {"type": "string"}, **_BODY, "priority": {"type": "integer"},
+                "ordering_key": STRING_OR_NULL, "headers": HEADERS,
+                "attempt": {"type": "integer"}, "enqueued_at": {"type": "number"}}
+_ERRORS = {"type": "array", "items": obj({"attempt": {"type": "integer"},
+                                          "error": {"type": "string"},
+                                          "at": {"type": "number"}},
+                                         ("attempt", "error", "at"))}
+_SETTINGS_IN = {
+    "lease": {"type": "number", "description": "Seconds a receive holds a message."},
+    "max_attempts": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "aging": NUMBER_OR_NULL, "retry": {"type": "object"}, "dedup_window": SECONDS,
+    "max_message_size": {"type": "integer"}, "max_in_flight": {"type": ["integer", "null"]},
+    "on_dead": {"type": "string", "enum": ["continue", "park"]},
+    "rate": STRING_OR_NULL, "burst": {"type": ["integer", "null"]},
+    "slo": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+}
+_FILTER = {"error": {"type": "string", "description": "Text in the last error."},
+           "older_than": {"type": "number", "minimum": 0, "description": "Seconds dead."},
+           "ordering_key": {"type": "string"},
+           "limit": {"type": "integer", "minimum": 1, "maximum": 100000}}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": obj({"error": obj({"code": {"type": "string"}, "message": {"type": "string"}},
+                               ("code", "message"))}, ("error",)),
+    "OutgoingMessage": {
+        **obj({**_BODY, "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+               "ordering_key": STRING_OR_NULL, "delay": SECONDS,
+               "headers": HEADERS, "dedup_id": STRING_OR_NULL}),
+        "description": "Exactly one of body and body_base64."},
+    "SendRequest": {"oneOf": [ref("OutgoingMessage"), obj(
+        {"messages": {"type": "array", "minItems": 1, "maxItems": 1000,
+                      "items": ref("OutgoingMessage")}}, ("messages",))]},
+    "Ids": obj({"ids": {"type": "array", "items": {"type": "string"}}}, ("ids",)),
+    "ReceiveRequest": obj({"max_messages": {"type": "integer", "minimum": 1, "maximum": 1000},
+                           "lease": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                           "wait": SECONDS}),
+    "ReceivedMessage": obj({**_MESSAGE_OUT, "receipt": {"type": "string"},
+                            "lease_until": {"type": "number"}},
+                           ("id", "receipt", "priority", "headers", "attempt")),
+    "Received": obj({"messages": {"type": "array", "items": ref("ReceivedMessage")}},
+                    ("messages",)),
+    "AckRequest": obj({"receipts": {"type": "array", "minItems": 1, "maxItems": 1000,
+                                    "items": {"type": "string"}}}, ("receipts",)),
+    "AckResults": obj({"results": {"type": "array", "items": obj(
+        {"receipt": {"type": "string"}, "acked": {"type": "boolean"},
+         "late": {"type": "boolean"}}, ("receipt", "acked", "late"))}}, ("results",)),
+    "NackRequest": obj({"receipt": {"type": "string"}, "delay": NUMBER_OR_NULL,
+                        "error": STRING_OR_NULL}, ("receipt",)),
+    "ExtendRequest": obj({"receipt": {"type": "string"}, "seconds": {"type": "number"}},
+                         ("receipt", "seconds")),
+    "Settings": obj(_SETTINGS_IN),
+    "Configure": obj({**_SETTINGS_IN, "reset": {"type": "boolean"}}),
+    "Queue": obj({"name": {"type": "string"}, "paused": {"type": "boolean"},
+                  "settings": {"type": "object"},
+                  "overridden": {"type": "array", "items": {"type": "string"}},
+                  "figures": {"type": "object"}, "overrides": {"type": "object"},
+                  "parked_keys": {"type": "array", "items": {"type": "string"}},
+                  "priorities": {"type": "array", "items": {"type": "object"}}},
+                 ("name", "paused", "settings", "overridden", "figures")),
+    "Queues": obj({"queues": {"type": "array", "items": ref("Queue")}}, ("queues",)),
+    "PeekedMessage": obj({**_MESSAGE_OUT, "queue": {"type": "string"},
+                          "state": {"type": "string"}, "available_at": {"type": "number"}},
+                         ("id", "state")),
+    "Peeked": obj({"messages": {"type": "array", "items": ref("PeekedMessage")}},
+                  ("messages",)),
+    "MessageDetails": obj({**_MESSAGE_OUT, "queue": {"type": "string"},
+                           "state": {"type": "string"}, "available_at": {"type": "number"},
+                           "lease_until": NUMBER_OR_NULL, "dead_at": NUMBER_OR_NULL,
+                           "parked": {"type": "boolean"}, "errors": _ERRORS,
+                           "last_error": STRING_OR_NULL}, ("id", "state", "errors")),
+    "DeadMessage": obj({**_MESSAGE_OUT, "queue": {"type": "string"},
+                        "dead_at": {"type": "number"}, "parked": {"type": "boolean"},
+                        "errors": _ERRORS, "last_error": STRING_OR_NULL},
+                       ("id", "dead_at", "errors")),
+    "DeadList": obj({"count": {"type": "integer"}, "count_exact": {"type": "boolean"},
+                     "messages": {"type": "array", "items": ref("DeadMessage")}},
+                    ("count", "count_exact", "messages")),
+    "DeadFilter": {**obj({**_FILTER, "ids": {"type": "array", "items": {"type": "string"}}}),
+                   "description": "ids, or a filter (error, older_than, ordering_key) "
+                                  "with limit (default 1000)."},
+    "Topics": obj({"topics": {"type": "array", "items": obj(
+        {"name": {"type": "string"}, "subscriptions": {"type": "array", "items": obj(
+            {"queue": {"type": "string"}, "filter": {"type": ["object", "null"]}})}})}},
+        ("topics",)),
+    "SubscribeRequest": obj({"subscription": NAME,
+                             "filter": {"type": ["object", "null"]},
+                             "settings": ref("Settings")}, ("subscription",)),
+    "Copies": obj({"copies": {"type": "array", "items": {
+        "type": "object", "additionalProperties": {"type": "string"}}}}, ("copies",)),
+    "DesiredWorkers": {"type": "object", "required": ["at"],
+                       "properties": {"at": NUMBER_OR_NULL, "total": {"type": "integer"},
+                                      "queues": {"type": "array"}}},
+    "Workers": obj({"workers": {"type": "array", "items": {"type": "object"}}},
+                   ("workers",)),
+    "Schedules": obj({"schedules": {"type": "array", "items": {"type": "object"}}},
+                     ("schedules",)),
+    "Autoscalers": obj({"autoscalers": {"type": "array", "items": {"type": "object"}}},
+                       ("autoscalers",)),
+    "Done": {"type": "object", "description": "What was done, e.g. {\"paused\": true}."},
+    "Health": obj({"ok": {"type": "boolean"}}, ("ok",)),
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter of an operation."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What the OpenAPI document says of one operation."""
+
+    summary: str
+    role: str | None  # the least role, or None for an open route
+    request: str | None = None  # a schema name
+    response: str = "Done"
+    query: tuple[Param, ...] = ()
+    content_type: str = "application/json"
+    statuses: tuple[int, ...] = field(default=(400, 404, 409, 413, 503))
+
+
+def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
+    parameters: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True,
+         "schema": NAME if name != "message_id" else {"type": "string"}}
+        for name in _path_names(path)]
+    parameters += [{"name": p.name, "in": "query", "required": False, "schema": p.schema,
+                    "description": p.description} for p in doc.query]
+    if doc.content_type == "application/json":
+        content: dict[str, Any] = {"application/json": {"schema": ref(doc.response)}}
+    else:
+        content = {doc.content_type: {"schema": {"type": "string"}}}
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": content}}
+    statuses = set(doc.statuses)
+    if doc.role is not None:
+        statuses |= {401, 403}
+    for status in sorted(statuses):
+        responses[str(status)] = {"$ref": f"#/components/responses/E{status}"}
+    found: dict[str, Any] = {
+        "summary": doc.summary, "operationId": f"{method}_{path}".replace("/", "_")
+        .replace("{", "").replace("}", "").lower(),
+        "parameters": parameters, "responses": responses,
+        "x-hailq-role": doc.role or "none"}
+    if doc.role is not None:
+        found["security"] = [{"bearer": []}, {"cookie": []}]
+    else:
+        found["security"] = []
+    if doc.request is not None:
+        found["requestBody"] = {"required": False, "content": {
+            "application/json": {"schema": ref(doc.request)}}}
+    return found
+
+
+def _path_names(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{")]
+
+
+_REASONS = {400: "Bad input: nothing was changed.", 401: "No valid token.",
+            403: "A foreign Host or Origin, a cookie change without Origin, or a role "
+                 "that may not do this.", 404: "No such queue, topic, subscription or "
+                 "message.", 405: "Method not allowed.",
+            409: "A conflict: the queue holds messages, the topic has subscriptions, or "
+                 "the receipt lost its lease.", 413: "The body is larger than the cap.",
+            503: "The database does not answer."}
+
+
+def openapi(operations: list[tuple[str, str, Doc]], max_wait: float) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``operations`` (method, path, doc)."""
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path, doc in operations:
+        paths.setdefault(path, {})[method.lower()] = _operation(method.lower(), path, doc)
+    schemas = dict(SCHEMAS)
+    receive = dict(schemas["ReceiveRequest"])
+    receive["properties"] = {**receive["properties"],
+                             "wait": {"type": "number", "minimum": 0, "maximum": max_wait}}
+    schemas["ReceiveRequest"] = receive
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "hailq", "version": hailq.__version__,
+                 "description": "hailq's HTTP API (hailq serve). Bodies are JSON; message "
+                                "bodies travel as `body` (a JSON value) or `body_base64` "
+                                "(bytes). Errors are {\"error\": {\"code\", \"message\"}}."},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "responses": {f"E{s}": {"description": text, "content": {
+                "application/json": {"schema": ref("Error")}}} for s, text in _REASONS.items()},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "cookie": {"type": "apiKey", "in": "cookie", "name": "hailq_token"}}},
+    }

@@ -1,0 +1,101 @@
+"""A real ``hailq serve`` app on uvicorn, on a free port, for each test, on each backend
+(the ``broker`` fixture of tests/conftest.py), and httpx clients with each role."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import hailq
+from hailq.serve import Tokens, create_app
+
+ADMIN = "admin-token-for-tests"
+READ = "read-token-for-tests"
+CLIENT = "client-token-for-tests"
+
+
+@dataclass
+class Server:
+    """A running server: its base URL and a client factory per role."""
+
+    base: str
+    broker: hailq.Broker
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, token: str | None = ADMIN, **options: Any) -> httpx.Client:
+        headers = dict(options.pop("headers", {}))
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        made = httpx.Client(base_url=self.base, headers=headers, timeout=60, **options)
+        self.clients.append(made)
+        return made
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Running:
+    """uvicorn serving ``app`` in a thread until ``stop``."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1") -> None:
+        self.port = free_port()
+        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning",
+                                access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+Start = Callable[..., Server]
+
+
+@pytest.fixture
+def start(broker: hailq.Broker) -> Iterator[Start]:
+    """Start a server for ``broker``; options go to ``create_app``."""
+    running: list[tuple[Running, Server]] = []
+
+    def run(**options: Any) -> Server:
+        options.setdefault("tokens", Tokens((ADMIN,), (READ,), (CLIENT,)))
+        app = create_app(broker, **options)
+        r = Running(app)
+        s = Server(f"http://127.0.0.1:{r.port}", broker)
+        running.append((r, s))
+        return s
+
+    yield run
+    for r, s in running:
+        for c in s.clients:
+            c.close()
+        r.stop()
+
+
+@pytest.fixture
+def server(start: Start) -> Server:
+    return start()
+
+
+@pytest.fixture
+def admin(server: Server) -> httpx.Client:
+    return server.client(ADMIN)
