@@ -309,6 +309,8 @@ class Queue:
         and change nothing."""
         if not isinstance(reset, bool):
             raise InvalidArgument("reset must be True or False")
+        if "rate" in settings and settings["rate"] is None:
+            settings.setdefault("burst", None)  # no rate, no burst: the limit goes whole
         changes = check_overrides(settings)
         record = self._backend.queue_configure(QueueConfigureParams(
             self.name, json.dumps(changes, sort_keys=True), reset))

@@ -184,7 +184,7 @@ def test_rule_26_saturated_downstream() -> None:
     assert ev["handler_time_before"] == 0.2 and ev["handler_time_after"] == 0.8
     assert ev["suggested_rate"] == "10/s"
     assert "about 1 worker process" in f.suggestion
-    assert any("rate=\"10/s\"" in c for c in f.commands)
+    assert "hailq configure claims --rate 10/s" in f.commands
 
 
 def test_rule_26_saturation_thresholds() -> None:

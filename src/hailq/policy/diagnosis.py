@@ -379,7 +379,7 @@ def _saturated(e: QueueEvidence, limits: Thresholds) -> Finding | None:
         f"Go back to about {keep} worker process(es) ({low} handler slots), or cap the "
         f"queue at what the downstream takes with a rate limit, rate=\"{rate}/s\"; "
         "'hailq autoscale' stops adding workers at such a plateau.",
-        [f"broker.configure({e.queue!r}, rate=\"{rate}/s\")",
+        [f"hailq configure {e.queue} --rate {rate}/s",
          f"hailq autoscale TARGET --queue {e.queue} --min 1 --max {keep}"])
 
 
