@@ -131,6 +131,7 @@ class PostgresDialect(Dialect):
         self._connect_timeout = int(str(conninfo_to_dict(self._conninfo)["connect_timeout"]))
         self._listen_to = (None if listen is None
                            else with_defaults(listen or conninfo, self._timeout))
+        self._listen_here = listen == ""  # LISTEN goes where every statement goes
         self._prepare = prepare
         self._watchdog = Watchdog()
         self.url_for_display = display
@@ -261,8 +262,14 @@ class PostgresDialect(Dialect):
         self._prepare = False  # (two threads that both get here only warn twice)
         log.warning("PostgreSQL %s: a statement prepared on one server connection was "
                     "unknown on another (a transaction pooler such as PgBouncer); hailq "
-                    "prepares no statements from now on (say pooler=transaction in the "
-                    "URL to start so)", self.url_for_display)
+                    "prepares no statements and polls rather than LISTENs from now on "
+                    "(say pooler=transaction in the URL to start so)", self.url_for_display)
+        if self._listen_here:
+            # A LISTEN through the pooler stays on a server connection that other
+            # clients get next: it hears nothing, and fills their notification backlog.
+            listener, self._listener, self._listen_to = self._listener, None, None
+            if listener is not None:
+                listener.close()
 
     def _unprepared(self, conn: psycopg.Connection[Any]) -> None:
         """A pooled connection opened before prepared statements were turned off keeps
