@@ -20,6 +20,7 @@ from hailq.serve.api_io import (
     ok,
     query_flag,
     record,
+    settings_of,
     text,
 )
 
@@ -71,7 +72,8 @@ async def subscribe(request: Request) -> Response:
                               + ", ".join(sorted(SETTING_NAMES)))
 
     def run() -> dict[str, Any]:
-        queue = broker.get_topic(name).subscribe(subscription, wanted, **settings)
+        queue = broker.get_topic(name).subscribe(subscription, wanted,
+                                                 **settings_of(settings))
         return {"topic": name, "subscription": queue.name, "filter": wanted}
 
     return ok(await blocking(run))
