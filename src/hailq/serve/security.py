@@ -2,9 +2,10 @@
 
 In this order, for every request:
 
+0. ``/healthz`` passes whatever its Host (a probe by IP address; it shows nothing);
 1. a ``Host`` that is not this server's (DNS rebinding) -> 403;
 2. an ``Origin`` of another site -> 403;
-3. ``/healthz`` and ``/login`` pass (``/login`` checks the token it is given);
+3. ``/login`` passes (it checks the token it is given);
 4. a token from ``Authorization: Bearer`` or the ``hailq_token`` cookie, compared in
    constant time; none or an unknown one -> 401;
 5. a cookie-authenticated POST/PUT/PATCH/DELETE without an ``Origin`` (or
