@@ -100,7 +100,9 @@ def _bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before the broker is opened: a taken port fails at
     once with a clear message, and --port 0 shows the port it got."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named outright: asyncio turns Nagle off (TCP_NODELAY) only on sockets
+    # that say so, and with Nagle on every small answer waits 40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
