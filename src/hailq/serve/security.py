@@ -67,7 +67,10 @@ class Tokens:
 
     def __post_init__(self) -> None:
         for name in ("admin", "read", "client"):
-            object.__setattr__(self, name, tuple(t for t in getattr(self, name) if t))
+            given = getattr(self, name)
+            if isinstance(given, str):  # one token, not a sequence of its characters
+                given = (given,)
+            object.__setattr__(self, name, tuple(t for t in given if t))
 
     def role_of(self, token: str) -> Role | None:
         """The role of ``token``, or None. Every known token is compared, in constant
