@@ -54,8 +54,9 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     refuses any other address without a token. Tokens have roles: admin (every
     action), read (looks only) and client (send, receive, ack, nack, extend,
     publish). Send them as 'Authorization: Bearer TOKEN'; a browser logs in once
-    through the printed link and keeps the token in an HttpOnly cookie. See
-    docs/guides/http-api.md.
+    through the printed link and keeps the token in an HttpOnly cookie. Read and
+    client tokens come from HAILQ_SERVE_READ_TOKEN and HAILQ_SERVE_CLIENT_TOKEN
+    (several may be given, comma-separated). See docs/guides/http-api.md.
     """
     import uvicorn
 
