@@ -16,6 +16,7 @@ from hailq.backends.base import (
     WaitParams,
 )
 from hailq.backends.registry import lookup
+from hailq.checks import check_limit
 from hailq.codec import Body
 from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
 from hailq.models import QueueRecord, ScheduleInfo, WorkerInfo
@@ -26,6 +27,7 @@ from hailq.url import DEFAULT_URL, split_url
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
+    from hailq.observe.overview import QueueGlance
     from hailq.schedule import Periodic
 
 
@@ -100,6 +102,18 @@ class Broker:
         check_name(name, "topic name")
         _check_flag(force, "force")
         return self.backend.topic_delete(TopicDeleteParams(name, force))
+
+    def overview(self, limit: int = 10_000) -> list[QueueGlance]:
+        """Every queue at a glance, by name, in one snapshot: its figures as
+        ``Queue.figures`` gives them, but each count stops past ``limit`` (named in the
+        glance's ``capped``), so a million messages cost what a few thousand do. What the
+        dashboard's overview shows; a read."""
+        from hailq.backends.overview import OverviewParams
+        from hailq.observe.overview import glances
+
+        limit = check_limit(limit)
+        return glances(self.backend.overview_read(OverviewParams(limit)),
+                       self.backend.worker_list(), limit)
 
     def topic(self, name: str) -> Topic:
         """Declare a topic (idempotent) and return it."""

@@ -67,6 +67,22 @@ class StorageError(HailqError):
     """
 
 
+class OutcomeUnknown(StorageError):
+    """The connection broke, or was dropped past its deadline, after the call reached the
+    server: what it wrote may have been committed all the same (rule 31).
+
+    A send that raises it may have stored its messages: retry it with the same
+    ``dedup_id`` (the retry then stores each message once). ``cause`` is the failure;
+    ``note`` says what it means for the call.
+    """
+
+    def __init__(self, cause: str, note: str = "what it wrote may have been committed "
+                 "all the same") -> None:
+        super().__init__(f"{cause}; {note}")
+        self.cause = cause
+        self.note = note
+
+
 class SchemaError(StorageError):
     """The database schema is newer than this version of hailq, or damaged."""
 

@@ -257,6 +257,22 @@ class Queue:
             check_key(ordering_key, "ordering_key"), check_limit(limit))
         return self._backend.dead_list(params)
 
+    def count_dead_letters(self, error_contains: str | None = None,
+                           older_than: Duration | None = None, limit: int = 10_000) -> int:
+        """How many dead letters ``dead_letters`` would list with these filters, counting
+        no further than ``limit + 1`` (a result above ``limit`` means "more than
+        ``limit``"); a read."""
+        from hailq.backends.overview import DeadCountParams
+
+        if error_contains is not None:
+            if not isinstance(error_contains, str):
+                raise InvalidArgument("error_contains must be a string")
+            check_plain_text(error_contains, "error_contains")
+        return self._backend.dead_count(DeadCountParams(
+            self.name, error_contains,
+            None if older_than is None else seconds(older_than, "older_than"),
+            check_limit(limit)))
+
     def redrive(self, ids: Iterable[str] | None = None) -> int:
         """Return dead messages (all, or these ids) to ready with attempt 0, in key order."""
         chosen = None if ids is None else [check_message_id(i) for i in check_batch(ids, "redrive")]

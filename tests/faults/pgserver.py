@@ -24,16 +24,32 @@ PG_BIN = Path(os.environ.get("HAILQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _as_postgres(args: list[str]) -> list[str]:
+def as_postgres(args: list[str]) -> list[str]:
+    """``args`` run as the ``postgres`` OS user when the tests run as root."""
     if os.geteuid() != 0:
         return args
     return ["runuser", "-u", "postgres", "--", *args]
+
+
+
+def need_binaries() -> None:
+    """Skip (fail in CI) where PostgreSQL's binaries, or a way to run them, are missing."""
+    problem = None
+    if not (PG_BIN / "initdb").exists():
+        problem = f"no PostgreSQL binaries in {PG_BIN} (set HAILQ_PG_BIN)"
+    elif os.geteuid() == 0 and shutil.which("runuser") is None:
+        problem = "running as root without runuser to become the postgres user"
+    if problem:
+        if IN_CI:
+            pytest.fail(problem + "; CI=true requires the server-restart tests", pytrace=False)
+        pytest.skip(problem)
 
 
 @dataclass
@@ -53,7 +69,7 @@ class PgServer:
 
     def ctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
+            as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
                           "-w", "-t", "60", *args]),
             capture_output=True, text=True, timeout=timeout, check=True)
 
@@ -94,25 +110,17 @@ class PgServer:
 
 
 def start_throwaway(base: Path) -> PgServer:
-    problem = None
-    if not (PG_BIN / "initdb").exists():
-        problem = f"no PostgreSQL binaries in {PG_BIN} (set HAILQ_PG_BIN)"
-    elif os.geteuid() == 0 and shutil.which("runuser") is None:
-        problem = "running as root without runuser to become the postgres user"
-    if problem:
-        if IN_CI:
-            pytest.fail(problem + "; CI=true requires the server-restart tests", pytrace=False)
-        pytest.skip(problem)
+    need_binaries()
     if os.geteuid() == 0:
         shutil.chown(base, "postgres", "postgres")
         os.chmod(base, 0o700)
     data = base / "data"
-    done = subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U",
+    done = subprocess.run(as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U",
                                         "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"]),
                           capture_output=True, text=True, timeout=120)
     if done.returncode:
         raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
-    server = PgServer(data=data, port=_free_port(), log=base / "server.log")
+    server = PgServer(data=data, port=free_port(), log=base / "server.log")
     server.start()
     server.psql("CREATE DATABASE hailq", db="postgres")
     return server

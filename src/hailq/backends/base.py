@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
+from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
 from hailq.models import (
     DeadMessage,
@@ -268,9 +269,10 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(ScheduleBackend, Protocol):
+class Backend(ScheduleBackend, OverviewBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
-    Periodic schedules' methods: ``hailq/backends/schedules.py``."""
+    Periodic schedules' methods: ``hailq/backends/schedules.py``; the overview's:
+    ``hailq/backends/overview.py``."""
 
     url_for_display: str
 

@@ -43,12 +43,14 @@ from hailq.backends.base import (
     WaitParams,
 )
 from hailq.backends.catalog import CatalogStore
-from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, OutcomeUnknown, Tx
+from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
 from hailq.backends.operators import OperatorStore, _columns, _no_queue
+from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
 from hailq.errors import (
     LeaseLost,
+    OutcomeUnknown,
     TopicNotFound,
 )
 from hailq.models import (
@@ -82,7 +84,7 @@ class Live(NamedTuple):
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
 
 
-class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore):
+class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:

@@ -10,7 +10,6 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, TypeVar
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
-from hailq.errors import StorageError
 
 T = TypeVar("T")
 
@@ -151,18 +150,6 @@ class Dialect(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
-
-
-class OutcomeUnknown(StorageError):
-    """The connection broke, or was dropped past its deadline, after the call reached the
-    server: what it wrote may have been committed all the same (rule 31). ``cause`` is
-    the failure; ``note`` says what that means for the call (the core says it of sends)."""
-
-    def __init__(self, cause: str, note: str = "what it wrote may have been committed "
-                 "all the same") -> None:
-        super().__init__(f"{cause}; {note}")
-        self.cause = cause
-        self.note = note
 
 
 class FastPathMissed(Exception):

@@ -8,6 +8,9 @@ snapshot as its stats. Nothing here runs per message.
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from hailq.backends import rows
@@ -16,6 +19,11 @@ from hailq.errors import QueueNotFound
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
+
+
+def _json_rows(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows for one statement, as the JSON array both dialects read (no NaN, no inf)."""
+    return json.dumps(list(rows), allow_nan=False)
 
 
 class FiguresStore:
@@ -27,10 +35,15 @@ class FiguresStore:
         def record(tx: Tx) -> None:
             now = tx.now
             with tx.atomic():
-                for b in params.buckets:
-                    tx.exec("figures_histogram_add", {**b._asdict(), "now": now})
-                for r in params.rates:
-                    tx.exec("figures_rate_add", {**r._asdict(), "now": now})
+                # One statement each, rows in key order: workers flushing at once hold
+                # the shared rows briefly and take them in the same order.
+                if params.buckets:
+                    tx.exec("figures_histogram_add", {"rows": _json_rows(
+                        {**b._asdict(), "le": None if math.isinf(b.le) else b.le}
+                        for b in sorted(params.buckets)), "now": now})
+                if params.rates:
+                    tx.exec("figures_rate_add", {"rows": _json_rows(
+                        r._asdict() for r in sorted(params.rates)), "now": now})
                 for queue in params.sampled:
                     tx.exec("figures_sample", {"queue": queue, "now": now})
                 if params.prune:

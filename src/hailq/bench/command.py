@@ -39,7 +39,7 @@ def _pg_reachable(url: str) -> str | None:
 
 
 PARTS = ("send", "cycle", "keys", "latency", "workers")
-EXTRA_PARTS = ("rate",)  # measured only when asked for with --only
+EXTRA_PARTS = ("rate", "overview")  # measured only when asked for with --only
 
 
 def run_backend(url: str, *, runs: int, quick: bool,
@@ -71,6 +71,10 @@ def run_backend(url: str, *, runs: int, quick: bool,
 
         say("a rate limit of 50/s over 4 worker processes for 20 s")
         figures.extend(bench_rate(url))
+    if "overview" in parts:
+        from hailq.bench.overview import bench_overview
+
+        figures.extend(bench_overview(url, runs, say))
     return figures
 
 
@@ -90,8 +94,10 @@ def workers_url(url: str) -> str:
 def render(backend: str, figures: list[Figure]) -> str:
     workers = [f for f in figures if isinstance(f, WorkerFigure)]
     keyed = [f for f in figures if "order keys" in f.name]
+    overview = [f for f in figures if f.name.startswith("overview ")]
     everything = figures
-    figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed]
+    figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
+               and f not in overview]
     lines: list[str] = []
     if figures:
         lines += [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
@@ -99,7 +105,7 @@ def render(backend: str, figures: list[Figure]) -> str:
         fmt = "{:>12,.0f}" if f.unit == "msgs/s" else "{:>9.3f} ms"
         lines.append(f"{f.name:<48}" + fmt.format(f.hailq) + fmt.format(f.raw)
                      + f"{f.ratio:>8.2f}")
-    lat = [f for f in figures if f.unit == "ms"]
+    lat = [f for f in figures if f.name.startswith("receive latency")]
     if len(lat) >= 2:
         lines.append(f"{'latency, largest vs smallest backlog':<48}"
                      f"{lat[-1].hailq / lat[0].hailq:>11.2f}x"
@@ -109,6 +115,11 @@ def render(backend: str, figures: list[Figure]) -> str:
                   f"{'figure':<48}{'keys':>12}{'no keys':>12}{'ratio':>8}"]
         lines += [f"{f.name.replace(' (vs none)', ''):<48}{f.hailq:>12,.0f}{f.raw:>12,.0f}"
                   f"{f.ratio:>8.2f}" for f in keyed]
+    if overview:  # the baseline is every queue's figures read one queue at a time
+        lines += [f"\n{backend}: the dashboard's overview",
+                  f"{'figure (median)':<48}{'overview':>12}{'one by one':>12}{'ratio':>8}"]
+        lines += [f"{f.name:<48}{f.hailq:>9.1f} ms{f.raw:>9.1f} ms{f.ratio:>8.2f}"
+                  for f in overview]
     return ("\n".join(lines) + (render_workers(backend, workers) if workers else "")
             + render_goals(check_goals(everything)))
 
@@ -130,8 +141,9 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS + EXTRA_PARTS),
               help="Measure only this part (repeatable): send, cycle (receive+ack), keys "
                    "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
-                   "rate limit of 50/s held by 4 worker processes; only when asked for). "
-                   "Default: all but rate.")
+                   "rate limit of 50/s held by 4 worker processes; only when asked for), "
+                   "overview (the dashboard's overview over 100 queues x 10,000 messages; "
+                   "only when asked for). Default: all but rate and overview.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,

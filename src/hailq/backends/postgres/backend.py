@@ -35,11 +35,11 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
-from hailq.backends.dialect import Acked, Dialect, Outcome, OutcomeUnknown, Tx
+from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
-from hailq.errors import InvalidArgument, SchemaError, StorageError
+from hailq.errors import InvalidArgument, OutcomeUnknown, SchemaError, StorageError
 
 T = TypeVar("T")
 _RAW = load_queries("hailq.backends.postgres")
@@ -50,6 +50,10 @@ _RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failu
 # less than this, the call fails without it.
 _PROBE_TAKES = 2.0
 _WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
+# Seconds a call waits for a pooled connection before asking again. The pool tries once
+# to open a connection for its waiting callers; when that fails (the old primary is
+# gone, the standby not yet promoted) it tries again only for a caller that asks anew.
+_ASK_POOL_EVERY = 0.25
 
 
 def _check_schema(schema: str) -> str:
@@ -200,7 +204,7 @@ class PostgresDialect(Dialect):
             watch = None
             try:
                 wait = max(min(retry_until, deadline) - time.monotonic(), 0.5)
-                with pool.connection(timeout=wait) as conn, \
+                with pool.connection(timeout=min(wait, _ASK_POOL_EVERY)) as conn, \
                         self._watchdog.watch(conn, deadline) as watch:
                     if started and rerun is not None:
                         return rerun(conn)
@@ -208,7 +212,13 @@ class PostgresDialect(Dialect):
                     return fn(conn)
             except psycopg.OperationalError as exc:
                 if watch is not None and watch.fired:
+                    # A server that stopped answering: its other idle connections would
+                    # each hold the next calls until their deadlines. Replace them all.
+                    pool.drain()
                     raise self._timed_out(started and writes) from None
+                if isinstance(exc, PoolTimeout) and time.monotonic() < min(retry_until,
+                                                                           deadline):
+                    continue  # ask again: the pool then tries a new connection
                 if time.monotonic() + delay >= min(retry_until, deadline):
                     if isinstance(exc, PoolTimeout):
                         if deadline - time.monotonic() < _PROBE_TAKES:
@@ -225,7 +235,7 @@ class PostgresDialect(Dialect):
                 raise self._storage_error(exc) from None
 
     def _storage_error(self, exc: BaseException, unknown: bool = False) -> StorageError:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = _first_lines(exc)
         cause = f"PostgreSQL {self.url_for_display}: {text}"
         return OutcomeUnknown(cause) if unknown else StorageError(cause)
 
@@ -238,7 +248,8 @@ class PostgresDialect(Dialect):
         """The LISTEN connection's keeper; None when listening is off (listen=off)."""
         self._pools()
         if self._listener is None and self._listen_to is not None:
-            self._listener = Listener(self._listen_to, self.channel)
+            self._listener = Listener(self._listen_to, self.channel,
+                                      answer_within=min(self._timeout, 5.0))
             self._owned.items.append(self._listener)
         return self._listener
 
@@ -533,6 +544,17 @@ def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str
              "relaxed": relaxed}
     return {name: sql.SQL(text).format(**parts).as_string(None) for name, text in _RAW.items()}
 
+
+
+def _first_lines(exc: BaseException) -> str:
+    """The cause in one line: the first line of libpq's message, or with several hosts
+    (a multi-host URL) why each one failed, since any of them may be the one that matters."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    hosts = [line.split("connection failed: ", 1)[-1] for line in lines
+             if line.startswith("- host:")]
+    if hosts:
+        return "; ".join(hosts)
+    return lines[0] if lines else type(exc).__name__
 
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 
 import psycopg
 from psycopg import sql
+
+from hailq.backends.postgres.deadline import Watchdog
+
+# Seconds between the listening connection's questions to the server. A connection that
+# only waits for notifications would wait for ever on a server that stopped answering
+# without closing it (a frozen primary, whose kernel even answers TCP keepalives): its
+# receivers would fall back to polling, and after a failover never hear the new primary.
+_ASK_EVERY = 5.0
 
 
 class Listener:
@@ -18,9 +27,13 @@ class Listener:
     notifications sent while the connection was down are gone.
     """
 
-    def __init__(self, conninfo: str, channel: str) -> None:
+    def __init__(self, conninfo: str, channel: str, answer_within: float = 5.0) -> None:
+        """``answer_within``: seconds the server has to answer the listener's periodic
+        question before the connection is dropped and made again."""
         self._conninfo = conninfo
         self._channel = channel
+        self._answer_within = answer_within
+        self._watchdog = Watchdog()
         self._cond = threading.Condition()
         self._gen: defaultdict[str, int] = defaultdict(int)
         self._epoch = 0  # bumped on every (re)connect: wakes everyone
@@ -79,11 +92,18 @@ class Listener:
                     with self._cond:
                         self._epoch += 1
                         self._cond.notify_all()
+                    asked = time.monotonic()
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             with self._cond:
                                 self._gen[note.payload] += 1
                                 self._cond.notify_all()
+                        if time.monotonic() - asked >= _ASK_EVERY:
+                            # Notifications that come meanwhile wait in psycopg's backlog.
+                            with self._watchdog.watch(
+                                    conn, time.monotonic() + self._answer_within):
+                                conn.execute("SELECT 1")
+                            asked = time.monotonic()
             except psycopg.Error:
                 self.connected.clear()
                 self._stop.wait(delay)
@@ -93,3 +113,4 @@ class Listener:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        self._watchdog.close()

@@ -764,19 +764,29 @@ WHERE name = %(name)s;
 DELETE FROM {schema}.schedules WHERE name = %(name)s;
 
 -- name: figures_histogram_add
--- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
--- or handler-time histogram grows by what the process saw since its last flush.
+-- Figures (rule 25), written by a worker's recorder once a second: the buckets of wait
+-- and handler-time histograms grow by what the process saw since its last flush. All of
+-- a flush in one statement (JSON rows; le null for the last bucket) and in key order:
+-- workers flushing at once lock the shared rows briefly and in the same order.
 INSERT INTO {schema}.histograms AS h (queue, kind, priority, le, n, total)
-VALUES (%(queue)s, %(kind)s, %(priority)s, %(le)s, %(n)s, %(total)s)
+SELECT r.queue, r.kind, r.priority, COALESCE(r.le, 'Infinity'::float8), r.n, r.total
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+     AS r(queue text, kind text, priority integer, le float8, n bigint, total float8)
+ORDER BY 1, 2, 3, 4
 ON CONFLICT (queue, kind, priority, le) DO UPDATE
 SET n = h.n + excluded.n, total = h.total + excluded.total;
 
 -- name: figures_rate_add
--- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow, for
+-- every (queue, priority) of the flush in one statement, in key order.
 INSERT INTO {schema}.rates AS r (queue, slot, priority, started, acked, failed, breaches,
                                  handler_total)
-VALUES (%(queue)s, floor({schema}.epoch() / 10)::bigint, %(priority)s, %(started)s,
-        %(acked)s, %(failed)s, %(breaches)s, %(handler_total)s)
+SELECT x.queue, floor({schema}.epoch() / 10)::bigint, x.priority, x.started, x.acked,
+       x.failed, x.breaches, x.handler_total
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+     AS x(queue text, priority integer, started bigint, acked bigint, failed bigint,
+          breaches bigint, handler_total float8)
+ORDER BY 1, 3
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = r.started + excluded.started, acked = r.acked + excluded.acked,
     failed = r.failed + excluded.failed, breaches = r.breaches + excluded.breaches,
@@ -811,3 +821,119 @@ ORDER BY slot, priority;
 SELECT at, sent, dead_lettered FROM {schema}.samples
 WHERE queue = %(queue)s AND slot >= floor((%(now)s - 310) / 10)::bigint
 ORDER BY at;
+
+-- name: overview_plan
+-- PostgreSQL only (SQLite compiles nothing): the overview's statement below plans as
+-- costly (a subquery per count and queue), which makes the server compile it to machine
+-- code first, a second spent to save milliseconds; off for this transaction only.
+SELECT set_config('jit', 'off', true);
+
+-- name: overview_queues
+-- The dashboard's overview (hailq/backends/overview.py): every queue in one statement,
+-- one row each. Each count stops at %(cap)s rows (the caller passes its limit + 1, so a
+-- count of cap reads "more than the limit"): each is a range of its state's partial
+-- index, so a million messages cost what a few thousand do. Counted as ``stats`` counts
+-- them (due delays ready, ended leases ready or dead). The oldest ready message of a
+-- queue with strict priority is exact: per priority the first row of its range of the
+-- ready index by seq (ids and seq grow with time); with aging, the oldest of the first
+-- cap in delivery order.
+SELECT q.name, q.settings, o.overrides, coalesce(o.paused, false),
+       n.ready, n.scheduled, n.due, n.leased, n.ended, n.killed, n.blocked, n.dead,
+       (SELECT min(e) FROM (
+            SELECT (SELECT m.enqueued_at FROM {schema}.messages AS m
+                    WHERE m.queue = q.name AND m.state = 'ready'
+                      AND m.sort_key = -p::float8
+                    ORDER BY m.seq LIMIT 1) AS e
+            FROM generate_series(0, 9) AS p WHERE q.aging IS NULL
+            UNION ALL
+            SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM {schema}.messages
+                                          WHERE queue = q.name AND state = 'ready'
+                                            AND q.aging IS NOT NULL
+                                          ORDER BY sort_key, seq LIMIT %(cap)s) AS a
+            UNION ALL
+            SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM {schema}.messages
+                                          WHERE queue = q.name AND state = 'scheduled'
+                                            AND available_at <= t.now LIMIT %(cap)s) AS d
+            UNION ALL
+            SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM {schema}.messages
+                                          WHERE queue = q.name AND state = 'leased'
+                                            AND lease_until <= t.now
+                                            AND attempt < q.max_attempts
+                                          LIMIT %(cap)s) AS l) AS oldest),
+       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), t.now
+FROM (SELECT {schema}.epoch() AS now) AS t
+CROSS JOIN {schema}.queues AS q
+LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
+CROSS JOIN LATERAL (
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'ready'
+                                  LIMIT %(cap)s) AS x) AS ready,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'scheduled'
+                                  LIMIT %(cap)s) AS x) AS scheduled,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'scheduled'
+                                    AND available_at <= t.now LIMIT %(cap)s) AS x) AS due,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'leased'
+                                  LIMIT %(cap)s) AS x) AS leased,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'leased'
+                                    AND lease_until <= t.now LIMIT %(cap)s) AS x) AS ended,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'leased'
+                                    AND lease_until <= t.now
+                                    AND attempt >= q.max_attempts
+                                  LIMIT %(cap)s) AS x) AS killed,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND ordering_key IS NOT NULL
+                                    AND state = 'blocked' LIMIT %(cap)s) AS x) AS blocked,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'dead'
+                                  LIMIT %(cap)s) AS x) AS dead
+) AS n
+LEFT JOIN LATERAL (SELECT sum(sent) AS sent, sum(dead_lettered) AS dead_lettered
+                   FROM {schema}.counters WHERE queue = q.name) AS c ON true
+ORDER BY q.name;
+
+-- name: overview_histograms
+-- Every queue's histograms (what breaches and percentiles are made of).
+SELECT queue, kind, priority, le, n, total FROM {schema}.histograms
+ORDER BY queue, kind, priority, le;
+
+-- name: overview_rates
+SELECT queue, slot, priority, started, acked, failed, breaches, handler_total
+FROM {schema}.rates WHERE slot >= floor((%(now)s - 310) / 10)::bigint
+ORDER BY queue, slot, priority;
+
+-- name: overview_samples
+SELECT queue, at, sent, dead_lettered FROM {schema}.samples
+WHERE slot >= floor((%(now)s - 310) / 10)::bigint
+ORDER BY queue, at;
+
+-- name: overview_dead_count
+-- How many dead letters ``dead_list`` would list with these filters, counting at most
+-- %(cap)s (the dashboard's confirmation of a bulk action says how many it touches).
+WITH q AS (
+    SELECT coalesce(max(max_attempts), 5) AS max_attempts
+    FROM {schema}.queues WHERE name = %(queue)s
+)
+SELECT count(*) FROM (
+    SELECT 1 FROM (
+        SELECT dead_at, errors FROM {schema}.messages
+        WHERE queue = %(queue)s AND state = 'dead'
+        UNION ALL
+        SELECT m.lease_until,
+               coalesce(m.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+                   'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until))
+        FROM {schema}.messages AS m JOIN q ON true
+        WHERE m.queue = %(queue)s AND m.state = 'leased'
+          AND m.lease_until <= {schema}.epoch() AND m.attempt >= q.max_attempts
+    ) AS dead
+    WHERE (%(older_than)s::float8 IS NULL
+           OR dead_at <= {schema}.epoch() - %(older_than)s::float8)
+      AND (%(error)s::text IS NULL
+           OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
+                      WHERE strpos(e ->> 'error', %(error)s::text) > 0))
+    LIMIT %(cap)s
+) AS matching;

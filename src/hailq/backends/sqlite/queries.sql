@@ -576,19 +576,27 @@ WHERE name = :name;
 DELETE FROM hailq_schedules WHERE name = :name;
 
 -- name: figures_histogram_add
--- Figures (rule 25), written by a worker's recorder once a second: one bucket of a wait
--- or handler-time histogram grows by what the process saw since its last flush.
+-- Figures (rule 25), written by a worker's recorder once a second: the buckets of wait
+-- and handler-time histograms grow by what the process saw since its last flush, all of
+-- a flush in one statement (JSON rows; le null for the last bucket).
 INSERT INTO hailq_histograms (queue, kind, priority, le, n, total)
-VALUES (:queue, :kind, :priority, :le, :n, :total)
+SELECT json_extract(value, '$.queue'), json_extract(value, '$.kind'),
+       json_extract(value, '$.priority'), COALESCE(json_extract(value, '$.le'), 9e999),
+       json_extract(value, '$.n'), json_extract(value, '$.total')
+FROM json_each(:rows) WHERE true
 ON CONFLICT (queue, kind, priority, le) DO UPDATE
 SET n = n + excluded.n, total = total + excluded.total;
 
 -- name: figures_rate_add
--- This 10-second slot's starts, acks, failures, breaches and handler seconds grow.
+-- This 10-second slot's starts, acks, failures, breaches and handler seconds grow, for
+-- every (queue, priority) of the flush in one statement.
 INSERT INTO hailq_rates (queue, slot, priority, started, acked, failed, breaches,
                          handler_total)
-VALUES (:queue, CAST(:now / 10 AS INTEGER), :priority, :started, :acked, :failed,
-        :breaches, :handler_total)
+SELECT json_extract(value, '$.queue'), CAST(:now / 10 AS INTEGER),
+       json_extract(value, '$.priority'), json_extract(value, '$.started'),
+       json_extract(value, '$.acked'), json_extract(value, '$.failed'),
+       json_extract(value, '$.breaches'), json_extract(value, '$.handler_total')
+FROM json_each(:rows) WHERE true
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = started + excluded.started, acked = acked + excluded.acked,
     failed = failed + excluded.failed, breaches = breaches + excluded.breaches,
@@ -623,3 +631,100 @@ ORDER BY slot, priority;
 SELECT at, sent, dead_lettered FROM hailq_samples
 WHERE queue = :queue AND slot >= CAST((:now - 310) / 10 AS INTEGER)
 ORDER BY at;
+
+-- name: overview_queues
+-- The dashboard's overview (hailq/backends/overview.py): every queue in one statement,
+-- one row each. Each count stops at :cap rows (the caller passes its limit + 1, so a
+-- count of :cap reads "more than the limit"): each is a range of its state's partial
+-- index, so a million messages cost what a few thousand do. Counted as ``stats`` counts
+-- them (due delays ready, ended leases ready or dead). The oldest ready message of a
+-- queue with strict priority is exact: per priority the first row of its range of the
+-- ready index by seq (ids and seq grow with time); with aging, the oldest of the first
+-- :cap in delivery order.
+WITH p(p) AS (VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9))
+SELECT q.name, q.settings, o.overrides, coalesce(o.paused, 0),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'ready' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'scheduled' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'scheduled'
+                                AND available_at <= :now LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'leased' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'leased'
+                                AND lease_until <= :now LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'leased'
+                                AND lease_until <= :now AND attempt >= q.max_attempts
+                              LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND ordering_key IS NOT NULL
+                                AND state = 'blocked' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'dead' LIMIT :cap)),
+       (SELECT min(e) FROM (
+            SELECT (SELECT m.enqueued_at FROM hailq_messages AS m
+                    WHERE m.queue = q.name AND m.state = 'ready' AND m.sort_key = -p.p
+                    ORDER BY m.seq LIMIT 1) AS e
+            FROM p WHERE q.aging IS NULL
+            UNION ALL
+            SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM hailq_messages
+                                          WHERE queue = q.name AND state = 'ready'
+                                            AND q.aging IS NOT NULL
+                                          ORDER BY sort_key, seq LIMIT :cap)
+            UNION ALL
+            SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM hailq_messages
+                                          WHERE queue = q.name AND state = 'scheduled'
+                                            AND available_at <= :now LIMIT :cap)
+            UNION ALL
+            SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM hailq_messages
+                                          WHERE queue = q.name AND state = 'leased'
+                                            AND lease_until <= :now
+                                            AND attempt < q.max_attempts LIMIT :cap))),
+       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), :now
+FROM hailq_queues AS q
+LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
+LEFT JOIN hailq_counters AS c ON c.queue = q.name
+ORDER BY q.name;
+
+-- name: overview_histograms
+-- Every queue's wait histograms (what breaches and percentiles are made of).
+SELECT queue, kind, priority, le, n, total FROM hailq_histograms
+ORDER BY queue, kind, priority, le;
+
+-- name: overview_rates
+SELECT queue, slot, priority, started, acked, failed, breaches, handler_total
+FROM hailq_rates WHERE slot >= CAST((:now - 310) / 10 AS INTEGER)
+ORDER BY queue, slot, priority;
+
+-- name: overview_samples
+SELECT queue, at, sent, dead_lettered FROM hailq_samples
+WHERE slot >= CAST((:now - 310) / 10 AS INTEGER)
+ORDER BY queue, at;
+
+-- name: overview_dead_count
+-- How many dead letters ``dead_list`` would list with these filters, counting at most
+-- :cap (the dashboard's confirmation of a bulk action says how many it touches).
+WITH q AS (
+    SELECT coalesce(max(max_attempts), 5) AS max_attempts
+    FROM hailq_queues WHERE name = :queue
+)
+SELECT count(*) FROM (
+    SELECT 1 FROM (
+        SELECT dead_at, errors FROM hailq_messages WHERE queue = :queue AND state = 'dead'
+        UNION ALL
+        SELECT m.lease_until,
+               json_insert(coalesce(m.errors, '[]'), '$[#]', json_object(
+                   'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until))
+        FROM hailq_messages AS m, q
+        WHERE m.queue = :queue AND m.state = 'leased' AND m.lease_until <= :now
+          AND m.attempt >= q.max_attempts
+    ) AS dead
+    WHERE (:older_than IS NULL OR dead_at <= :now - :older_than)
+      AND (:error IS NULL OR EXISTS (
+          SELECT 1 FROM json_each(errors) AS e
+          WHERE instr(json_extract(e.value, '$.error'), :error) > 0))
+    LIMIT :cap
+);

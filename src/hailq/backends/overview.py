@@ -1,0 +1,144 @@
+"""Every queue at a glance (the dashboard's overview), the storage side: a mixin of
+``SqlBackend``.
+
+The figures of one queue (``figures_read``) count every message of it; a hundred
+queues of ten thousand messages each made that a second. Here one statement reads
+every queue, each count stopping at a limit (``overview_queues`` in each
+``queries.sql``: a range of the state's partial index, so a million messages cost what
+a few thousand do), and three more read every queue's stored figures. A count that
+reached the limit is reported as such (``capped``), never as a number it is not.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hailq.models import QueueRecord, QueueStats
+
+if TYPE_CHECKING:  # base.py's Backend includes OverviewBackend: no imports at run time
+    from hailq.backends.base import FigureRows
+    from hailq.backends.dialect import Dialect, Tx
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewParams:
+    limit: int  # counts stop past this many
+
+
+@dataclass(frozen=True, slots=True)
+class DeadCountParams:
+    queue: str
+    error_contains: str | None = None
+    older_than: float | None = None
+    limit: int = 10_000
+
+
+@dataclass(frozen=True)
+class QueueGlanceRows:
+    """One queue as the overview read it: its record, its figures' rows (stats with
+    capped counts) and the names of the counts that reached the limit."""
+
+    record: QueueRecord
+    rows: FigureRows
+    capped: frozenset[str]
+
+
+class OverviewBackend(Protocol):
+    """The overview's part of the seam (``Backend`` has the rest)."""
+
+    def overview_read(self, params: OverviewParams) -> list[QueueGlanceRows]:
+        """Every queue by name, in one snapshot: counts as ``queue_stats`` gives them but
+        each stopping past ``params.limit``, the oldest ready message, the pause, and the
+        stored figures (histograms, rates, samples). A read: it writes nothing."""
+        ...
+
+    def dead_count(self, params: DeadCountParams) -> int:
+        """How many dead letters ``dead_list`` would list with these filters, counting
+        up to ``params.limit + 1`` (more than the limit). A read."""
+        ...
+
+
+class OverviewStore:
+    """``overview_read`` and ``dead_count`` of the Backend seam, over ``self.dialect``."""
+
+    dialect: Dialect
+
+    def overview_read(self, params: OverviewParams) -> list[QueueGlanceRows]:
+        from hailq.backends.base import FigureRows
+
+        cap = params.limit + 1
+
+        def look(tx: Tx) -> list[QueueGlanceRows]:
+            with tx.atomic():
+                tx.also("overview_plan", {})
+                return read(tx)
+
+        def read(tx: Tx) -> list[QueueGlanceRows]:
+            found = tx.run("overview_queues", {"cap": cap, "now": tx.now})
+            if not found:
+                return []
+            now = float(found[0][-1])
+            args = {"now": now}
+            buckets: dict[str, list[Any]] = defaultdict(list)
+            for q, kind, priority, le, n, total in tx.run("overview_histograms", args):
+                buckets[str(q)].append((str(kind), int(priority), float(le), int(n),
+                                        float(total)))
+            rates: dict[str, list[Any]] = defaultdict(list)
+            for q, slot, p, started, acked, failed, breaches, handler in tx.run(
+                    "overview_rates", args):
+                rates[str(q)].append((int(slot), int(p), int(started), int(acked),
+                                      int(failed), int(breaches), float(handler)))
+            samples: dict[str, list[Any]] = defaultdict(list)
+            for q, at, sent, dead in tx.run("overview_samples", args):
+                samples[str(q)].append((float(at), int(sent), int(dead)))
+            out = []
+            for row in found:
+                name = str(row[0])
+                stats, capped = _stats(name, row, cap, now)
+                out.append(QueueGlanceRows(
+                    QueueRecord(name, str(row[1]), None if row[2] is None else str(row[2]),
+                                bool(row[3])),
+                    FigureRows(stats=stats, now=now, buckets=buckets[name],
+                               rates=rates[name], samples=samples[name]),
+                    capped))
+            return out
+
+        return self.dialect.read(look)
+
+    def dead_count(self, params: DeadCountParams) -> int:
+        args = {"queue": params.queue, "error": params.error_contains,
+                "older_than": params.older_than, "cap": params.limit + 1}
+        return int(self.dialect.read(
+            lambda tx: tx.one("overview_dead_count", {**args, "now": tx.now}))[0])
+
+
+def _stats(name: str, row: Any, cap: int, now: float) -> tuple[QueueStats, frozenset[str]]:
+    """The counts of one ``overview_queues`` row as ``queue_stats`` combines them (due
+    delays ready, ended leases ready or dead), with the names of those that reached
+    ``cap``: those read as the limit (``cap - 1``), meaning "more than that"."""
+    ready, scheduled, due, leased, ended, killed, blocked, dead = (int(v) for v in row[4:12])
+    oldest, sent, dead_lettered = row[12], int(row[13]), int(row[14])
+    capped = set()
+    if cap in (ready, due, ended):
+        capped.add("ready")
+    if cap in (scheduled, due):
+        capped.add("scheduled")
+    if cap in (leased, ended):
+        capped.add("in_flight")
+    if blocked == cap:
+        capped.add("blocked")
+    if cap in (dead, killed):
+        capped.add("dead")
+    stats = QueueStats(
+        queue=name, ready=ready + due + ended - killed, scheduled=max(scheduled - due, 0),
+        in_flight=max(leased - ended, 0), blocked=blocked, dead=dead + killed,
+        oldest_ready_age=None if oldest is None else max(now - float(oldest), 0.0),
+        sent=sent, acked=0, nacked=0, redelivered=0, dead_lettered=dead_lettered + killed,
+        late_acks=0, paused=bool(row[3]))
+    if capped:
+        limit = cap - 1
+        limits: dict[str, Any] = {name: limit for name in capped}
+        stats = replace(stats, **limits)
+    return stats, frozenset(capped)

@@ -1,0 +1,246 @@
+"""What the dashboard's pages show, read through the ``Broker`` and shaped for templates
+and for the overview's JSON. Blocking calls: the routes run them off the event loop.
+
+Nothing here loads every message: the overview counts up to ``COUNT_LIMIT`` per state
+(``Broker.overview``), a queue page peeks at most ``MAX_ROWS`` messages, the dead
+letters page lists at most ``MAX_ROWS`` and counts its filter's matches up to
+``COUNT_LIMIT``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hailq.broker import Broker
+from hailq.models import AttemptError, DeadMessage, PeekedMessage, WorkerInfo
+from hailq.observe.figures import ALIVE_FOR, QueueFigures
+from hailq.observe.overview import QueueGlance
+from hailq.queue import Queue
+
+# The overview's counts stop past this (and read "1,000+"): counting costs per message,
+# and a hundred queues of ten thousand each would take most of a second to count in full
+# (docs/performance.md). A queue's own page counts its messages in full.
+COUNT_LIMIT = 1_000
+DEAD_COUNT_LIMIT = 10_000  # a dead letters page counts its filter's matches up to this
+BULK_LIMIT = 10_000  # the most one click redrives or deletes (the API's limit field)
+MAX_ROWS = 500  # the most messages a page lists
+DEFAULT_ROWS = 50
+PREVIEW = 160  # characters of a body in a table cell
+FULL = 20_000  # characters of a body shown when a row is opened
+
+# The settings a queue page lists, in this order, with how each reads.
+SETTING_ROWS = ("lease", "max_attempts", "max_in_flight", "aging", "on_dead", "retry",
+                "rate", "burst", "slo", "dedup_window", "max_message_size")
+
+
+# -- the overview ------------------------------------------------------------------------
+
+def glance_json(g: QueueGlance) -> dict[str, Any]:
+    """One queue of the overview, as the page's script reads it every few seconds."""
+    s, r = g.figures.stats, g.figures.rates
+    return {
+        "name": g.name, "paused": s.paused,
+        "ready": s.ready, "in_flight": s.in_flight, "delayed": s.scheduled,
+        "blocked": s.blocked, "dead": s.dead, "capped": sorted(g.capped),
+        "oldest_ready_age": s.oldest_ready_age,
+        "sent_1m": r.sent_1m, "acked_1m": r.acked_1m, "dead_lettered_1m": r.dead_lettered_1m,
+        "breaches_5m": g.breaches_5m, "workers": g.figures.workers,
+        "desired_workers": g.figures.desired_workers,
+        "overridden": list(g.overridden),
+        "sent": s.sent, "dead_lettered": s.dead_lettered,  # counters: exact, never capped
+    }
+
+
+def overview_json(broker: Broker) -> dict[str, Any]:
+    """Every queue at a glance, and the totals the charts draw."""
+    glances = broker.overview(COUNT_LIMIT)
+    queues = [glance_json(g) for g in glances]
+    at = glances[0].figures.at if glances else broker.now()
+    found = totals(queues)
+    found["workers"] = sum(1 for w in broker.workers()
+                           if w.state == "running" and at - w.last_seen <= ALIVE_FOR)
+    return {"at": at, "limit": COUNT_LIMIT, "queues": queues, "totals": found}
+
+
+def totals(queues: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sums over every queue; a sum that includes a capped count is capped too."""
+    out: dict[str, Any] = {"queues": len(queues),
+                           "paused": sum(1 for q in queues if q["paused"]),
+                           "breaches_5m": sum(q["breaches_5m"] for q in queues)}
+    for name in ("ready", "in_flight", "delayed", "dead"):
+        out[name] = sum(q[name] for q in queues)
+        out[name + "_capped"] = any(name in q["capped"] or
+                                    (name == "delayed" and "scheduled" in q["capped"])
+                                    for q in queues)
+    for name in ("sent_1m", "acked_1m", "dead_lettered_1m"):
+        out[name] = sum(q[name] or 0.0 for q in queues)
+    out["sent"] = sum(q["sent"] for q in queues)
+    return out
+
+
+# -- a queue ---------------------------------------------------------------------------
+
+@dataclass
+class SettingRow:
+    name: str
+    value: str
+    overridden: bool  # an operator's override (hailq configure), not what code declared
+
+
+@dataclass
+class QueuePage:
+    name: str
+    figures: QueueFigures
+    settings: list[SettingRow]
+    messages: list[dict[str, Any]]
+    limit: int
+    more: bool  # there may be more live messages than listed
+
+
+def queue_page(queue: Queue, limit: int) -> QueuePage:
+    figures = queue.figures()
+    peeked = queue.peek(limit + 1)
+    return QueuePage(queue.name, figures, setting_rows(queue),
+                     [message_row(m) for m in peeked[:limit]], limit, len(peeked) > limit)
+
+
+def setting_rows(queue: Queue) -> list[SettingRow]:
+    """Each setting with its effective value, marked where an operator overrode it."""
+    effective = asdict(queue.settings)
+    return [SettingRow(name, setting_text(effective.get(name), name), name in queue.overrides)
+            for name in SETTING_ROWS if name in effective]
+
+
+def setting_text(value: Any, name: str = "") -> str:
+    if value is None:
+        return "-"
+    if name == "retry" and isinstance(value, dict):
+        return (f"{value['base']:g}s x {value['factor']:g}, at most {value['max']:g}s, "
+                f"jitter {value['jitter']:g}")
+    if isinstance(value, dict):  # slo: priority -> seconds
+        return " ".join(f"p{k} within {v:g}s" for k, v in value.items()) or "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# -- messages and dead letters ---------------------------------------------------------
+
+def body_text(body: Any) -> tuple[str, str]:
+    """``(kind, text)`` of a body for a page: JSON as compact text, bytes as base64."""
+    if isinstance(body, bytes):
+        return f"bytes ({len(body):,})", base64.b64encode(body[:FULL]).decode()
+    return "json", json.dumps(body, ensure_ascii=False, separators=(",", ":"))[:FULL]
+
+
+def message_row(m: PeekedMessage | DeadMessage) -> dict[str, Any]:
+    kind, text = body_text(m.body)
+    row: dict[str, Any] = {
+        "id": m.id, "priority": m.priority, "ordering_key": m.ordering_key,
+        "attempt": m.attempt, "enqueued_at": m.enqueued_at, "headers": m.headers,
+        "body_kind": kind, "body": text, "preview": text[:PREVIEW],
+        "cut": len(text) > PREVIEW,
+    }
+    if isinstance(m, PeekedMessage):
+        row.update(state=m.state, available_at=m.available_at)
+    else:
+        row.update(state="dead", dead_at=m.dead_at, parked=m.parked,
+                   errors=[error_row(e) for e in m.errors], last_error=m.last_error)
+    return row
+
+
+def message_details(queue: Queue, message_id: str) -> dict[str, Any] | None:
+    """One message looked up by id: its state, attempts, the error of each, its body."""
+    found = queue.get_message(message_id)
+    if found is None:
+        return None
+    kind, text = body_text(found.body)
+    return {"id": found.id, "state": found.state, "priority": found.priority,
+            "ordering_key": found.ordering_key, "attempt": found.attempt,
+            "enqueued_at": found.enqueued_at, "available_at": found.available_at,
+            "lease_until": found.lease_until, "dead_at": found.dead_at,
+            "parked": found.parked, "headers": found.headers, "body_kind": kind,
+            "body": text, "preview": text[:PREVIEW], "cut": len(text) > PREVIEW,
+            "errors": [error_row(e) for e in found.errors]}
+
+
+def error_row(e: AttemptError) -> dict[str, Any]:
+    return {"attempt": e.attempt, "error": e.error, "at": e.at}
+
+
+@dataclass
+class DeadFilter:
+    """The dead letters page's filter, as the form and the API's bulk actions take it."""
+
+    error: str | None = None
+    older_than: float | None = None  # seconds dead
+
+    def api_body(self, limit: int) -> dict[str, Any]:
+        """What a bulk button sends: the filter, and as its limit the number the
+        confirmation names, so the server acts on no more than that."""
+        body: dict[str, Any] = {"limit": max(limit, 1)}
+        if self.error is not None:
+            body["error"] = self.error
+        if self.older_than is not None:
+            body["older_than"] = self.older_than
+        return body
+
+    @property
+    def active(self) -> bool:
+        return self.error is not None or self.older_than is not None
+
+
+@dataclass
+class DeadPage:
+    name: str
+    filter: DeadFilter
+    count: int  # matches, counted up to DEAD_COUNT_LIMIT
+    capped: bool
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    limit: int = DEFAULT_ROWS
+    now: float = 0.0  # the broker's clock as the page was read
+
+    @property
+    def bulk(self) -> int:
+        """How many one bulk click touches: the matches, up to BULK_LIMIT."""
+        return min(self.count, BULK_LIMIT)
+
+
+def dead_page(broker: Broker, name: str, chosen: DeadFilter, limit: int) -> DeadPage:
+    queue = broker.get_queue(name)
+    count = queue.count_dead_letters(chosen.error, chosen.older_than, DEAD_COUNT_LIMIT)
+    rows = queue.dead_letters(chosen.error, chosen.older_than, limit=limit)
+    return DeadPage(queue.name, chosen, min(count, DEAD_COUNT_LIMIT), count > DEAD_COUNT_LIMIT,
+                    [message_row(m) for m in rows], limit, broker.now())
+
+
+# -- topics, workers, autoscalers --------------------------------------------------------
+
+def topics(broker: Broker) -> list[dict[str, Any]]:
+    out = []
+    for name in broker.topics():
+        subs = broker.get_topic(name).subscriptions()
+        out.append({"name": name, "subscriptions": [
+            {"queue": s.queue, "filter": None if not s.filter else json.dumps(
+                s.filter, ensure_ascii=False, sort_keys=True)} for s in subs]})
+    return out
+
+
+def workers(broker: Broker) -> tuple[float, list[dict[str, Any]]]:
+    now = broker.now()
+    found: list[WorkerInfo] = sorted(broker.workers(), key=lambda w: (w.state, -w.last_seen))
+    return now, [{**asdict(w), "silent_for": max(now - w.last_seen, 0.0),
+                  "alive": w.state == "running" and now - w.last_seen <= ALIVE_FOR}
+                 for w in found]
+
+
+def autoscalers(broker: Broker) -> list[dict[str, Any]]:
+    """Autoscaler decisions where the broker records them (none are recorded yet: the
+    page shows its empty state)."""
+    read = getattr(broker, "autoscalers", None)
+    if not callable(read):
+        return []
+    return [asdict(d) if hasattr(d, "__dataclass_fields__") else dict(d) for d in read()]

@@ -1,0 +1,275 @@
+"""The dashboard in a real headless Chromium (Debian's ``/usr/bin/chromium`` driven by
+Playwright; no browser download), against a real server on each backend: charts that
+move, a pause clicked that stops a real ``hailq worker`` process, dead letters
+redriven by clicking, a read-only token without buttons, a payload shown as text."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hailq
+
+from .conftest import ADMIN, READ, Server
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+HAILQ = str(Path(sys.executable).with_name("hailq"))
+
+APP = textwrap.dedent('''
+    from hailq import App
+
+    app = App()
+
+    @app.handler("jobs")
+    def work(message):
+        with open("done.txt", "a") as out:
+            out.write(f"{message.body}\\n")
+''')
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{CHROMIUM} is missing; .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_page(chromium: Any, server: Server) -> Iterator[Callable[..., Any]]:
+    """A fresh browser context logged in with a token (admin unless told)."""
+    contexts: list[Any] = []
+
+    def open_(path: str = "/", token: str = ADMIN) -> Any:
+        context = chromium.new_context(viewport={"width": 1400, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(f"{server.base}/login?token={token}")
+        if path != "/":
+            page.goto(server.base + path)
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()
+
+
+def chart_last(page: Any, chart: str) -> dict[str, float]:
+    raw = page.get_attribute(f"#{chart}", "data-last")
+    return json.loads(raw) if raw else {}
+
+
+def test_overview_chart_moves_after_messages_are_sent(open_page: Callable[..., Any],
+                                                      broker: hailq.Broker) -> None:
+    q = broker.queue("orders")
+    q.send_many(list(range(3)))
+    page = open_page("/")
+    assert chart_last(page, "chart-depth")["ready"] == 3
+    line = page.get_attribute("#chart-depth polyline[data-series=ready]", "points")
+    q.send_many(list(range(40)))
+    wait_for(lambda: chart_last(page, "chart-depth").get("ready", 0) >= 43, 30,
+             "the depth chart to show the new messages")
+    assert page.get_attribute("#chart-depth polyline[data-series=ready]", "points") != line
+    assert int(page.get_attribute("#chart-depth", "data-points")) >= 2
+    assert page.locator('tr[data-queue="orders"] td.f-ready').inner_text() == "43"
+    assert "live" in page.locator("#live").inner_text()
+    # Auto-refresh stops while the tab is hidden.
+    polls: list[str] = []
+    page.on("request", lambda r: polls.append(r.url) if "overview.json" in r.url else None)
+    page.evaluate("""() => {
+        Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }""")
+    assert "paused" in page.locator("#live").inner_text()
+    polls.clear()
+    page.wait_for_timeout(7_000)  # two refresh periods and more
+    assert polls == []
+
+
+def test_pause_by_click_stops_a_real_worker_then_resume(open_page: Callable[..., Any],
+                                                        server: Server, broker: hailq.Broker,
+                                                        url: str, tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(APP)
+    q = broker.queue("jobs")
+    done = tmp_path / "done.txt"
+
+    def handled() -> list[str]:
+        return done.read_text().split() if done.exists() else []
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HAILQ_URL", "PYTHONPATH")}
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen([HAILQ, "worker", "app:app", "--url", url], cwd=tmp_path,
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        q.send("before")
+        wait_for(lambda: handled() == ["before"], 60, "the worker to handle a message")
+        page = open_page("/queues/jobs")
+        page.click("button[data-action=pause]")
+        page.wait_for_selector(".badge.paused")
+        assert q.stats().paused
+        assert page.locator("button[data-action=resume]").count() == 1
+        q.send_many(["p1", "p2", "p3"])
+        time.sleep(4)  # a running worker obeys a pause within a second
+        assert handled() == ["before"]
+        assert q.stats().ready == 3
+        page.click("button[data-action=resume]")
+        page.wait_for_selector("button[data-action=pause]")
+        assert not q.stats().paused
+        wait_for(lambda: sorted(handled()) == ["before", "p1", "p2", "p3"], 60,
+                 "the worker to handle the messages sent while paused")
+        assert worker.poll() is None
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+        log.close()
+
+
+def test_redrive_dead_letters_by_clicking(open_page: Callable[..., Any], server: Server,
+                                          broker: hailq.Broker) -> None:
+    q = broker.queue("mail", max_attempts=1)
+    q.send_many([{"to": i} for i in range(5)])
+    for message in q.receive(max_messages=5, lease=30):
+        message.nack(error="TimeoutError" if message.body["to"] < 3 else "ValueError",
+                     delay=0)
+    api = server.client(ADMIN)
+    page = open_page("/queues/mail/dead")
+    questions: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        questions.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", answer)
+    # One row.
+    first = page.locator("tr[data-id]").first
+    first_id = first.get_attribute("data-id")
+    first.locator("button[data-action=redrive-one]").click()
+    wait_for(lambda: api.get("/api/queues/mail/dead").json()["count"] == 4, 30,
+             "the dead letter to be redriven")
+    found = api.get(f"/api/queues/mail/messages/{first_id}").json()
+    assert found["state"] == "ready"
+    # Everything a filter matches, after a confirmation that says how many.
+    page.goto(f"{server.base}/queues/mail/dead?error=ValueError")
+    page.wait_for_selector("#match-count")
+    assert page.locator("#match-count").inner_text() == "2"
+    page.click("button[data-action=redrive-matching]")
+    wait_for(lambda: api.get("/api/queues/mail/dead").json()["count"] == 2, 30,
+             "the matching dead letters to be redriven")
+    assert any("Redrive 2 dead letters of mail matching error contains" in q for q in questions)
+    left = api.get("/api/queues/mail/dead").json()["messages"]
+    assert all("TimeoutError" in m["last_error"] for m in left)
+    assert api.get("/api/queues/mail").json()["figures"]["ready"] == 3
+    page.wait_for_selector("#toast:not([hidden])")
+    # Purge: every dead letter, after a confirmation with the count.
+    page.goto(f"{server.base}/queues/mail/dead")
+    page.click("button[data-action=purge-dead]")
+    wait_for(lambda: api.get("/api/queues/mail/dead").json()["count"] == 0, 30,
+             "the dead letters to be purged")
+    assert any(q.startswith("Delete every dead letter of mail (2)") for q in questions)
+    assert api.get("/api/queues/mail").json()["figures"]["ready"] == 3
+
+
+def test_read_only_token_sees_no_buttons(open_page: Callable[..., Any],
+                                         broker: hailq.Broker) -> None:
+    q = broker.queue("jobs", max_attempts=1)
+    q.send_many([1, 2])
+    q.receive()[0].nack(error="boom", delay=0)
+    for path in ("/", "/queues/jobs", "/queues/jobs/dead"):
+        page = open_page(path, token=READ)
+        assert page.locator("span.role").text_content() == "read"
+        assert page.locator("button[data-action]").count() == 0, path
+        admin = open_page(path, token=ADMIN)
+        assert admin.locator("button[data-action]").count() > 0, path
+
+
+def test_a_script_payload_is_shown_as_text(open_page: Callable[..., Any],
+                                           broker: hailq.Broker) -> None:
+    q = broker.queue("evil", max_attempts=1)
+    payload = '<img src=x onerror="window.__xss = 1"><script>window.__xss = 2</script>'
+    q.send({"note": payload}, headers={"h": payload})
+    q.send({"note": payload})
+    q.receive()[0].nack(error=payload, delay=0)
+    alerts: list[str] = []
+    for path in ("/queues/evil", "/queues/evil/dead"):
+        page = open_page(path)
+        page.on("dialog", lambda d: (alerts.append(d.message), d.dismiss()))
+        page.locator("details.body summary").first.click()
+        page.wait_for_timeout(300)
+        assert page.evaluate("window.__xss") is None, path
+        assert page.locator("img[src=x]").count() == 0
+        shown = page.locator("details.body pre").first.inner_text()
+        assert "<img src=x onerror=" in shown and "<script>window.__xss = 2</script>" in shown
+        if path.endswith("/dead"):  # the error of the attempt, as text too
+            assert page.locator(".err").first.inner_text() == payload
+    assert alerts == []
+    # The toggle hides payloads: the server leaves them out of the page.
+    page.click("#payloads")
+    page.wait_for_selector("body[data-payloads=hidden]")
+    assert page.locator("details.body").count() == 0  # no body, no headers
+    assert page.locator(".err").first.inner_text() == payload  # errors stay
+    page.click("#payloads")
+    page.wait_for_selector("details.body")
+    assert shutil.which("chromium") or os.path.exists(CHROMIUM)
+
+
+def test_operator_actions_by_clicking(open_page: Callable[..., Any], server: Server,
+                                      broker: hailq.Broker) -> None:
+    """Override a setting, reset it, unsubscribe, delete a topic and a queue."""
+    broker.queue("jobs", lease=30).send("x")
+    broker.topic("events").subscribe("jobs")
+    api = server.client(ADMIN)
+    page = open_page("/queues/jobs")
+    page.on("dialog", lambda d: d.accept())
+    page.fill("#configure input[name=lease]", "90")
+    page.click("#configure button[type=submit]")
+    page.wait_for_selector("#settings tr.overridden")
+    shown = api.get("/api/queues/jobs").json()
+    assert shown["settings"]["lease"] == 90 and shown["overridden"] == ["lease"]
+    page.click("button:has-text('Reset overrides')")
+    wait_for(lambda: api.get("/api/queues/jobs").json()["overridden"] == [], 30,
+             "the override to be cleared")
+    topics = open_page("/topics")
+    topics.on("dialog", lambda d: d.accept())
+    topics.click("button:has-text('Unsubscribe')")
+    wait_for(lambda: api.get("/api/topics").json()["topics"][0]["subscriptions"] == [], 30,
+             "the subscription to go")
+    topics.wait_for_selector("text=no subscriptions")
+    topics.click("button:has-text('Delete')")
+    wait_for(lambda: api.get("/api/topics").json()["topics"] == [], 30, "the topic to go")
+    page.goto(f"{server.base}/queues/jobs")
+    page.click("button:has-text('Delete queue')")
+    page.wait_for_url(f"{server.base}/")
+    assert api.get("/api/queues/jobs").status_code == 404
