@@ -101,6 +101,9 @@ class Policy:
 
     def __post_init__(self) -> None:
         names = {*LOOPBACK_NAMES, _bare(self.bound_host), *(_bare(h) for h in self.allow_hosts)}
+        # A wildcard bind address is no name anyone reaches the server by; pages that
+        # call http://0.0.0.0:PORT are how sites reach services on a visitor's machine.
+        names -= {"0.0.0.0", "::"}
         object.__setattr__(self, "allowed", frozenset(n.lower() for n in names if n))
 
     def host_allowed(self, host: str) -> bool:
