@@ -30,6 +30,7 @@ from hailq.inbox import Inbox, inbox
 from hailq.message import Message
 from hailq.models import (
     AttemptError,
+    AutoscalerInfo,
     DeadMessage,
     MessageDetails,
     PeekedMessage,
@@ -46,6 +47,7 @@ from hailq.topic import Topic
 __all__ = [
     "App",
     "AttemptError",
+    "AutoscalerInfo",
     "BackendUnavailable",
     "Broker",
     "DeadLetter",

@@ -19,7 +19,7 @@ from hailq.backends.registry import lookup
 from hailq.checks import check_limit
 from hailq.codec import Body
 from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
-from hailq.models import QueueRecord, ScheduleInfo, WorkerInfo
+from hailq.models import AutoscalerInfo, QueueRecord, ScheduleInfo, WorkerInfo
 from hailq.queue import Queue
 from hailq.settings import QueueSettings, check_name, parse_overrides
 from hailq.topic import Topic
@@ -162,6 +162,29 @@ class Broker:
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
         self.backend.worker_save(worker)
+
+    # -- autoscalers (rule 24) -------------------------------------------------------------
+
+    def autoscalers(self, queue: str | None = None, *,
+                    within: float = 3600.0) -> list[AutoscalerInfo]:
+        """The last decision of each ``hailq autoscale`` process (of ``queue``, or of every
+        queue) that decided in the last ``within`` seconds, by queue: how many workers it
+        runs, what the backlog asks, grow/shrink/hold and why, the saturation point it
+        measured. A read. Decisions are kept an hour."""
+        if queue is not None:
+            check_name(queue)
+        return self.backend.autoscale_list(queue, self.now() - within)
+
+    def autoscale_decisions(self, queue: str, limit: int = 10) -> list[AutoscalerInfo]:
+        """The last ``limit`` decisions of ``queue``'s autoscalers, newest first (a read)."""
+        check_name(queue)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidArgument(f"limit must be an integer from 1 to 1000, got {limit!r}")
+        return self.backend.autoscale_list(queue, self.now() - 3600.0, limit)
+
+    def record_autoscale(self, decision: AutoscalerInfo) -> None:
+        """Store one decision of an autoscaler (its ``at`` is set to the broker's clock)."""
+        self.backend.autoscale_record(decision)
 
     # -- periodic schedules (rule 35) ----------------------------------------------------
 

@@ -196,3 +196,24 @@ class ScheduleInfo:
     fired: int  # messages sent so far
     declared: bool  # "broker" schedules always; "app" ones while a running worker declares
     next_slot: float | None  # the next slot it fires (None while paused or undeclared)
+
+
+@dataclass(frozen=True)
+class AutoscalerInfo:
+    """One decision of a ``hailq autoscale`` process (SPEC rule 24), as stored in the
+    broker's database: ``Broker.autoscalers()`` gives each autoscaler's last one."""
+
+    id: str  # host:pid:queue
+    queue: str
+    host: str
+    pid: int
+    workers: int  # worker processes it runs from this decision on
+    desired: int  # what the backlog asks, within --min, --max, rate limit and ceiling
+    decision: str  # "grow", "shrink", "hold", or "stop" (its last row, workers 0)
+    reason: str
+    at: float  # on the broker's clock
+    ceiling: int | None = None  # the saturation point it measured, while that holds
+    minimum: int = 0
+    maximum: int = 0
+    throughput: float | None = None  # completions per second in its last window
+    handler_time: float | None = None  # mean handler seconds in its last window

@@ -334,11 +334,14 @@ class Queue:
 
     def figures(self) -> QueueFigures:
         """Stats, rates over the last 1 and 5 minutes, wait and handler time per priority
-        with service levels, workers and ``desired_workers`` (rule 25); a read."""
+        with service levels, workers and ``desired_workers`` (rule 25), and the last
+        decisions of its autoscalers (rule 24); a read."""
         from hailq.observe.figures import build
 
-        return build(self._backend.figures_read(self.name), self.settings,
-                     self._backend.worker_list())
+        rows = self._backend.figures_read(self.name)
+        return build(rows, self.settings, self._backend.worker_list(),
+                     autoscalers=self._backend.autoscale_list(self.name, rows.now - 3600),
+                     decisions=self._backend.autoscale_list(self.name, rows.now - 3600, 5))
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"

@@ -1,4 +1,5 @@
-"""``desired_workers`` (rule 25): a pure function, and PostgreSQL's view that says the same."""
+"""``desired_workers`` (rule 25): a pure function, and PostgreSQL's view that says the same,
+with the rate limit (rule 33) and the autoscaler's saturation point (rule 24)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 import hailq
 from hailq.backends.base import FiguresRecordParams, RateAdd
-from hailq.models import WorkerInfo
+from hailq.models import AutoscalerInfo, WorkerInfo
 from hailq.policy.scaling import Demand, desired_workers
 
 
@@ -55,10 +56,30 @@ def test_never_below_the_slots_in_flight_nor_above_what_max_in_flight_lets_work(
     assert desired_workers(demand(ready=100_000, handler_time=1.0, ceiling=3)) == 3
 
 
+def test_rule_33_a_rate_limited_queue_wants_no_more_than_its_limit_keeps_busy() -> None:
+    # 10/s x 0.5 s = 5 slots busy at the limit, however large the backlog
+    d = demand(ready=100_000, handler_time=0.5, oldest_ready_age=900.0, workers=5,
+               rate=10.0)
+    assert desired_workers(d) == 5
+    assert desired_workers(demand(ready=100_000, handler_time=0.5, concurrency=2,
+                                  rate=10.0)) == 3
+    assert desired_workers(demand(ready=3, rate=0.001, handler_time=0.01)) == 1  # work: 1
+
+
+def test_rule_24_a_measured_saturation_point_caps_what_the_backlog_asks() -> None:
+    d = demand(ready=100_000, handler_time=1.0, oldest_ready_age=900.0, workers=4)
+    assert desired_workers(d) > 4
+    assert desired_workers(demand(ready=100_000, handler_time=1.0, oldest_ready_age=900.0,
+                                  workers=4, ceiling=4)) == 4
+
+
 SCENARIOS = [
     {},  # nothing measured
     {"rates": [RateAdd("claims", 9, 50, 48, 2, 0, 25.0)]},
     {"rates": [RateAdd("claims", 0, 10, 10, 0, 0, 30.0)], "workers": 2},
+    {"rates": [RateAdd("claims", 0, 40, 40, 0, 0, 40.0)], "rate": "2/s"},
+    {"rates": [RateAdd("claims", 0, 40, 40, 0, 0, 40.0)], "ceilings": [2, 1]},
+    {"rates": [RateAdd("claims", 0, 40, 40, 0, 0, 40.0)], "ceilings": [2, None]},
 ]
 
 
@@ -69,7 +90,7 @@ def test_rule_25_the_postgresql_view_says_what_the_figures_say(pg_url: str,
     given = SCENARIOS[scenario]
     broker = hailq.connect(pg_url)
     try:
-        claims = broker.queue("claims", slo={9: 10, 0: 600})
+        claims = broker.queue("claims", slo={9: 10, 0: 600}, rate=given.get("rate"))
         broker.queue("idle")
         claims.send_many(list(range(25)))
         claims.receive(max_messages=3)
@@ -78,6 +99,9 @@ def test_rule_25_the_postgresql_view_says_what_the_figures_say(pg_url: str,
                                           "running"))
         broker.backend.figures_record(FiguresRecordParams(
             rates=given.get("rates", []), sampled=["claims"]))  # type: ignore[arg-type]
+        for n, point in enumerate(given.get("ceilings", [])):  # type: ignore[arg-type]
+            broker.record_autoscale(AutoscalerInfo(
+                f"h:{n}:claims", "claims", "h", n, 3, 9, "hold", "test", 0.0, point))
         schema = pg_url.rsplit("schema=", 1)[1].split("&")[0]
         with psycopg.connect(pg_url.split("?")[0]) as conn:
             found = dict(conn.execute(
@@ -85,5 +109,9 @@ def test_rule_25_the_postgresql_view_says_what_the_figures_say(pg_url: str,
         assert found["claims"] == claims.figures().desired_workers
         assert found["idle"] == broker.get_queue("idle").figures().desired_workers == 0
         assert found["claims"] >= 1  # work is ready
+        if "rate" in given:  # 2/s x 1 s per message: 2 slots busy at the limit
+            assert found["claims"] == 2
+        if given.get("ceilings") == [2, 1]:
+            assert found["claims"] == 3
     finally:
         broker.close()

@@ -19,6 +19,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
 from hailq.models import (
+    AutoscalerInfo,
     DeadMessage,
     MessageDetails,
     PeekedMessage,
@@ -419,6 +420,17 @@ class Backend(ScheduleBackend, OverviewBackend, Protocol):
 
     def figures_read(self, queue: str) -> FigureRows:
         """A queue's stats and stored figures in one snapshot; a read, it writes nothing."""
+        ...
+
+    def autoscale_record(self, info: AutoscalerInfo) -> None:
+        """Store one decision of an autoscaler (``at`` is the backend's clock) and forget
+        decisions older than an hour."""
+        ...
+
+    def autoscale_list(self, queue: str | None, since: float,
+                       limit: int | None = None) -> list[AutoscalerInfo]:
+        """Decisions at ``since`` or later of ``queue``'s autoscalers (None: every queue):
+        the last ``limit`` newest first, or without ``limit`` each one's last."""
         ...
 
     def close(self) -> None: ...

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from typing import Any, NamedTuple, TypeVar
 
 from hailq.backends import rates, rows
+from hailq.backends.autoscale import AutoscaleStore
 from hailq.backends.base import (
     AckParams,
     ClaimedRow,
@@ -84,7 +85,8 @@ class Live(NamedTuple):
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
 
 
-class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore):
+class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore,
+                 AutoscaleStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:

@@ -78,7 +78,8 @@ def stats(queue_name: str | None, watch: bool, interval: float, count: int | Non
     """Show every figure of QUEUE (or of all queues): counts, counters since it was
     declared, rates per second over the last 1 and 5 minutes, wait and handler time
     per priority (p50/p95/p99) with service-level breaches and compliance, workers,
-    desired workers, and the ordering keys parked behind a dead message.
+    desired workers, the ordering keys parked behind a dead message, and the last
+    decisions of 'hailq autoscale' for the queue with their reasons.
 
     Wait is from available to handler start; wait, handler time, acked rates and
     breaches are measured by workers ('hailq worker'), sent and dead-lettered rates
@@ -160,6 +161,18 @@ def priority_view(f: QueueFigures) -> RenderableType:
         empty="nothing measured yet (no worker ran)")
 
 
+def autoscale_view(f: QueueFigures) -> RenderableType:
+    """The last decisions of the queue's autoscalers (rule 24), newest first."""
+    return make_table(
+        ["AGE", "AUTOSCALER", "WORKERS", "DESIRED", "MIN-MAX", "SATURATED AT", "PER S",
+         "HANDLER", "DECISION", "REASON"],
+        [[age(f.at - a.at), f"{a.host}:{a.pid}", a.workers, a.desired,
+          f"{a.minimum}-{a.maximum}", "-" if a.ceiling is None else a.ceiling,
+          "-" if a.throughput is None else f"{a.throughput:.2f}", _secs(a.handler_time),
+          a.decision, a.reason] for a in f.decisions],
+        title=f"autoscale decisions ({f.queue})")
+
+
 def stats_view(found: list[QueueFigures]) -> RenderableType:
     """One queue as a list of figures and its priorities; several as one row each."""
     if len(found) == 1:
@@ -180,9 +193,12 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
             ["parked keys", ", ".join(s.parked_keys) or "-"],
             ["paused", "yes" if s.paused else "no"],
         ]
-        return Group(make_table(["FIGURE", "VALUE"], rows, title=f"queue {s.queue}"),
-                     priority_view(f))
-    return make_table(
+        parts = [make_table(["FIGURE", "VALUE"], rows, title=f"queue {s.queue}"),
+                 priority_view(f)]
+        if f.decisions:
+            parts.append(autoscale_view(f))
+        return Group(*parts)
+    table = make_table(
         ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST",
          *[c.replace("_", " ").upper() for c in COUNTERS], "SENT/S", "ACKED/S", "WORKERS",
          "DESIRED", "PARKED KEYS"],
@@ -191,6 +207,15 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
           _rate(f.rates.sent_1m), _rate(f.rates.acked_1m), f.workers, f.desired_workers,
           ", ".join(f.stats.parked_keys) or "-"] for f in found],
         empty="no queues yet")
+    last = [(f, a) for f in found for a in f.autoscalers]
+    if not last:
+        return table
+    return Group(table, make_table(
+        ["QUEUE", "AUTOSCALER", "AGE", "WORKERS", "DESIRED", "SATURATED AT", "DECISION",
+         "REASON"],
+        [[f.queue, f"{a.host}:{a.pid}", age(f.at - a.at), a.workers, a.desired,
+          "-" if a.ceiling is None else a.ceiling, a.decision, a.reason] for f, a in last],
+        title="autoscalers (each one's last decision)"))
 
 
 @click.command("peek")

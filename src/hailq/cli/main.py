@@ -31,6 +31,7 @@ from hailq.cli.failure import run_safely
 # name -> (module, attribute) of commands owned elsewhere, imported on first use.
 LAZY_COMMANDS = {
     "worker": ("hailq.cli.worker", "worker_command"),
+    "autoscale": ("hailq.cli.commands_autoscale", "autoscale_command"),
     "bench": ("hailq.bench.command", "bench_command"),
     "demo": ("hailq.demo.command", "demo_command"),
     "schedules": ("hailq.cli.commands_schedules", "schedules"),

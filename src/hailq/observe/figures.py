@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hailq.backends.base import FigureRows
-from hailq.models import QueueStats, WorkerInfo
+from hailq.models import AutoscalerInfo, QueueStats, WorkerInfo
 from hailq.observe.histogram import Histogram, bounds_for
 from hailq.policy.scaling import Demand, desired_workers
 from hailq.settings import QueueSettings
@@ -17,6 +17,7 @@ from hailq.settings import QueueSettings
 WINDOWS = (60.0, 300.0)  # the rates' windows: 1 and 5 minutes
 SLOT = 10.0  # seconds per stored slot (queries.sql: figures_rate_add)
 ALIVE_FOR = 15.0  # a worker not heard of for this long is not counted
+CEILING_FOR = 600.0  # an autoscaler's saturation point caps desired_workers this long
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class QueueFigures:
     desired_workers: int
     wait: dict[int, Histogram] = field(default_factory=dict)
     handler: dict[int, Histogram] = field(default_factory=dict)
+    autoscalers: list[AutoscalerInfo] = field(default_factory=list)  # each one's last
+    decisions: list[AutoscalerInfo] = field(default_factory=list)  # the last few, newest first
 
     def record(self) -> dict[str, Any]:
         """As JSON: the stats' fields, then the figures; per priority a list of objects."""
@@ -78,11 +81,17 @@ class QueueFigures:
                 "rates": asdict(self.rates),
                 "priorities": [asdict(p) for p in self.priorities],
                 "workers": self.workers, "concurrency": self.concurrency,
-                "handler_time": self.handler_time, "desired_workers": self.desired_workers}
+                "handler_time": self.handler_time, "desired_workers": self.desired_workers,
+                "autoscalers": [asdict(a) for a in self.autoscalers],
+                "autoscale_decisions": [asdict(a) for a in self.decisions]}
 
 
-def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo]) -> QueueFigures:
-    """The figures of one queue from its stored rows, its settings and the registry."""
+def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
+          autoscalers: list[AutoscalerInfo] | None = None,
+          decisions: list[AutoscalerInfo] | None = None) -> QueueFigures:
+    """The figures of one queue from its stored rows, its settings, the registry and its
+    autoscalers' decisions: the last of each (whose saturation points cap
+    ``desired_workers``, see ``ceiling``) and the last few of all, newest first."""
     s, now = rows.stats, rows.now
     slo = settings.slo or {}
     wait: dict[int, list[tuple[float, int, float]]] = {}
@@ -147,11 +156,22 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo]) 
         ready=s.ready, in_flight=s.in_flight, oldest_ready_age=s.oldest_ready_age,
         arrival_rate=arrival, handler_time=handler_time, workers=len(alive),
         concurrency=concurrency, slo=tuple(slo.values()),
-        max_in_flight=settings.max_in_flight))
+        max_in_flight=settings.max_in_flight, rate=settings.rate_per_second,
+        ceiling=ceiling([a for a in autoscalers or [] if a.at >= now - CEILING_FOR])))
     return QueueFigures(queue=s.queue, at=now, stats=s, settings=settings, rates=rates,
                         priorities=priorities, workers=len(alive), concurrency=concurrency,
                         handler_time=handler_time, desired_workers=desired, wait=waits,
-                        handler=handlers)
+                        handler=handlers, autoscalers=list(autoscalers or []),
+                        decisions=list(decisions or []))
+
+
+def ceiling(latest: list[AutoscalerInfo]) -> int | None:
+    """The saturation point of a queue in worker processes, from the last decision of each
+    of its autoscalers seen lately: the sum of their points when every one has one (an
+    autoscaler without one has not found where more workers stop helping)."""
+    if not latest or any(a.ceiling is None for a in latest):
+        return None
+    return sum(a.ceiling or 0 for a in latest)
 
 
 def _q(h: Histogram | None, q: float) -> float | None:

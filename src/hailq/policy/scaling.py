@@ -5,9 +5,12 @@ Little's law sizes the steady state: handler slots busy = arrival rate x handler
 time. On top, the ready backlog should drain within the horizon (the tightest
 service level of the queue, else a minute), and a backlog older than the loosest
 target asks for one worker more than run now. Never below the slots in flight,
-never above what ``max_in_flight`` lets work (or a measured saturation point),
-and at least one whenever work is ready: an autoscaler such as KEDA scales from
-zero on it. PostgreSQL's ``desired_workers`` view (migration 3) computes the same.
+never above what ``max_in_flight`` lets work, nor what a rate limit keeps busy
+(rule 33: ``rate x handler time`` slots; a rate-limited queue is not a saturated one,
+and more workers there would only wait for tokens), nor a saturation point measured
+by ``hailq autoscale``, and at least one whenever work is ready: an autoscaler such
+as KEDA scales from zero on it. PostgreSQL's ``desired_workers`` view (migration 4)
+computes the same.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Demand:
     slo: tuple[float, ...] = ()  # the queue's service-level targets, in seconds
     max_in_flight: int | None = None
     ceiling: int | None = None  # a saturation point measured by an autoscaler
+    rate: float | None = None  # the queue's rate limit, messages per second
 
 
 def desired_workers(d: Demand) -> int:
@@ -54,6 +58,8 @@ def desired_workers(d: Demand) -> int:
         wanted = max(wanted, d.workers + 1)  # already late: more than there are now
     if d.max_in_flight is not None:  # more workers than the cap lets work only idle
         wanted = min(wanted, max(math.ceil(d.max_in_flight / per_worker), 1))
+    if d.rate is not None and d.handler_time is not None:  # the limit keeps so many busy
+        wanted = min(wanted, max(math.ceil(d.rate * d.handler_time / per_worker - 1e-9), 1))
     if d.ceiling is not None:
         wanted = min(wanted, max(d.ceiling, 1))
     return max(wanted, 0)

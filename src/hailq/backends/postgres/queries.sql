@@ -937,3 +937,31 @@ SELECT count(*) FROM (
                       WHERE strpos(e ->> 'error', %(error)s::text) > 0))
     LIMIT %(cap)s
 ) AS matching;
+
+-- name: autoscale_record
+-- Rule 24: one decision of an autoscaler, on the database's clock.
+INSERT INTO {schema}.autoscale (autoscaler, queue, host, pid, at, workers, desired,
+                                decision, reason, ceiling, minimum, maximum, throughput,
+                                handler_time)
+VALUES (%(autoscaler)s, %(queue)s, %(host)s, %(pid)s, {schema}.epoch(), %(workers)s,
+        %(desired)s, %(decision)s, %(reason)s, %(ceiling)s, %(minimum)s, %(maximum)s,
+        %(throughput)s, %(handler_time)s);
+
+-- name: autoscale_prune
+DELETE FROM {schema}.autoscale WHERE at < {schema}.epoch() - %(keep)s;
+
+-- name: autoscale_list
+-- The last decisions, newest first, of one queue's autoscalers (or every queue's).
+SELECT autoscaler, queue, host, pid, workers, desired, decision, reason, at, ceiling,
+       minimum, maximum, throughput, handler_time
+FROM {schema}.autoscale
+WHERE (%(queue)s::text IS NULL OR queue = %(queue)s) AND at >= %(since)s
+ORDER BY seq DESC LIMIT %(limit)s;
+
+-- name: autoscale_latest
+-- The last decision of each autoscaler seen since %(since)s, by queue.
+SELECT DISTINCT ON (queue, autoscaler) autoscaler, queue, host, pid, workers, desired,
+       decision, reason, at, ceiling, minimum, maximum, throughput, handler_time
+FROM {schema}.autoscale
+WHERE at >= %(since)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ORDER BY queue, autoscaler, seq DESC;

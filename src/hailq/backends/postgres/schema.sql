@@ -1,4 +1,19 @@
 -- columns: table.column type null default identity
+autoscale seq bigint NO nextval('{schema}.autoscale_seq_seq'::regclass) NO
+autoscale autoscaler text NO  NO
+autoscale queue text NO  NO
+autoscale host text NO  NO
+autoscale pid integer NO  NO
+autoscale at double precision NO  NO
+autoscale workers integer NO  NO
+autoscale desired integer NO  NO
+autoscale decision text NO  NO
+autoscale reason text NO  NO
+autoscale ceiling integer YES  NO
+autoscale minimum integer NO  NO
+autoscale maximum integer NO  NO
+autoscale throughput double precision YES  NO
+autoscale handler_time double precision YES  NO
 counters queue text NO  NO
 counters shard integer NO  NO
 counters sent bigint NO 0 NO
@@ -21,6 +36,8 @@ desired_workers handler_time double precision YES  NO
 desired_workers workers integer YES  NO
 desired_workers concurrency integer YES  NO
 desired_workers at double precision YES  NO
+desired_workers rate_per_second double precision YES  NO
+desired_workers ceiling integer YES  NO
 hailq_schema_version version integer NO  NO
 hailq_schema_version name text NO  NO
 hailq_schema_version applied_at timestamp with time zone NO now() NO
@@ -116,6 +133,9 @@ workers last_seen double precision NO  NO
 workers state text NO  NO
 
 -- indexes
+CREATE INDEX autoscale_at ON {schema}.autoscale USING btree (at)
+CREATE UNIQUE INDEX autoscale_pkey ON {schema}.autoscale USING btree (seq)
+CREATE INDEX autoscale_queue ON {schema}.autoscale USING btree (queue, at)
 CREATE UNIQUE INDEX counters_pkey ON {schema}.counters USING btree (queue, shard)
 CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
 CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)

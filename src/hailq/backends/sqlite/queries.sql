@@ -728,3 +728,30 @@ SELECT count(*) FROM (
           WHERE instr(json_extract(e.value, '$.error'), :error) > 0))
     LIMIT :cap
 );
+
+-- name: autoscale_record
+-- Rule 24: one decision of an autoscaler, on the database's clock.
+INSERT INTO hailq_autoscale (autoscaler, queue, host, pid, at, workers, desired, decision,
+                             reason, ceiling, minimum, maximum, throughput, handler_time)
+VALUES (:autoscaler, :queue, :host, :pid, :now, :workers, :desired, :decision, :reason,
+        :ceiling, :minimum, :maximum, :throughput, :handler_time);
+
+-- name: autoscale_prune
+DELETE FROM hailq_autoscale WHERE at < :now - :keep;
+
+-- name: autoscale_list
+-- The last decisions, newest first, of one queue's autoscalers (or every queue's).
+SELECT autoscaler, queue, host, pid, workers, desired, decision, reason, at, ceiling,
+       minimum, maximum, throughput, handler_time
+FROM hailq_autoscale
+WHERE (:queue IS NULL OR queue = :queue) AND at >= :since
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: autoscale_latest
+-- The last decision of each autoscaler seen since :since, by queue.
+SELECT autoscaler, queue, host, pid, workers, desired, decision, reason, at, ceiling,
+       minimum, maximum, throughput, handler_time
+FROM hailq_autoscale
+WHERE seq IN (SELECT max(seq) FROM hailq_autoscale WHERE at >= :since
+              AND (:queue IS NULL OR queue = :queue) GROUP BY autoscaler)
+ORDER BY queue, autoscaler;

@@ -1,3 +1,9 @@
+-- index hailq_autoscale_at
+CREATE INDEX hailq_autoscale_at ON hailq_autoscale (at);
+
+-- index hailq_autoscale_queue
+CREATE INDEX hailq_autoscale_queue ON hailq_autoscale (queue, at);
+
 -- index hailq_dedup_expires
 CREATE INDEX hailq_dedup_expires ON hailq_dedup (expires_at);
 
@@ -15,6 +21,25 @@ CREATE INDEX hailq_messages_ready ON hailq_messages (queue, sort_key, seq) WHERE
 
 -- index hailq_messages_scheduled
 CREATE INDEX hailq_messages_scheduled ON hailq_messages (queue, available_at) WHERE state = 'scheduled';
+
+-- table hailq_autoscale
+CREATE TABLE hailq_autoscale (
+    seq INTEGER PRIMARY KEY,
+    autoscaler TEXT NOT NULL,      -- host:pid:queue
+    queue TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    at REAL NOT NULL,
+    workers INTEGER NOT NULL,      -- processes it runs from this decision on
+    desired INTEGER NOT NULL,      -- what the backlog asks, within its bounds
+    decision TEXT NOT NULL,        -- grow, shrink or hold
+    reason TEXT NOT NULL,
+    ceiling INTEGER,               -- the measured saturation point, while it holds
+    minimum INTEGER NOT NULL,
+    maximum INTEGER NOT NULL,
+    throughput REAL,               -- completions per second in its last window
+    handler_time REAL              -- mean handler seconds in its last window
+);
 
 -- table hailq_counters
 CREATE TABLE hailq_counters (

@@ -1,0 +1,56 @@
+"""The decisions of ``hailq autoscale`` (rule 24) in the broker's database: a mixin of
+``SqlBackend`` over ``self.dialect``. One row per tick of each autoscaler, kept an hour."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from hailq.models import AutoscalerInfo
+
+if TYPE_CHECKING:
+    from hailq.backends.dialect import Dialect, Tx
+
+KEEP = 3600.0  # seconds decisions are kept
+
+
+class AutoscaleStore:
+    """``autoscale_record`` and ``autoscale_list`` of the Backend seam."""
+
+    dialect: Dialect
+
+    def autoscale_record(self, info: AutoscalerInfo) -> None:
+        args = {"autoscaler": info.id, "queue": info.queue, "host": info.host,
+                "pid": info.pid, "workers": info.workers, "desired": info.desired,
+                "decision": info.decision, "reason": info.reason, "ceiling": info.ceiling,
+                "minimum": info.minimum, "maximum": info.maximum,
+                "throughput": info.throughput, "handler_time": info.handler_time}
+
+        def record(tx: Tx) -> None:
+            with tx.atomic():
+                tx.exec("autoscale_record", {**args, "now": tx.now})
+                tx.exec("autoscale_prune", {"keep": KEEP, "now": tx.now})
+
+        self.dialect.work(record, durable=False)
+
+    def autoscale_list(self, queue: str | None, since: float, limit: int | None = None
+                       ) -> list[AutoscalerInfo]:
+        """With ``limit``: the last decisions newest first; without: each autoscaler's
+        last decision. Only decisions at ``since`` or later; a read."""
+        def look(tx: Tx) -> Sequence[Sequence[Any]]:
+            if limit is None:
+                return tx.run("autoscale_latest", {"queue": queue, "since": since})
+            return tx.run("autoscale_list", {"queue": queue, "since": since,
+                                             "limit": limit})
+
+        return [_info(r) for r in self.dialect.read(look)]
+
+
+def _info(row: Sequence[Any]) -> AutoscalerInfo:
+    i, q, host, pid, workers, desired, decision, reason, at, ceiling, lo, hi, tput, ht = row
+    return AutoscalerInfo(
+        id=str(i), queue=str(q), host=str(host), pid=int(pid), workers=int(workers),
+        desired=int(desired), decision=str(decision), reason=str(reason), at=float(at),
+        ceiling=None if ceiling is None else int(ceiling), minimum=int(lo), maximum=int(hi),
+        throughput=None if tput is None else float(tput),
+        handler_time=None if ht is None else float(ht))
