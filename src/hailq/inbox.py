@@ -19,6 +19,7 @@ from typing import Any
 from hailq._time import Duration, seconds
 from hailq.codec import check_key
 from hailq.errors import InvalidArgument
+from hailq.observe import inbox_use
 from hailq.settings import check_name
 
 _CREATE = (
@@ -54,6 +55,7 @@ class Inbox:
     def record(self, message_id: str) -> bool:
         """Record ``message_id`` in the current transaction; False if it was already there."""
         check_key(message_id, "message_id")
+        inbox_use.note(message_id)
         cur = self._conn.execute(self._sql(
             "INSERT INTO hailq_inbox (consumer, message_id, processed_at) VALUES (?, ?, ?) "
             "ON CONFLICT (consumer, message_id) DO NOTHING"),
@@ -62,6 +64,7 @@ class Inbox:
 
     def seen(self, message_id: str) -> bool:
         """True if ``message_id`` was recorded (and committed, or recorded in this transaction)."""
+        inbox_use.note(message_id)
         cur = self._conn.execute(self._sql(
             "SELECT 1 FROM hailq_inbox WHERE consumer = ? AND message_id = ?"),
             (self.consumer, message_id))

@@ -46,6 +46,7 @@ from hailq.errors import InvalidArgument, LeaseLost
 from hailq.ids import check_message_id, parse_receipt
 from hailq.message import Message
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
+from hailq.observe import inbox_use
 from hailq.policy.retry import backoff
 from hailq.settings import QueueSettings, check_overrides, parse_overrides
 
@@ -171,7 +172,9 @@ class Queue:
     @contextmanager
     def ack_transaction(self, receipt: str | Message) -> Iterator[Any]:
         """See ``Message.transaction``."""
-        with self._backend.message_ack_transaction(self._receipt(receipt)) as conn:
+        lease = self._receipt(receipt)
+        inbox_use.note(lease.message_id)  # exactly-once effect: hailq doctor's rule 26
+        with self._backend.message_ack_transaction(lease) as conn:
             yield conn
 
     def nack(self, receipt: str, delay: Duration | None = None, error: str | None = None,
@@ -306,6 +309,8 @@ class Queue:
         and change nothing."""
         if not isinstance(reset, bool):
             raise InvalidArgument("reset must be True or False")
+        if "rate" in settings and settings["rate"] is None:
+            settings.setdefault("burst", None)  # no rate, no burst: the limit goes whole
         changes = check_overrides(settings)
         record = self._backend.queue_configure(QueueConfigureParams(
             self.name, json.dumps(changes, sort_keys=True), reset))

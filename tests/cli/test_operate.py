@@ -61,6 +61,20 @@ def test_configure_refuses_bad_values_and_changes_nothing(
     assert api_any.get_queue("claims").overrides == {}
 
 
+def test_rule_33_configure_sets_and_lifts_a_rate_limit_and_bad_rates_change_nothing(
+        hq_any: Hailq, api_any: hailq.Broker) -> None:
+    api_any.queue("results")
+    shown = hq_any("configure", "results", "--rate", "20/s", "--burst", "4", "--json").json()
+    assert (shown["settings"]["rate"], shown["settings"]["burst"]) == ("20/s", 4)
+    assert api_any.get_queue("results").settings.rate == "20/s"  # what consumers read
+    for args in (["--rate", "abc"], ["--rate", "0/s"], ["--burst", "0"]):
+        hq_any("configure", "results", *args).assert_clean_error(2)
+    assert api_any.get_queue("results").overrides == {"rate": "20/s", "burst": 4}
+    lifted = hq_any("configure", "results", "--rate", "none", "--json").json()
+    assert (lifted["settings"]["rate"], lifted["settings"]["burst"]) == (None, None)
+    assert api_any.get_queue("results").settings.rate is None
+
+
 def test_delete_is_refused_while_the_queue_holds_messages_unless_forced(
         hq_any: Hailq, api_any: hailq.Broker) -> None:
     kill_messages(api_any, "claims", [1], ["boom"])  # one dead message is enough

@@ -219,7 +219,7 @@ class BucketAdd(NamedTuple):
     """One histogram bucket grows: ``n`` more observations summing ``total`` seconds."""
 
     queue: str
-    kind: Literal["wait", "handler"]
+    kind: Literal["wait", "handler", "inbox"]  # inbox: runs whose handler used one (le 0)
     priority: int
     le: float  # the bucket's upper bound; math.inf for the last
     n: int

@@ -14,7 +14,7 @@ from hailq.cli.output import age, preview, record
 
 # The settings `hailq configure` can override, in the order they are shown.
 SHOWN = ("lease", "max_attempts", "max_in_flight", "aging", "on_dead", "dedup_window",
-         "max_message_size", "retry")
+         "max_message_size", "rate", "burst", "retry")
 
 
 @click.command("pause")
@@ -85,25 +85,34 @@ class OrNone(click.ParamType):  # type: ignore[type-arg]  # click's generic argu
               help="How long a dedup id is remembered.")
 @click.option("--max-message-size", type=click.IntRange(1, 64 * 1024 * 1024), metavar="BYTES",
               help="Largest encoded body accepted.")
+@click.option("--rate", metavar="RATE|none",
+              help="Rate limit summed over every consumer, such as 100/s, 600/m or "
+                   "1000/h; 'none' for no limit (its burst goes with it).")
+@click.option("--burst", type=OrNone(click.IntRange(1, 1_000_000)), metavar="N|none",
+              help="Messages that may start at once under the rate limit; 'none' for "
+                   "one second's worth.")
 @click.option("--reset", is_flag=True,
               help="Clear every override first: back to what code declares.")
 @common_options
 def configure(queue_name: str, lease: float | None, max_attempts: int | None,
               max_in_flight: Any, aging: Any, on_dead: str | None,
               dedup_window: float | None, max_message_size: int | None,
-              reset: bool) -> None:
+              rate: str | None, burst: Any, reset: bool) -> None:
     """Override settings of QUEUE, or show them (no option given).
 
     Overrides are the operator's, kept apart from what code declares: a worker
     that starts, or the next deploy's broker.queue(...), does not undo them. The
     effective settings are the declared ones with each overridden setting
     replaced; running consumers obey lease, attempts, cap, aging and on-dead
-    within a second. --reset clears every override (given with options, it
-    clears them and then sets those). The table marks overridden settings.
+    within a second, and a rate limit (--rate, --burst) as well. --reset clears
+    every override (given with options, it clears them and then sets those). The
+    table marks overridden settings.
     """
     given = {"lease": lease, "max_attempts": max_attempts, "max_in_flight": max_in_flight,
              "aging": aging, "on_dead": on_dead, "dedup_window": dedup_window,
-             "max_message_size": max_message_size}
+             "max_message_size": max_message_size,
+             "rate": None if rate is None else ("none" if rate.lower() == "none" else rate),
+             "burst": burst}
     changes = {k: (None if v == "none" else v) for k, v in given.items() if v is not None}
     app = current_app()
     with app.broker() as broker:

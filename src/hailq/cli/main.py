@@ -34,6 +34,7 @@ LAZY_COMMANDS = {
     "autoscale": ("hailq.cli.commands_autoscale", "autoscale_command"),
     "bench": ("hailq.bench.command", "bench_command"),
     "demo": ("hailq.demo.command", "demo_command"),
+    "doctor": ("hailq.cli.commands_doctor", "doctor"),
     "schedules": ("hailq.cli.commands_schedules", "schedules"),
     "scheduler": ("hailq.cli.commands_schedules", "scheduler"),
     "serve": ("hailq.cli.commands_serve", "serve"),
@@ -102,7 +103,8 @@ def cli() -> None:
     anything was done (unknown option, bad value, body, message, URL or
     worker target, a URL whose backend is not installed); 1 a failure while
     doing it (database unreachable, no such database file, queue or topic,
-    ...); 130 interrupted. Passwords in URLs are never printed.
+    ...); 3 'hailq doctor' found something; 130 interrupted. Passwords in URLs
+    are never printed.
     """
 
 

@@ -54,6 +54,16 @@ class Rates:
 
 
 @dataclass(frozen=True)
+class Slot:
+    """What the workers finished in one stored slot of ``SLOT`` seconds from ``start``,
+    all priorities together: the series ``hailq doctor`` reads a plateau from."""
+
+    start: float
+    finished: int  # handler runs that ended (acked or failed)
+    handler_seconds: float  # their handler time, summed
+
+
+@dataclass(frozen=True)
 class QueueFigures:
     """Everything a queue reports, as of ``at`` on the broker's clock."""
 
@@ -71,6 +81,8 @@ class QueueFigures:
     handler: dict[int, Histogram] = field(default_factory=dict)
     autoscalers: list[AutoscalerInfo] = field(default_factory=list)  # each one's last
     decisions: list[AutoscalerInfo] = field(default_factory=list)  # the last few, newest first
+    inbox_runs: int = 0  # handler runs that used an inbox or an ack transaction (rule 26)
+    slots: list[Slot] = field(default_factory=list)  # the last minutes, oldest first
 
     def record(self) -> dict[str, Any]:
         """As JSON: the stats' fields, then the figures; per priority a list of objects."""
@@ -96,8 +108,12 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
     slo = settings.slo or {}
     wait: dict[int, list[tuple[float, int, float]]] = {}
     handler: dict[int, list[tuple[float, int, float]]] = {}
+    inbox_runs = 0
     for kind, priority, le, n, total in rows.buckets:
-        (wait if kind == "wait" else handler).setdefault(priority, []).append((le, n, total))
+        if kind == "inbox":
+            inbox_runs += n
+        elif kind in ("wait", "handler"):
+            (wait if kind == "wait" else handler).setdefault(priority, []).append((le, n, total))
     bounds = bounds_for(slo)
     waits = {p: Histogram.of(b, bounds) for p, b in wait.items()}
     handlers = {p: Histogram.of(b, bounds) for p, b in handler.items()}
@@ -106,7 +122,11 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
     acked = {w: 0 for w in WINDOWS}
     finished, seconds = 0, 0.0
     first_slot = {w: int((now - w) // SLOT) for w in WINDOWS}
+    series: dict[int, list[float]] = {}  # slot -> finished, handler seconds
     for slot, priority, started, ok, failed, breaches, handler_total in rows.rates:
+        point = series.setdefault(slot, [0, 0.0])
+        point[0] += ok + failed
+        point[1] += handler_total
         cell = recent.setdefault(priority, [0.0, 0.0])
         if slot >= first_slot[60.0]:
             cell[0] += started
@@ -162,7 +182,9 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
                         priorities=priorities, workers=len(alive), concurrency=concurrency,
                         handler_time=handler_time, desired_workers=desired, wait=waits,
                         handler=handlers, autoscalers=list(autoscalers or []),
-                        decisions=list(decisions or []))
+                        decisions=list(decisions or []), inbox_runs=inbox_runs,
+                        slots=[Slot(slot * SLOT, int(f), t)
+                               for slot, (f, t) in sorted(series.items())])
 
 
 def ceiling(latest: list[AutoscalerInfo]) -> int | None:

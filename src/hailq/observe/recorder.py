@@ -58,8 +58,9 @@ class FigureRecorder:
         return time.time() + self._offset
 
     def observe(self, queue: str, priority: int, wait: float, handler: float,
-                ok: bool) -> None:
-        """One handler run: its message waited ``wait`` s and ran ``handler`` s."""
+                ok: bool, inbox: bool = False) -> None:
+        """One handler run: its message waited ``wait`` s and ran ``handler`` s; ``inbox``:
+        the handler used an inbox or an ack transaction (``hailq doctor``, rule 26)."""
         wait = max(wait, 0.0)
         if self._process is not None:
             self._process.observe(queue, handler, ok)
@@ -71,6 +72,8 @@ class FigureRecorder:
                 cell = self._buckets.setdefault((queue, kind, priority, le), [0, 0.0])
                 cell[0] += 1
                 cell[1] += value
+            if inbox:  # counted as a bucket of its own kind: no schema change
+                self._buckets.setdefault((queue, "inbox", priority, 0.0), [0, 0.0])[0] += 1
             rate = self._rates.setdefault((queue, priority), [0, 0, 0, 0, 0.0])
             rate[0] += 1
             rate[1 if ok else 2] += 1

@@ -31,6 +31,7 @@ from typing import Literal
 
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
+from hailq.observe import inbox_use
 from hailq.observe.process import ProcessSeries, ProcessServer
 from hailq.observe.recorder import FigureRecorder
 from hailq.queue import Message, Queue
@@ -214,6 +215,7 @@ class Worker:
         error: BaseException | None = None
         waited = services.figures.now() - message.available_at  # rule 25: wait and run
         began = time.monotonic()
+        inbox_use.begin(message.id)
         try:
             try:
                 call_handler(handler, message, services.loop, running)
@@ -222,7 +224,8 @@ class Worker:
         except BaseException as exc:  # a handler's failure, whatever it is, fails the message
             error = exc
         services.figures.observe(message.queue, message.priority, waited,
-                                 time.monotonic() - began, error is None)
+                                 time.monotonic() - began, error is None,
+                                 inbox_use.end(message.id))
         services.watchdog.forget(running)
         services.keeper.release(message)
         if not self._inflight.settle(message):

@@ -1,0 +1,38 @@
+"""Whether a worker's handler ran with an inbox (rules 21, 22, 26).
+
+``hailq doctor`` calls redelivered messages a duplicate-effect risk only on
+queues whose handlers record nothing: it needs to know, from the stored figures,
+whether handlers use ``hailq.inbox`` or settle in ``message.transaction()``. The
+worker marks each message it runs (``begin``); the inbox and the ack transaction
+``note`` the message id they are given; the worker reads the mark back when the
+handler ends (``end``) and counts the run. Keyed by message id, not by thread or
+context, so async handlers on the event loop thread are seen too. Outside a
+worker (no run begun) ``note`` does nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+_lock = threading.Lock()
+_running: dict[str, bool] = {}  # message id -> an inbox was used during its run
+
+
+def begin(message_id: str) -> None:
+    """A handler starts on ``message_id`` in this process."""
+    with _lock:
+        _running[message_id] = False
+
+
+def note(message_id: str) -> None:
+    """An inbox (or an ack transaction) was used for ``message_id``."""
+    if message_id in _running:  # the unlocked look keeps consumers without a worker cheap
+        with _lock:
+            if message_id in _running:
+                _running[message_id] = True
+
+
+def end(message_id: str) -> bool:
+    """The handler on ``message_id`` ended; True if it used an inbox meanwhile."""
+    with _lock:
+        return _running.pop(message_id, False)
