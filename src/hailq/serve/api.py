@@ -90,8 +90,8 @@ OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
     ("GET", "/api/schedules", api_topics.list_schedules,
      Doc("Periodic schedules", "read", response="Schedules", statuses=(503,))),
     ("GET", "/api/autoscalers", api_topics.list_autoscalers,
-     Doc("Autoscaler decisions (none recorded yet)", "read", response="Autoscalers",
-         statuses=())),
+     Doc("Each autoscaler's last decision (of one queue: also its last decisions)",
+         "read", response="Autoscalers", query=(_ONE_QUEUE,), statuses=(400, 503))),
 ]
 
 
