@@ -399,6 +399,9 @@ class PostgresDialect(Dialect):
         try:
             return fn(_Tx(conn, self._q_durable, joined=True,
                           prepare=None if self._prepare else False))
+        except _NOT_PREPARED as exc:
+            self._stop_preparing()  # the caller's transaction failed; its retry is unprepared
+            raise self._storage_error(exc) from None
         except psycopg.Error as exc:
             raise self._storage_error(exc) from None
 
