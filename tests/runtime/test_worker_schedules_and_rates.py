@@ -92,3 +92,16 @@ def test_rule_33_an_operator_changes_the_rate_while_worker_processes_run(
     wait_for(lambda: len(done(effects)) == 310, timeout=60, what="the lifted limit")
     _stop(*workers)
     assert results.stats().ready == 0
+
+
+def test_rule_35_a_worker_told_not_to_runs_no_scheduler(
+        broker: hailq.Broker, start_worker: StartWorker) -> None:
+    quiet = start_worker("handlers:periodic_app", "-q", "chores", "--no-scheduler")
+    wait_for(lambda: broker.workers(), timeout=60, what="the worker to register")
+    time.sleep(3)  # three slots of the app's schedule go by
+    assert _fired(broker) == 0
+    assert "ticks" not in [q.name for q in broker.queues()] or \
+        broker.get_queue("ticks").stats().sent == 0
+    talkative = start_worker("handlers:periodic_app", "-q", "chores")
+    wait_for(lambda: _fired(broker) >= 1, timeout=60, what="the other worker's scheduler")
+    _stop(quiet, talkative)
