@@ -43,7 +43,7 @@ import pytest
 import hailq
 
 from .ledger import EffectStore, Ledger, Report, check_queue
-from .pgserver import IN_CI, PG_BIN, _as_postgres, _free_port
+from .pgserver import IN_CI, PG_BIN, as_postgres, free_port
 from .workers import send_numbered, unfinished
 
 NS_PREFIX = "hailq-h"
@@ -245,7 +245,7 @@ class NetServer:
 
     def _ctl(self, *args: str) -> None:
         subprocess.run(["taskset", "-c", str(self.core),
-                        *_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l",
+                        *as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l",
                                        str(self.log), "-w", "-t", "60", *args])],
                        capture_output=True, text=True, timeout=90, check=True)
 
@@ -305,9 +305,9 @@ def start_server(rig: HostRig, *, core: int = 0,
     (base / "owner").write_text(str(os.getpid()))
     shutil.chown(base, "postgres", "postgres")
     os.chmod(base, 0o700)
-    server = NetServer(base=base, port=_free_port(), addresses=addresses, core=core)
+    server = NetServer(base=base, port=free_port(), addresses=addresses, core=core)
     try:
-        done = subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(server.data),
+        done = subprocess.run(as_postgres([str(PG_BIN / "initdb"), "-D", str(server.data),
                                             "-U", "postgres", "-A", "trust", "--no-sync",
                                             "-E", "UTF8"]),
                               capture_output=True, text=True, timeout=120)

@@ -310,6 +310,16 @@ def test_rule_25_workers_schedules_autoscalers_desired_workers(admin: httpx.Clie
     assert [(s["name"], s["body"], s["every"]) for s in schedules] == [("tick", {"tick": True},
                                                                          60.0)]
     assert admin.get("/api/autoscalers").json() == {"autoscalers": []}
+    for workers, action in ((1, "grow"), (2, "hold")):
+        broker.record_autoscale(hailq.AutoscalerInfo(
+            "host-a:7:jobs", "jobs", "host-a", 7, workers, 2, action, f"{action} it", 0.0,
+            ceiling=4, minimum=1, maximum=8, throughput=12.5, handler_time=0.2))
+    [last] = admin.get("/api/autoscalers").json()["autoscalers"]
+    assert (last["queue"], last["workers"], last["decision"], last["ceiling"]) == \
+        ("jobs", 2, "hold", 4)
+    one = admin.get("/api/autoscalers", params={"queue": "jobs"}).json()
+    assert [d["decision"] for d in one["decisions"]] == ["hold", "grow"]  # newest first
+    assert admin.get("/api/autoscalers", params={"queue": "no such!"}).status_code == 400
     admin.post("/api/queues/jobs/messages", json={"body": 1})
     doc = admin.get("/api/desired_workers").json()
     assert [q["queue"] for q in doc["queues"]] == ["jobs"] and doc["queues"][0]["ready"] == 1

@@ -291,7 +291,15 @@ def test_topics_workers_and_autoscalers(page: httpx.Client, broker: hailq.Broker
                                         "running"))
     workers = page.get("/workers").text
     assert "w-1" in workers and "host-a" in workers and "running" in workers
-    assert "No autoscaler decisions recorded" in page.get("/autoscalers").text
+    assert "No autoscaler decided" in page.get("/autoscalers").text
+    broker.queue("audit")
+    broker.record_autoscale(hailq.AutoscalerInfo(
+        "host-a:7:audit", "audit", "host-a", 7, 3, 4, "grow",
+        "probing 3: backlog <b>500</b>", 0.0, ceiling=None, minimum=1, maximum=8))
+    shown = page.get("/autoscalers").text
+    row = shown.split('id="autoscalers"')[1].split("</tr>")[1]
+    assert "host-a:7" in row and "grow" in row and "1–8" in row
+    assert "&lt;b&gt;500&lt;/b&gt;" in shown and "<b>500</b>" not in shown  # escaped
 
 
 def test_rule_32_a_message_looked_up_by_id(page: httpx.Client, broker: hailq.Broker) -> None:

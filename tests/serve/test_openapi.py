@@ -1,6 +1,7 @@
 """Schemathesis against ``/openapi.json`` of a running server, on SQLite and PostgreSQL:
-for generated requests to every operation, no 5xx, and every response (status, content
-type, body) as the document says."""
+generated requests to every operation, valid and invalid ones, under Schemathesis'
+default checks: no 5xx; status, content type, headers and body as the document says;
+valid data accepted and invalid data refused."""
 
 from __future__ import annotations
 
@@ -8,20 +9,14 @@ import hypothesis
 import pytest
 import schemathesis
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    negative_data_rejection,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 import hailq
 
 from .conftest import ADMIN, Server, Start
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance, negative_data_rejection]
+# What uvicorn itself answers to bytes that are no HTTP request (a negative case may
+# send a header without a name): the app never sees them.
+NOT_HTTP = "Invalid HTTP request received."
 
 
 @pytest.fixture
@@ -40,22 +35,44 @@ def test_openapi_no_5xx_and_responses_match_the_schema(fuzzed: Server) -> None:
     bounded so the run takes well under a minute per backend."""
     auth = {"Authorization": f"Bearer {ADMIN}"}
     schema = schemathesis.openapi.from_url(f"{fuzzed.base}/openapi.json", headers=auth)
+    # A queue the run declares with a tiny max_message_size answers a later send with
+    # 413, whether the rest of it was valid or not: too large for that queue's setting.
+    for check in (schema.config.checks.positive_data_acceptance,
+                  schema.config.checks.negative_data_rejection):
+        check.expected_statuses = [*check.expected_statuses, "413"]
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 30
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-
-            @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
-            @hypothesis.settings(max_examples=10, deadline=None, database=None,
-                                 suppress_health_check=list(hypothesis.HealthCheck),
-                                 phases=[hypothesis.Phase.generate])
-            def run(case: schemathesis.Case) -> None:
-                case.call_and_validate(base_url=fuzzed.base, checks=CHECKS, headers=auth)
-
             try:
-                run()
+                _fuzz(operation, mode, fuzzed.base, auth)
             except hypothesis.errors.Unsatisfiable:
                 # Nothing to get wrong: an operation with no parameters and no body.
                 assert mode is GenerationMode.NEGATIVE, operation.label
                 assert not operation.body and not list(operation.iter_parameters()), \
                     operation.label
+
+
+def _fuzz(operation: schemathesis.APIOperation, mode: GenerationMode, base: str,
+          auth: dict[str, str]) -> None:
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
+    @hypothesis.settings(max_examples=15, deadline=None, database=None,
+                         suppress_health_check=list(hypothesis.HealthCheck),
+                         phases=[hypothesis.Phase.generate])
+    def run(case: schemathesis.Case) -> None:
+        # The one rule of a valid body that JSON Schema cannot state: a retry policy's
+        # base must not exceed its max (400 when it does).
+        hypothesis.assume(mode is GenerationMode.NEGATIVE or _retry_in_order(case.body))
+        response = case.call(base_url=base, headers=auth)
+        if response.status_code == 400 and response.text == NOT_HTTP:
+            return
+        case.validate_response(response, headers=auth)
+
+    run()
+
+def _retry_in_order(body: object) -> bool:
+    settings = body.get("settings", body) if isinstance(body, dict) else None
+    retry = settings.get("retry") if isinstance(settings, dict) else None
+    if not isinstance(retry, dict):
+        return True
+    return bool(retry.get("base", 1.0) <= retry.get("max", 300.0))

@@ -170,10 +170,12 @@ def test_rule_29_foreign_host_is_refused(server: Server, broker: hailq.Broker) -
 
 
 def test_rule_29_allow_host_names_more_hosts(start: Start) -> None:
-    server = start(allow_hosts=("queue.internal",))
+    server = start(allow_hosts=("queue.internal",), host="0.0.0.0")
     c = server.client(ADMIN)
     assert c.get("/api/queues", headers={"Host": "queue.internal:8642"}).status_code == 200
     assert c.get("/api/queues", headers={"Host": "other.internal"}).status_code == 403
+    # The wildcard address it was bound to is no name to answer for.
+    assert c.get("/api/queues", headers={"Host": "0.0.0.0:8642"}).status_code == 403
 
 
 def test_rule_29_login_link_sets_an_httponly_strict_cookie(server: Server) -> None:

@@ -54,8 +54,9 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     refuses any other address without a token. Tokens have roles: admin (every
     action), read (looks only) and client (send, receive, ack, nack, extend,
     publish). Send them as 'Authorization: Bearer TOKEN'; a browser logs in once
-    through the printed link and keeps the token in an HttpOnly cookie. See
-    docs/guides/http-api.md.
+    through the printed link and keeps the token in an HttpOnly cookie. Read and
+    client tokens come from HAILQ_SERVE_READ_TOKEN and HAILQ_SERVE_CLIENT_TOKEN
+    (several may be given, comma-separated). See docs/guides/http-api.md.
     """
     import uvicorn
 
@@ -100,7 +101,9 @@ def _bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before the broker is opened: a taken port fails at
     once with a clear message, and --port 0 shows the port it got."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named outright: asyncio turns Nagle off (TCP_NODELAY) only on sockets
+    # that say so, and with Nagle on every small answer waits 40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

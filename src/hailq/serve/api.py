@@ -10,7 +10,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from hailq.serve import api_dead, api_messages, api_queues, api_topics
-from hailq.serve.schemas import Doc, Param
+from hailq.serve.schemas import TEXT, Doc, Param
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -19,9 +19,11 @@ T = "/api/topics/{topic}"
 _FORCE = Param("force", {"type": "boolean"}, "Delete even if it is not empty.")
 _LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "At most this many.")
 _ONE_QUEUE = Param("queue", {"type": "string"}, "Only this queue.")
-_DEAD = (Param("error", {"type": "string"}, "Text in the last error."),
-         Param("older_than", {"type": "number", "minimum": 0}, "Dead for at least seconds."),
-         Param("ordering_key", {"type": "string"}), _LIMIT)
+_DEAD = (Param("error", TEXT, "Text in the last error."),
+         Param("older_than", {"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400},
+               "Dead for at least seconds."),
+         Param("ordering_key", {"type": "string", "maxLength": 255, "pattern": TEXT["pattern"]}),
+         _LIMIT)
 
 OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
     ("GET", "/api/queues", api_queues.list_queues,
@@ -88,8 +90,8 @@ OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
     ("GET", "/api/schedules", api_topics.list_schedules,
      Doc("Periodic schedules", "read", response="Schedules", statuses=(503,))),
     ("GET", "/api/autoscalers", api_topics.list_autoscalers,
-     Doc("Autoscaler decisions (none recorded yet)", "read", response="Autoscalers",
-         statuses=())),
+     Doc("Each autoscaler's last decision (of one queue: also its last decisions)",
+         "read", response="Autoscalers", query=(_ONE_QUEUE,), statuses=(400, 503))),
 ]
 
 

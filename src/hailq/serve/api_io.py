@@ -27,6 +27,7 @@ T = TypeVar("T")
 MESSAGE_FIELDS = frozenset({"body", "body_base64", "priority", "ordering_key", "delay",
                             "headers", "dedup_id"})
 SETTING_NAMES = frozenset(QueueSettings.__dataclass_fields__)
+INTEGER_SETTINGS = frozenset({"max_attempts", "max_message_size", "max_in_flight", "burst"})
 # Long polls hold a thread each while they wait: they get threads of their own, so a
 # crowd of waiting consumers never starves the other routes of the default pool.
 LONG_POLL_THREADS = 64
@@ -61,7 +62,7 @@ async def body_of(request: Request, allowed: frozenset[str] | None = None) -> di
     """The JSON object of the request body (``{}`` when empty); 400 if it is not one or
     names a field not in ``allowed``."""
     raw = await request.body()
-    if not raw.strip():
+    if not raw:  # no body at all; whitespace is no JSON and is refused below
         return {}
     try:
         data = json.loads(raw)
@@ -86,8 +87,20 @@ def number(data: dict[str, Any], key: str, default: float | None = None) -> floa
     return float(value)
 
 
+def whole(value: Any) -> Any:
+    """JSON's 5.0 is the integer 5 (JSON Schema agrees); anything else as it is."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def settings_of(data: dict[str, Any]) -> dict[str, Any]:
+    """Queue settings of a request, integers written as 5.0 read as 5."""
+    return {k: whole(v) if k in INTEGER_SETTINGS else v for k, v in data.items()}
+
+
 def integer(data: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
-    value = data.get(key, default)
+    value = whole(data.get(key, default))
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgument(f"{key} must be an integer from {low} to {high}, got {value!r}")
     return value
@@ -110,10 +123,10 @@ def flag(data: dict[str, Any], key: str) -> bool:
 
 
 def query_flag(request: Request, key: str) -> bool:
-    value = request.query_params.get(key, "false").lower()
-    if value not in ("true", "false", "1", "0", ""):
+    value = request.query_params.get(key, "false")
+    if value not in ("true", "false"):
         raise InvalidArgument(f"{key} must be true or false, got {value!r}")
-    return value in ("true", "1")
+    return value == "true"
 
 
 def query_int(request: Request, key: str, default: int, low: int, high: int) -> int:
@@ -162,7 +175,7 @@ def envelope(item: object) -> Envelope:
     headers = item.get("headers")
     if headers is not None and not isinstance(headers, dict):
         raise InvalidArgument("headers must be an object of string values")
-    return Envelope(body, priority=item.get("priority", 0),
+    return Envelope(body, priority=whole(item.get("priority", 0)),
                     ordering_key=item.get("ordering_key"), delay=_delay(item),
                     headers=headers, dedup_id=item.get("dedup_id"))
 

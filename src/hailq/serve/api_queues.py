@@ -23,6 +23,7 @@ from hailq.serve.api_io import (
     ok,
     query_flag,
     queue_of,
+    settings_of,
 )
 
 _FIGURES = ("ready", "scheduled", "in_flight", "blocked", "dead", "oldest_ready_age", "sent",
@@ -74,7 +75,7 @@ async def show_queue(request: Request) -> Response:
 async def declare_queue(request: Request) -> Response:
     broker = broker_of(request)
     name = name_param(request, "queue")
-    settings = await body_of(request, SETTING_NAMES)
+    settings = settings_of(await body_of(request, SETTING_NAMES))
     queue = await blocking(lambda: broker.queue(name, **settings))
     return await _show(request, queue)
 
@@ -85,7 +86,7 @@ async def configure_queue(request: Request) -> Response:
     name = name_param(request, "queue")
     data = await body_of(request, SETTING_NAMES | {"reset"})
     reset = flag(data, "reset")
-    settings = {k: v for k, v in data.items() if k != "reset"}
+    settings = settings_of({k: v for k, v in data.items() if k != "reset"})
     queue = await blocking(lambda: broker.configure(name, reset=reset, **settings))
     return await _show(request, queue)
 

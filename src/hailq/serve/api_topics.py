@@ -20,6 +20,7 @@ from hailq.serve.api_io import (
     ok,
     query_flag,
     record,
+    settings_of,
     text,
 )
 
@@ -71,7 +72,8 @@ async def subscribe(request: Request) -> Response:
                               + ", ".join(sorted(SETTING_NAMES)))
 
     def run() -> dict[str, Any]:
-        queue = broker.get_topic(name).subscribe(subscription, wanted, **settings)
+        queue = broker.get_topic(name).subscribe(subscription, wanted,
+                                                 **settings_of(settings))
         return {"topic": name, "subscription": queue.name, "filter": wanted}
 
     return ok(await blocking(run))
@@ -110,5 +112,13 @@ async def list_schedules(request: Request) -> Response:
 
 
 async def list_autoscalers(request: Request) -> Response:
-    """Autoscaler decisions; none are recorded by the broker yet, so the list is empty."""
-    return ok({"autoscalers": []})
+    """The last decision of each ``hailq autoscale`` process of the last hour (rule 24),
+    with ``?queue=NAME`` only that queue's, and then also its last ``decisions``."""
+    broker = broker_of(request)
+    queue = request.query_params.get("queue")
+    latest = await blocking(lambda: broker.autoscalers(queue))
+    doc: dict[str, Any] = {"autoscalers": [record(a) for a in latest]}
+    if queue is not None:
+        recent = await blocking(lambda: broker.autoscale_decisions(queue, 20))
+        doc["decisions"] = [record(a) for a in recent]
+    return ok(doc)

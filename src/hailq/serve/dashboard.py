@@ -237,5 +237,6 @@ async def workers_page(request: Request) -> Response:
 
 
 async def autoscalers_page(request: Request) -> Response:
-    found = await blocking(lambda: data.autoscalers(_broker(request)))
-    return _render(request, "autoscalers.html", title="Autoscalers", decisions=found)
+    latest, recent = await blocking(lambda: data.autoscalers(_broker(request)))
+    return _render(request, "autoscalers.html", title="Autoscalers", latest=latest,
+                   recent=recent)

@@ -15,7 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hailq.broker import Broker
-from hailq.models import AttemptError, DeadMessage, PeekedMessage, WorkerInfo
+from hailq.models import (
+    AttemptError,
+    AutoscalerInfo,
+    DeadMessage,
+    PeekedMessage,
+    WorkerInfo,
+)
 from hailq.observe.figures import ALIVE_FOR, QueueFigures
 from hailq.observe.overview import QueueGlance
 from hailq.queue import Queue
@@ -237,10 +243,16 @@ def workers(broker: Broker) -> tuple[float, list[dict[str, Any]]]:
                  for w in found]
 
 
-def autoscalers(broker: Broker) -> list[dict[str, Any]]:
-    """Autoscaler decisions where the broker records them (none are recorded yet: the
-    page shows its empty state)."""
-    read = getattr(broker, "autoscalers", None)
-    if not callable(read):
-        return []
-    return [asdict(d) if hasattr(d, "__dataclass_fields__") else dict(d) for d in read()]
+def autoscalers(broker: Broker) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each ``hailq autoscale`` process's last decision (rule 24), and the last decisions
+    of their queues, newest first; each with its age on the broker's clock."""
+    now = broker.now()
+    latest = broker.autoscalers()
+    recent = sorted((d for q in sorted({a.queue for a in latest})
+                     for d in broker.autoscale_decisions(q, 20)),
+                    key=lambda d: -d.at)[:50]
+
+    def view(d: AutoscalerInfo) -> dict[str, Any]:
+        return {**asdict(d), "ago": max(now - d.at, 0.0)}
+
+    return [view(d) for d in latest], [view(d) for d in recent]

@@ -9,10 +9,25 @@ from typing import Any
 import hailq
 
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"}
-SECONDS = {"type": "number", "minimum": 0}
-NUMBER_OR_NULL = {"type": ["number", "null"]}
+MESSAGE_ID = {"type": "string", "pattern": r"^[0-9A-HJKMNP-TV-Z]{26}$"}
+RECEIPT = {"type": "string",
+           "pattern": r"^[0-9A-HJKMNP-TV-Z]{26}\.[0-9a-f]{16}(\.[1-9][0-9]{0,17})?$"}
+TEXT = {"type": "string", "pattern": "^[^\u0000]*$"}  # stored in columns: no NUL
+KEY = {"type": ["string", "null"], "minLength": 1, "maxLength": 255,
+       "pattern": "^[^\u0000]*$"}
+BASE64 = {"type": "string", "description": "Bytes, as base64.",
+          "pattern": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"}
+YEAR = 366 * 86400
+LEASE = {"type": "number", "exclusiveMinimum": 0, "maximum": 12 * 3600}
 STRING_OR_NULL = {"type": ["string", "null"]}
-HEADERS = {"type": "object", "additionalProperties": {"type": "string"}}
+NUMBER_OR_NULL = {"type": ["number", "null"]}
+HEADERS = {"type": "object", "maxProperties": 64,
+           "propertyNames": {"minLength": 1, "maxLength": 255, "pattern": "^[^\u0000]*$"},
+           "additionalProperties": {"type": "string", "maxLength": 4096,
+                                    "pattern": "^[^\u0000]*$"}}
+RATE = {"type": ["string", "null"], "description": 'A rate limit such as "100/s", "10/m".',
+        "pattern": r"^(?:[1-9][0-9]{0,5}(?:\.[0-9]{1,6})?|0\.[0-9]{0,5}[1-9])"
+                   r"/(?:s|sec|second|m|min|minute|h|hour)$"}
 
 
 def ref(name: str) -> dict[str, str]:
@@ -29,60 +44,89 @@ def obj(properties: dict[str, Any], required: tuple[str, ...] = (), *,
     return schema
 
 
-_BODY = {"body": {"description": "A JSON value."},
-         "body_base64": {"type": "string", "description": "Bytes, as base64."}}
-_MESSAGE_OUT = {"id": {"type": "string"}, **_BODY, "priority": {"type": "integer"},
-                "ordering_key": STRING_OR_NULL, "headers": HEADERS,
+_SEND_OPTIONS = {"priority": {"type": "integer", "minimum": 0, "maximum": 9},
+                 "ordering_key": KEY, "delay": {"type": "number", "minimum": 0,
+                                                "maximum": YEAR},
+                 "headers": HEADERS, "dedup_id": KEY}
+_BODY_OUT = {"body": {"description": "A JSON value."}, "body_base64": BASE64}
+_MESSAGE_OUT = {"id": {"type": "string"}, **_BODY_OUT, "priority": {"type": "integer"},
+                "ordering_key": STRING_OR_NULL, "headers": {"type": "object"},
                 "attempt": {"type": "integer"}, "enqueued_at": {"type": "number"}}
 _ERRORS = {"type": "array", "items": obj({"attempt": {"type": "integer"},
                                           "error": {"type": "string"},
                                           "at": {"type": "number"}},
                                          ("attempt", "error", "at"))}
+_RETRY = {**obj({"base": {"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400},
+                 "factor": {"type": "number", "minimum": 1, "maximum": 100},
+                 "max": {"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400},
+                 "jitter": {"type": "number", "minimum": 0, "maximum": 1}}),
+          "description": "Backoff after a failed attempt: min(max, base * factor**(n-1)) "
+                         "seconds. base must not exceed max (defaults: base 1, max 300); "
+                         "a pair where it does is refused with 400."}
 _SETTINGS_IN = {
-    "lease": {"type": "number", "description": "Seconds a receive holds a message."},
+    "lease": {**LEASE, "description": "Seconds a receive holds a message."},
     "max_attempts": {"type": "integer", "minimum": 1, "maximum": 1000},
-    "aging": NUMBER_OR_NULL, "retry": {"type": "object"}, "dedup_window": SECONDS,
-    "max_message_size": {"type": "integer"}, "max_in_flight": {"type": ["integer", "null"]},
+    "aging": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 30 * 86400},
+    "retry": _RETRY,
+    "dedup_window": {"type": "number", "minimum": 0, "maximum": 30 * 86400},
+    "max_message_size": {"type": "integer", "minimum": 1, "maximum": 64 * 1024 * 1024},
+    "max_in_flight": {"type": ["integer", "null"], "minimum": 1, "maximum": 1_000_000},
     "on_dead": {"type": "string", "enum": ["continue", "park"]},
-    "rate": STRING_OR_NULL, "burst": {"type": ["integer", "null"]},
-    "slo": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+    "rate": RATE,
+    "burst": {"type": ["integer", "null"], "minimum": 1, "maximum": 1_000_000,
+              "description": "Needs a rate."},
+    "slo": {"type": ["object", "null"], "propertyNames": {"pattern": "^[0-9]$"},
+            "additionalProperties": {"type": "number", "exclusiveMinimum": 0,
+                                     "maximum": 30 * 86400},
+            "description": "Priority (0-9) -> the longest a message of it should wait, "
+                           "in seconds."},
 }
-_FILTER = {"error": {"type": "string", "description": "Text in the last error."},
-           "older_than": {"type": "number", "minimum": 0, "description": "Seconds dead."},
-           "ordering_key": {"type": "string"},
+# A burst needs a rate limit to go with it.
+_BURST_NEEDS_RATE = {"dependentSchemas": {"burst": {"anyOf": [
+    {"properties": {"burst": {"type": "null"}}},
+    {"required": ["rate"], "properties": {"rate": {"type": "string"}}}]}}}
+_FILTER = {"error": {**TEXT, "description": "Text in the last error."},
+           "older_than": {"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400,
+                          "description": "Seconds dead."},
+           "ordering_key": {**KEY, "type": "string"},
            "limit": {"type": "integer", "minimum": 1, "maximum": 100000}}
+_SUB_FILTER = {"type": ["object", "null"], "minProperties": 1,
+               "propertyNames": {"minLength": 1, "pattern": "^[^\u0000]*$"},
+               "additionalProperties": {"anyOf": [
+                   TEXT, {"type": "array", "minItems": 1, "items": TEXT}]},
+               "description": "Header name -> an accepted value or a list of them."}
 
 SCHEMAS: dict[str, Any] = {
     "Error": obj({"error": obj({"code": {"type": "string"}, "message": {"type": "string"}},
                                ("code", "message"))}, ("error",)),
-    "OutgoingMessage": {
-        **obj({**_BODY, "priority": {"type": "integer", "minimum": 0, "maximum": 9},
-               "ordering_key": STRING_OR_NULL, "delay": SECONDS,
-               "headers": HEADERS, "dedup_id": STRING_OR_NULL}),
-        "description": "Exactly one of body and body_base64."},
+    "OutgoingMessage": {"oneOf": [
+        obj({"body": {"description": "Any JSON value."}, **_SEND_OPTIONS}, ("body",)),
+        obj({"body_base64": BASE64, **_SEND_OPTIONS}, ("body_base64",))],
+        "description": "Exactly one of body (a JSON value) and body_base64 (bytes)."},
     "SendRequest": {"oneOf": [ref("OutgoingMessage"), obj(
         {"messages": {"type": "array", "minItems": 1, "maxItems": 1000,
                       "items": ref("OutgoingMessage")}}, ("messages",))]},
     "Ids": obj({"ids": {"type": "array", "items": {"type": "string"}}}, ("ids",)),
     "ReceiveRequest": obj({"max_messages": {"type": "integer", "minimum": 1, "maximum": 1000},
-                           "lease": {"type": ["number", "null"], "exclusiveMinimum": 0},
-                           "wait": SECONDS}),
+                           "lease": {**LEASE, "type": ["number", "null"]},
+                           "wait": {"type": "number", "minimum": 0}}),
     "ReceivedMessage": obj({**_MESSAGE_OUT, "receipt": {"type": "string"},
                             "lease_until": {"type": "number"}},
                            ("id", "receipt", "priority", "headers", "attempt")),
     "Received": obj({"messages": {"type": "array", "items": ref("ReceivedMessage")}},
                     ("messages",)),
     "AckRequest": obj({"receipts": {"type": "array", "minItems": 1, "maxItems": 1000,
-                                    "items": {"type": "string"}}}, ("receipts",)),
+                                    "items": RECEIPT}}, ("receipts",)),
     "AckResults": obj({"results": {"type": "array", "items": obj(
         {"receipt": {"type": "string"}, "acked": {"type": "boolean"},
          "late": {"type": "boolean"}}, ("receipt", "acked", "late"))}}, ("results",)),
-    "NackRequest": obj({"receipt": {"type": "string"}, "delay": NUMBER_OR_NULL,
+    "NackRequest": obj({"receipt": RECEIPT,
+                        "delay": {"type": ["number", "null"], "minimum": 0,
+                                  "maximum": 10 * 365 * 86400},
                         "error": STRING_OR_NULL}, ("receipt",)),
-    "ExtendRequest": obj({"receipt": {"type": "string"}, "seconds": {"type": "number"}},
-                         ("receipt", "seconds")),
-    "Settings": obj(_SETTINGS_IN),
-    "Configure": obj({**_SETTINGS_IN, "reset": {"type": "boolean"}}),
+    "ExtendRequest": obj({"receipt": RECEIPT, "seconds": LEASE}, ("receipt", "seconds")),
+    "Settings": {**obj(_SETTINGS_IN), **_BURST_NEEDS_RATE},
+    "Configure": {**obj({**_SETTINGS_IN, "reset": {"type": "boolean"}}), **_BURST_NEEDS_RATE},
     "Queue": obj({"name": {"type": "string"}, "paused": {"type": "boolean"},
                   "settings": {"type": "object"},
                   "overridden": {"type": "array", "items": {"type": "string"}},
@@ -108,15 +152,16 @@ SCHEMAS: dict[str, Any] = {
     "DeadList": obj({"count": {"type": "integer"}, "count_exact": {"type": "boolean"},
                      "messages": {"type": "array", "items": ref("DeadMessage")}},
                     ("count", "count_exact", "messages")),
-    "DeadFilter": {**obj({**_FILTER, "ids": {"type": "array", "items": {"type": "string"}}}),
-                   "description": "ids, or a filter (error, older_than, ordering_key) "
-                                  "with limit (default 1000)."},
+    "DeadFilter": {"oneOf": [
+        obj({"ids": {"type": "array", "maxItems": 100000, "items": MESSAGE_ID}}, ("ids",)),
+        obj(_FILTER)],
+        "description": "ids, or a filter (error, older_than, ordering_key) with limit "
+                       "(default 1000)."},
     "Topics": obj({"topics": {"type": "array", "items": obj(
         {"name": {"type": "string"}, "subscriptions": {"type": "array", "items": obj(
             {"queue": {"type": "string"}, "filter": {"type": ["object", "null"]}})}})}},
         ("topics",)),
-    "SubscribeRequest": obj({"subscription": NAME,
-                             "filter": {"type": ["object", "null"]},
+    "SubscribeRequest": obj({"subscription": NAME, "filter": _SUB_FILTER,
                              "settings": ref("Settings")}, ("subscription",)),
     "Copies": obj({"copies": {"type": "array", "items": {
         "type": "object", "additionalProperties": {"type": "string"}}}}, ("copies",)),
@@ -127,8 +172,19 @@ SCHEMAS: dict[str, Any] = {
                    ("workers",)),
     "Schedules": obj({"schedules": {"type": "array", "items": {"type": "object"}}},
                      ("schedules",)),
-    "Autoscalers": obj({"autoscalers": {"type": "array", "items": {"type": "object"}}},
+    "Autoscalers": obj({"autoscalers": {"type": "array", "items": ref("Autoscaler")},
+                        "decisions": {"type": "array", "items": ref("Autoscaler")}},
                        ("autoscalers",)),
+    "Autoscaler": obj({
+        "id": {"type": "string"}, "queue": {"type": "string"}, "host": {"type": "string"},
+        "pid": {"type": "integer"}, "workers": {"type": "integer"},
+        "desired": {"type": "integer"},
+        "decision": {"type": "string", "enum": ["grow", "shrink", "hold", "stop"]},
+        "reason": {"type": "string"}, "at": {"type": "number"},
+        "ceiling": {"type": ["integer", "null"]}, "minimum": {"type": "integer"},
+        "maximum": {"type": "integer"}, "throughput": NUMBER_OR_NULL,
+        "handler_time": NUMBER_OR_NULL},
+        ("id", "queue", "workers", "desired", "decision", "reason", "at")),
     "Done": {"type": "object", "description": "What was done, e.g. {\"paused\": true}."},
     "Health": obj({"ok": {"type": "boolean"}}, ("ok",)),
 }
@@ -159,7 +215,7 @@ class Doc:
 def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True,
-         "schema": NAME if name != "message_id" else {"type": "string"}}
+         "schema": MESSAGE_ID if name == "message_id" else NAME}
         for name in _path_names(path)]
     parameters += [{"name": p.name, "in": "query", "required": False, "schema": p.schema,
                     "description": p.description} for p in doc.query]
@@ -183,9 +239,14 @@ def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
     else:
         found["security"] = []
     if doc.request is not None:
-        found["requestBody"] = {"required": False, "content": {
+        found["requestBody"] = {"required": doc.request in _BODY_REQUIRED, "content": {
             "application/json": {"schema": ref(doc.request)}}}
     return found
+
+
+# Requests with nothing to say may have no body at all; these must have one.
+_BODY_REQUIRED = frozenset({"SendRequest", "AckRequest", "NackRequest", "ExtendRequest",
+                            "SubscribeRequest"})
 
 
 def _path_names(path: str) -> list[str]:

@@ -2,9 +2,10 @@
 
 In this order, for every request:
 
+0. ``/healthz`` passes whatever its Host (a probe by IP address; it shows nothing);
 1. a ``Host`` that is not this server's (DNS rebinding) -> 403;
 2. an ``Origin`` of another site -> 403;
-3. ``/healthz`` and ``/login`` pass (``/login`` checks the token it is given);
+3. ``/login`` passes (it checks the token it is given);
 4. a token from ``Authorization: Bearer`` or the ``hailq_token`` cookie, compared in
    constant time; none or an unknown one -> 401;
 5. a cookie-authenticated POST/PUT/PATCH/DELETE without an ``Origin`` (or
@@ -66,7 +67,10 @@ class Tokens:
 
     def __post_init__(self) -> None:
         for name in ("admin", "read", "client"):
-            object.__setattr__(self, name, tuple(t for t in getattr(self, name) if t))
+            given = getattr(self, name)
+            if isinstance(given, str):  # one token, not a sequence of its characters
+                given = (given,)
+            object.__setattr__(self, name, tuple(t for t in given if t))
 
     def role_of(self, token: str) -> Role | None:
         """The role of ``token``, or None. Every known token is compared, in constant
@@ -97,6 +101,9 @@ class Policy:
 
     def __post_init__(self) -> None:
         names = {*LOOPBACK_NAMES, _bare(self.bound_host), *(_bare(h) for h in self.allow_hosts)}
+        # A wildcard bind address is no name anyone reaches the server by; pages that
+        # call http://0.0.0.0:PORT are how sites reach services on a visitor's machine.
+        names -= {"0.0.0.0", "::"}
         object.__setattr__(self, "allowed", frozenset(n.lower() for n in names if n))
 
     def host_allowed(self, host: str) -> bool:
