@@ -25,6 +25,7 @@ from hailq.serve.api_io import (
     queue_of,
     settings_of,
 )
+from hailq.settings import check_name
 
 _FIGURES = ("ready", "scheduled", "in_flight", "blocked", "dead", "oldest_ready_age", "sent",
             "acked", "nacked", "redelivered", "dead_lettered", "late_acks")
@@ -131,6 +132,8 @@ async def desired(request: Request) -> Response:
     broker = broker_of(request)
     found = await blocking(lambda: collect_figures(broker))
     wanted = request.query_params.get("queue")
+    if wanted is not None:
+        check_name(wanted)  # "" or a bad name: 400, as the document says
     doc = desired_workers_of(found, wanted)
     if doc is None:
         raise QueueNotFound(f"no queue named {wanted!r}")
