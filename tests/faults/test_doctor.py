@@ -152,6 +152,7 @@ def deaths(report: dict[str, Any]) -> int:
     return int(found[0]["evidence"]["errors"][0]["workers_died"]) if found else 0
 
 
+@pytest.mark.slow  # workers die and restart until the message dies: .ci/run runs it
 def test_rule_26_poison_message_that_kills_its_workers(url: str, start: Start) -> None:
     """The seed's poison claim: each worker that runs it dies; only the lease ends its
     attempts ("lease expired"). Worker deaths make it poison, not a short lease."""
