@@ -61,6 +61,7 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     import uvicorn
 
     from hailq.serve import Tokens, create_app
+    from hailq.serve.app import close_app
     from hailq.serve.security import is_loopback
 
     if (certfile is None) != (keyfile is None):
@@ -94,7 +95,10 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
         config = uvicorn.Config(app, ssl_certfile=certfile, ssl_keyfile=keyfile,
                                 access_log=False, log_level="warning",
                                 timeout_graceful_shutdown=5, lifespan="off")
-        uvicorn.Server(config).run(sockets=[sock])
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            close_app(app)  # the figures of the last second (lifespan is off)
 
 
 def _bind(host: str, port: int) -> socket.socket:
