@@ -10,7 +10,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from hailq.serve import api_dead, api_messages, api_queues, api_topics
-from hailq.serve.schemas import TEXT, Doc, Param
+from hailq.serve.schemas import NAME, TEXT, Doc, Param
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -18,7 +18,7 @@ Q = "/api/queues/{queue}"
 T = "/api/topics/{topic}"
 _FORCE = Param("force", {"type": "boolean"}, "Delete even if it is not empty.")
 _LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "At most this many.")
-_ONE_QUEUE = Param("queue", {"type": "string"}, "Only this queue.")
+_ONE_QUEUE = Param("queue", NAME, "Only this queue.")
 _DEAD = (Param("error", TEXT, "Text in the error of any attempt."),
          Param("older_than", {"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400},
                "Dead for at least seconds."),
@@ -71,7 +71,7 @@ OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
          "DeadFilter")),
     ("GET", "/api/desired_workers", api_queues.desired,
      Doc("Worker processes each queue wants (for autoscalers)", "read",
-         response="DesiredWorkers", query=(_ONE_QUEUE,), statuses=(404, 503))),
+         response="DesiredWorkers", query=(_ONE_QUEUE,), statuses=(400, 404, 503))),
     ("GET", "/api/topics", api_topics.list_topics,
      Doc("Topics with their subscriptions", "read", response="Topics", statuses=(503,))),
     ("PUT", T, api_topics.declare_topic, Doc("Declare a topic", "admin")),

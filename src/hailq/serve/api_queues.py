@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from hailq.errors import QueueNotFound
+from hailq.errors import InvalidArgument, QueueNotFound
 from hailq.observe.figures import QueueFigures
 from hailq.observe.prometheus import collect_figures, desired_workers_of
 from hailq.queue import Queue
@@ -131,6 +131,8 @@ async def desired(request: Request) -> Response:
     broker = broker_of(request)
     found = await blocking(lambda: collect_figures(broker))
     wanted = request.query_params.get("queue")
+    if wanted == "":
+        raise InvalidArgument("queue must name a queue (leave it out for every queue)")
     doc = desired_workers_of(found, wanted)
     if doc is None:
         raise QueueNotFound(f"no queue named {wanted!r}")
