@@ -108,3 +108,26 @@ def test_rule_25_serve_figures_forget_ended_leases_stay_bounded_and_flush_on_clo
         figures.close()
     by_priority = {p.priority: p for p in queue.figures().priorities}
     assert by_priority[0].started == 3
+
+
+def test_rule_25_hailq_serve_writes_the_last_figures_as_it_stops(broker: hailq.Broker,
+                                                                 url: str) -> None:
+    """A real ``hailq serve`` process stopped with Ctrl-C right after an ack: the figures
+    of its last second are written as it stops, not lost."""
+    from .test_security_cli import Serve
+
+    broker.queue("jobs").send("x")
+    serve = Serve(url, "--token", "t0ken")
+    try:
+        serve.wait_ready()
+        with httpx.Client(base_url=f"http://127.0.0.1:{serve.port}", timeout=60,
+                          headers={"Authorization": "Bearer t0ken"}) as c:
+            [m] = c.post("/api/queues/jobs/receive", json={}).json()["messages"]
+            acked = c.post("/api/queues/jobs/ack", json={"receipts": [m["receipt"]]})
+            assert acked.json()["results"][0]["acked"] is True
+    finally:
+        _, err = serve.finish()
+    assert serve.process.returncode in (0, 130), err  # 130: stopped by Ctrl-C
+    assert "Traceback" not in err
+    [p0] = broker.get_queue("jobs").figures().priorities
+    assert p0.started == 1 and p0.handler_p50 is not None
