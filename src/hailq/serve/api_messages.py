@@ -51,8 +51,14 @@ async def receive(request: Request) -> Response:
     max_wait: float = request.app.state.max_wait
     if not 0 <= wait <= max_wait:
         raise InvalidArgument(f"wait must be from 0 to {max_wait:g} seconds, got {wait:g}")
-    got = await long_poll(request, lambda: queue.receive(limit, lease=lease, wait=wait))
-    figures_of(request).handed_out(got)  # rule 25: the wait ends here, the handler begins
+    figures = figures_of(request)
+
+    def lease_them() -> list[Message]:
+        got = queue.receive(limit, lease=lease, wait=wait)
+        figures.handed_out(got)  # rule 25: the wait ends here, the handler time begins
+        return got
+
+    got = await long_poll(request, lease_them)
     return ok({"messages": [_received(m) for m in got]})
 
 
