@@ -70,9 +70,14 @@ def test_rule_25_http_consumers_get_wait_handler_time_and_breaches(server: Serve
 def test_rule_25_a_lost_lease_or_a_second_ack_records_nothing_more(server: Server) -> None:
     admin, client = server.client(), server.client(CLIENT)
     admin.put("/api/queues/jobs", json={})
+    admin.put("/api/queues/other", json={})
     client.post("/api/queues/jobs/messages", json={"body": "x"})
     got = client.post("/api/queues/jobs/receive", json={"lease": 30}).json()["messages"]
     receipt = got[0]["receipt"]
+    # Given back on the wrong queue: nothing changes, and it is still measured below.
+    wrong = client.post("/api/queues/other/ack", json={"receipts": [receipt]}).json()
+    assert wrong["results"][0]["acked"] is False
+    assert client.post("/api/queues/other/nack", json={"receipt": receipt}).status_code == 409
     extended = client.post("/api/queues/jobs/extend", json={"receipt": receipt, "seconds": 60})
     assert extended.status_code == 200, extended.text
     assert client.post("/api/queues/jobs/ack", json={"receipts": [receipt]}).status_code == 200
@@ -94,15 +99,16 @@ def test_rule_25_serve_figures_forget_ended_leases_stay_bounded_and_flush_on_clo
         held = queue.receive(4, lease=30)
         figures.handed_out(held)
         assert figures.remembered() == 3  # the oldest one is forgotten
-        figures.settled(held[0].receipt or "", True)  # forgotten: nothing recorded
+        figures.settled("jobs", held[0].receipt or "", True)  # forgotten: not recorded
+        figures.settled("other", held[1].receipt or "", None)  # not its queue: kept
         for m in held[1:]:
-            figures.settled(m.receipt or "", True)
+            figures.settled("jobs", m.receipt or "", True)
         assert figures.remembered() == 0
         queue.send("short")
         short = queue.receive(1, lease=0.5)
         figures.handed_out(short)
         time.sleep(1.0)
-        figures.extended(short[0].receipt or "", None)  # its lease was lost
+        figures.extended("jobs", short[0].receipt or "", None)  # its lease was lost
         assert figures.remembered() == 0
     finally:
         figures.close()

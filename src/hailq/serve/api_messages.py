@@ -101,7 +101,7 @@ async def extend(request: Request) -> Response:
     if span is None:
         raise InvalidArgument("seconds is required: how long from now the lease lasts")
     until = await blocking(lambda: queue.extend_many([receipt], span)[0])
-    figures_of(request).extended(receipt, until)
+    figures_of(request).extended(queue.name, receipt, until)
     if until is None:
         raise LeaseLost(f"receipt {receipt}: it no longer holds its message's lease")
     return ok({"lease_until": until})
@@ -111,7 +111,7 @@ def _acked(request: Request, queue: Queue, receipts: list[str]) -> list[bool | N
     results = queue.ack_many(receipts)
     figures = figures_of(request)
     for receipt, done in zip(receipts, results, strict=True):
-        figures.settled(receipt, None if done is None else True)
+        figures.settled(queue.name, receipt, None if done is None else True)
     return results
 
 
@@ -121,9 +121,9 @@ def _nacked(request: Request, queue: Queue, receipt: str, delay: float | None,
     try:
         queue.nack(receipt, delay=delay, error=error)
     except LeaseLost:
-        figures.settled(receipt, None)
+        figures.settled(queue.name, receipt, None)
         raise
-    figures.settled(receipt, False)
+    figures.settled(queue.name, receipt, False)
 
 
 async def peek(request: Request) -> Response:

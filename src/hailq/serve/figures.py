@@ -102,20 +102,28 @@ class ServeFigures:
             self._settings_read = began
             self._recorder.forget_settings()
 
-    def extended(self, receipt: str, lease_until: float | None) -> None:
-        """The lease of ``receipt`` now ends at ``lease_until`` (None: it was lost)."""
+    def extended(self, queue: str, receipt: str, lease_until: float | None) -> None:
+        """The lease of ``receipt``, extended on ``queue``, now ends at ``lease_until``
+        (None: it held no lease there)."""
         with self._lock:
             found = self._leases.get(receipt)
-            if found is not None and lease_until is not None:
+            if found is None or found.queue != queue:
+                return
+            if lease_until is not None:
                 self._leases[receipt] = found._replace(lease_until=lease_until)
-            elif found is not None:
+            else:
                 del self._leases[receipt]
 
-    def settled(self, receipt: str, ok: bool | None) -> None:
-        """``receipt`` was acked (``ok``), nacked (not ``ok``), or lost its lease (None)."""
+    def settled(self, queue: str, receipt: str, ok: bool | None) -> None:
+        """``receipt``, given back on ``queue``, was acked (``ok``), nacked (not ``ok``),
+        or held no lease there (None). A receipt given on another queue than its own
+        changed nothing and is kept for its own."""
         with self._lock:
-            found = self._leases.pop(receipt, None)
-        if found is None or ok is None:
+            found = self._leases.get(receipt)
+            if found is None or found.queue != queue:
+                return
+            del self._leases[receipt]
+        if ok is None:
             return
         self._recorder.observe(found.queue, found.priority, found.waited,
                                time.monotonic() - found.began, ok)
