@@ -85,19 +85,19 @@ def test_stats_lists_parked_keys(hq: Hailq, api: hailq.Broker) -> None:
     assert "customer-7" in hq("stats").out
 
 
-def test_stats_watch_refreshes(hq: Hailq, api: hailq.Broker) -> None:
-    api.queue("claims").send(1)
-    result = hq("stats", "--watch", "--interval", "0.1", "--count", "3", "--json")
+def test_stats_watch_refreshes(hq_any: Hailq, api_any: hailq.Broker) -> None:
+    api_any.queue("claims").send(1)
+    result = hq_any("stats", "--watch", "--interval", "0.1", "--count", "3", "--json")
     assert result.code == 0, result.err
     frames = [json.loads(line) for line in result.out.splitlines()]
     assert len(frames) == 3
-    once = hq("stats", "--json").json()
+    once = hq_any("stats", "--json").json()
     assert set(once) == set(frames[0]) == {"at", "queues"}  # one shape, watched or not
     assert set(once["queues"][0]) == set(frames[0]["queues"][0])
     assert all(f["queues"][0]["ready"] == 1 for f in frames)
-    table = hq("stats", "claims", "--watch", "--interval", "0.1", "--count", "2")
+    table = hq_any("stats", "claims", "--watch", "--interval", "0.1", "--count", "2")
     assert table.code == 0 and table.out.count("queue claims") == 2
-    hq("stats", "--count", "2").assert_clean_error()
+    hq_any("stats", "--count", "2").assert_clean_error()
 
 
 def test_peek_shows_live_messages_without_leasing(hq_any: Hailq, api_any: hailq.Broker) -> None:
@@ -152,3 +152,31 @@ def test_queues_show_the_rate_limit_beside_the_other_settings(
     assert rows["free"]["settings"]["rate"] is None
     line = next(x for x in hq_any("queues").out.splitlines() if "results" in x)
     assert "100/s" in line
+
+
+def test_rule_25_stats_json_gives_per_priority_figures_as_a_list_of_objects(
+        hq_any: Hailq, api_any: hailq.Broker) -> None:
+    from hailq.observe.recorder import FigureRecorder
+
+    claims = api_any.queue("claims", slo={9: 10, 0: 600})
+    claims.send(1)
+    recorder = FigureRecorder(api_any, ["claims"], lambda name: claims.settings.slo)
+    for wait in (1.0, 12.0):
+        recorder.observe("claims", 9, wait, 0.05, ok=True)
+    recorder.observe("claims", 0, 30.0, 0.5, ok=True)
+    recorder.flush()
+    once = hq_any("stats", "claims", "--json").json()["queues"][0]
+    watched = json.loads(hq_any("stats", "claims", "--watch", "--interval", "0.1", "--count",
+                                "1", "--json").out.splitlines()[0])["queues"][0]
+    for figures in (once, watched):
+        rows = figures["priorities"]
+        assert isinstance(rows, list) and [p["priority"] for p in rows] == [9, 0]
+        vip, low = rows
+        for field in ("wait_p50", "wait_p95", "wait_p99", "handler_p50", "handler_p95",
+                      "handler_p99", "slo", "breaches", "compliance"):
+            assert field in vip and field in low
+        assert (vip["slo"], vip["started"], vip["breaches"], vip["compliance"]) == \
+            (10.0, 2, 1, 0.5)
+        assert (low["slo"], low["breaches"], low["compliance"]) == (600.0, 0, 1.0)
+    table = hq_any("stats", "claims").out
+    assert "BREACHES" in table and "50.00%" in table

@@ -82,6 +82,18 @@ def test_rule_25_metrics_are_prometheus_text_with_the_documented_names(
     assert got[("hailq_queue_desired_workers", (("queue", "audit"),))] == 0
 
 
+def test_rule_25_metrics_json_prints_the_desired_workers_document(
+        hq_any: Hailq, api_any: hailq.Broker) -> None:
+    arrange(api_any)
+    result = hq_any("metrics", "--json")
+    assert result.code == 0, result.err
+    doc = result.json()  # JSON, not Prometheus text, as --json promises
+    assert set(doc) == {"at", "queues", "total"}
+    wanted = {q["queue"]: q["desired_workers"] for q in doc["queues"]}
+    assert wanted["claims"] >= 1 and wanted["audit"] == 0  # ready work, no worker
+    assert doc["total"] == sum(wanted.values())
+
+
 @pytest.fixture
 def exporter(api_any: hailq.Broker) -> Iterator[str]:
     server = make_server("127.0.0.1", 0, lambda: collect_figures(api_any))

@@ -20,7 +20,7 @@ import pytest
 
 import hailq
 from hailq import InvalidArgument, ScheduleNotFound
-from hailq.runtime.scheduler import SLOT_HEADER, Scheduler
+from hailq.runtime.scheduler import SCHEDULE_HEADER, SLOT_HEADER, Scheduler
 
 from .helpers import receive_all, wait_until
 
@@ -286,3 +286,26 @@ def test_rule_35_every_worker_runs_a_scheduler_for_its_apps_periodics(
 
     quiet = hailq.Worker(broker, app, scheduler=False)
     assert quiet.scheduler is False
+
+
+def test_rule_35_new_schedules_downtime_and_catch_up_on_the_database_clock(
+        broker: hailq.Broker) -> None:
+    """The injected-clock stories above, in real time on each backend's own clock."""
+    broker.schedule(every=86400, queue="daily", body="d", name="daily", catch_up=100)
+    assert Scheduler(broker).run_once() == 0  # today's midnight was before it existed
+
+    broker.schedule(every=1, queue="ticks", body="t", name="latest")
+    broker.schedule(every=1, queue="ticks", body="t", name="three", catch_up=2)
+    Scheduler(broker).run_once()
+    slot = {s.name: s.last_slot for s in broker.schedules()}
+    time.sleep(5)  # every scheduler down: at least four slots go by
+    assert Scheduler(broker).run_once() == 1 + 3  # the latest once; with catch_up=2, three
+    sent: dict[str, list[float]] = {}
+    for message in receive_all(broker.get_queue("ticks")):
+        name = message.headers[SCHEDULE_HEADER]
+        sent.setdefault(name, []).append(
+            datetime.fromisoformat(message.headers[SLOT_HEADER]).timestamp())
+    latest, three = sent["latest"], sorted(sent["three"])
+    assert len(latest) == 1 and latest[0] >= slot["latest"] + 4
+    assert three == [three[-1] - 2, three[-1] - 1, three[-1]] and three[-1] == latest[0]
+    assert broker.get_queue("daily").stats().sent == 0

@@ -12,6 +12,9 @@ throwaway server (``throwaway_pg``), never the shared one:
 - **a stopped server**: the postmaster and its backends stopped (SIGSTOP)
   keep every connection open and the kernel still acknowledges every packet,
   so only hailq's deadline and libpq's ``connect_timeout`` end a call.
+
+And on SQLite, whose "server" is the file: a process frozen with the write lock
+held makes writes fail within ``busy_timeout``.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -164,3 +170,50 @@ def test_rule_31_a_stopped_server_gives_storage_errors_in_time_and_works_after(
         ready = [m.body for m in q.receive(max_messages=10)]
     figure(**{f"{k.replace(' ', '_')}_error_after_s": round(v, 2) for k, v in took.items()})
     assert ready == [{"claim": 1}]
+
+
+HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")  # the write lock, never released
+print("held", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_rule_31_sqlite_a_write_lock_that_is_never_released_fails_writes_in_time(
+        tmp_path: Path) -> None:
+    """SQLite's "server" is the file: a process that takes its write lock and then
+    hangs (stopped, or a transaction left open) must not make any call wait for ever.
+    Writes fail within ``busy_timeout`` with a StorageError naming the file and the
+    cause, and store nothing; reads go on (WAL); once the holder is gone, all works."""
+    path = tmp_path / "claims.db"
+    with hailq.connect(f"sqlite:///{path}?busy_timeout={TIMEOUT}") as broker:
+        q = broker.queue("claims", lease=30)
+        first = q.send({"claim": 0})
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            os.kill(holder.pid, signal.SIGSTOP)  # frozen with the lock held
+            calls: list[tuple[str, Callable[[], object]]] = [
+                ("send", lambda: q.send({"claim": 1}, dedup_id="claim-1")),
+                ("send_many", lambda: q.send_many([{"claim": 2}, {"claim": 3}])),
+                ("receive", lambda: q.receive()),
+            ]
+            for name, call in calls:
+                t0 = time.monotonic()
+                with pytest.raises(hailq.StorageError) as caught:
+                    call()
+                took = time.monotonic() - t0
+                assert took < TIMEOUT + SLACK, (name, took)
+                text = str(caught.value)
+                assert str(path) in text and "still busy" in text, (name, text)
+            assert q.stats().ready == 1  # a read is not held up, and nothing was stored
+        finally:
+            holder.kill()
+            holder.wait(10)
+        again = q.send({"claim": 1}, dedup_id="claim-1")
+        got = q.receive(max_messages=10)
+    assert [m.id for m in got] == [first, again]
+    assert [m.body for m in got] == [{"claim": 0}, {"claim": 1}]

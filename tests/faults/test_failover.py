@@ -277,6 +277,7 @@ def test_rule_31_failover_to_a_synchronous_standby_loses_no_acknowledged_send(
 
 
 @pytest.mark.slow
+@pytest.mark.matrix  # CI keeps the 2,000-message storm above as its failover run
 def test_rule_31_failover_storm_6000_messages_to_a_synchronous_standby(
         tmp_path: Path, figure: Figure) -> None:
     with cluster(sync=True) as c:

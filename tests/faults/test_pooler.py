@@ -5,13 +5,16 @@ In transaction mode each statement of a client may run on another server
 connection, so prepared statements and LISTEN cannot work; ``pooler=transaction``
 turns prepared statements off, and workers are woken by LISTEN on a direct
 connection (``listen=URL``) or by polling every ``poll_interval`` (the
-default there). Session mode works unchanged. The effects of the real workers
+default there). A URL that does not name the pooler works too: the pooler's first
+refusal of a prepared statement turns them off, and waiters are woken by the
+bounded poll. Session mode works unchanged. The effects of the real workers
 go straight to the server (an application's own connection), and the ledger
 checks that nothing is lost and no effect is doubled.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -36,6 +39,9 @@ SLOW_POLL = 10  # seconds: a wake-up faster than this came from LISTEN/NOTIFY
 CONFIGS = {
     "transaction+listen": ("transaction", "pooler=transaction&listen={direct}"),
     "transaction+poll": ("transaction", "pooler=transaction&poll_interval=0.5"),
+    # A new user's URL, the pooler unnamed: LISTEN goes through it and hears nothing,
+    # so the poll wakes the worker.
+    "transaction+unnamed": ("transaction", "poll_interval=0.5"),
     "session": ("session", ""),
 }
 
@@ -65,9 +71,26 @@ def _url(bouncer: PgBouncer, schema: str, options: str) -> str:
 def test_rule_31_sends_receives_and_acks_in_many_threads_work_through_pgbouncer(
         bouncer: PgBouncer, schema: str) -> None:
     options = "pooler=transaction" if bouncer.mode == "transaction" else ""
+    _many_threads(_url(bouncer, schema, options), bouncer)
+
+
+def test_rule_31_a_url_that_does_not_name_the_transaction_pooler_works_through_it(
+        schema: str, caplog: pytest.LogCaptureFixture) -> None:
+    """As a new user would try it: the plain URL. PgBouncer refuses a statement psycopg
+    prepared on another server connection; hailq turns prepared statements off and
+    runs the call again, so no call fails and nothing is lost or doubled."""
+    require_postgres()
+    with pgbouncer(PG_URL, "transaction") as bouncer, \
+            caplog.at_level(logging.WARNING, logger="hailq.postgres"):
+        _many_threads(_url(bouncer, schema, ""), bouncer)
+    warned = [r.getMessage() for r in caplog.records if r.name == "hailq.postgres"]
+    assert warned and all("prepares no statements and polls" in w for w in warned), warned
+
+
+def _many_threads(url: str, bouncer: PgBouncer) -> None:
     errors: list[BaseException] = []
     done: list[int] = []
-    with hailq.connect(_url(bouncer, schema, options)) as broker:
+    with hailq.connect(url) as broker:
         q = broker.queue("pooled", lease=30, retry={"base": 0.01, "jitter": 0})
         keyed = broker.queue("pooled-keyed")
 
@@ -165,6 +188,9 @@ def test_rule_31_a_real_worker_runs_through_pgbouncer_and_wakes_when_work_arrive
     assert report.ok, f"{report}\n{tail}"
     assert alive, tail
     assert "prepared statement" not in tail, tail
+    if config == "transaction+unnamed":
+        # The worker found the pooler by its first refusal, and said so.
+        assert "prepares no statements and polls" in tail, tail
     # LISTEN (direct, or through session pooling) wakes at once; polling within its
     # interval (0.5 s, plus a claim).
     assert woke < 1.5, f"woke after {woke:.2f} s\n{tail}\n{log}"

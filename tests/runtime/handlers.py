@@ -134,3 +134,12 @@ limits_app = App("limits")
 limits_app.add("limited", work, time_limit=1, **LIMITED)
 limits_app.add("limited-async", work_async, time_limit=1, **LIMITED)
 limits_app.add("unlimited", work, **LIMITED)  # the worker's --time-limit, if any
+
+# Rule 35: a schedule declared on the worker app, sent by every worker's scheduler.
+periodic_app = App("periodic")
+periodic_app.add("chores", seen)
+periodic_app.periodic(every=1, queue="ticks", body="tick", name="tick")
+
+# Rule 33: a queue limited to 2 starts a second, which an operator may change.
+rates_app = App("rates")
+rates_app.add("results", work, rate="2/s", burst=1)

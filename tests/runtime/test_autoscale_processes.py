@@ -9,7 +9,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 from autoscale_support import Pool, alive, decisions, wait_for
 
 import hailq
@@ -54,7 +53,6 @@ def test_rule_24_backlog_grows_the_pool_from_one_and_an_empty_queue_returns_it_t
     assert all(not alive(pid) for pid in pool.seen)
 
 
-@pytest.mark.parametrize("backend_name", ["sqlite"])
 def test_rule_24_a_killed_autoscaler_leaves_no_worker_running_unsupervised(
         url: str, tmp_path: Path) -> None:
     broker = hailq.connect(url)

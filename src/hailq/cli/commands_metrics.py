@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from hailq.cli.context import common_options, current_app
+from hailq.cli.context import current_app, options_with
 from hailq.cli.output import note
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
@@ -24,7 +24,10 @@ def _address(value: str) -> tuple[str, int]:
 @click.option("--listen", metavar="HOST:PORT", is_flag=False, flag_value=DEFAULT_LISTEN,
               help=f"Serve /metrics and /desired_workers over HTTP instead of printing "
                    f"once (--listen alone: {DEFAULT_LISTEN}).")
-@common_options
+@options_with("Broker URL, sqlite:///path.db or postgresql://user@host:port/db "
+              "[env HAILQ_URL; default sqlite:///hailq.db].",
+              "Print once what GET /desired_workers answers (JSON) instead of the "
+              "Prometheus text.")
 def metrics(listen: str | None) -> None:
     """Print every queue's figures in Prometheus' text format, or serve them.
 
@@ -33,14 +36,20 @@ def metrics(listen: str | None) -> None:
     "desired_workers" field KEDA's metrics-api trigger reads) and GET /healthz.
     Every series is queue-wide and read from the database per request, so one
     exporter per database is enough and several report the same. It only reads;
-    bind it beyond 127.0.0.1 only behind your network's protection.
+    bind it beyond 127.0.0.1 only behind your network's protection. With --json
+    (and no --listen) it prints the /desired_workers document once, since
+    Prometheus' text is no JSON; 'hailq stats --json' has every figure.
     """
-    from hailq.observe.prometheus import collect_figures, exposition
+    from hailq.observe.prometheus import collect_figures, desired_workers_of, exposition
 
     app = current_app()
     if listen is None:
         with app.broker() as broker:
-            sys.stdout.buffer.write(exposition(collect_figures(broker)))
+            figures = collect_figures(broker)
+            if app.out.json:
+                app.out.emit_json(desired_workers_of(figures, None))
+                return
+            sys.stdout.buffer.write(exposition(figures))
             sys.stdout.flush()
         return
     from hailq.observe.exporter import make_server

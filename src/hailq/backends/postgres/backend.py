@@ -11,13 +11,15 @@ StorageError; a call whose outcome the failure left unknown is never re-run
 blindly (see ``core.Dialect.work``). No call outlives its ``timeout``
 (``deadline.py``). Nothing relies on session state, so a transaction pooler
 (PgBouncer) may hand each statement to another server connection; through one,
-prepared statements are off and LISTEN takes a direct connection or none.
+prepared statements are off and LISTEN takes a direct connection or none; a URL that
+does not say so turns prepared statements off at the pooler's first complaint.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import socket
@@ -29,6 +31,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+import psycopg.errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -42,6 +45,7 @@ from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, OutcomeUnknown, SchemaError, StorageError
 
 T = TypeVar("T")
+log = logging.getLogger("hailq.postgres")
 _RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -54,6 +58,11 @@ _WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
 # to open a connection for its waiting callers; when that fails (the old primary is
 # gone, the standby not yet promoted) it tries again only for a caller that asks anew.
 _ASK_POOL_EVERY = 0.25
+# What a transaction pooler answers when a statement psycopg prepared on one server
+# connection runs on another (or a second client prepares the same name there). The
+# server refused the statement without running it.
+_NOT_PREPARED = (psycopg.errors.InvalidSqlStatementName,
+                 psycopg.errors.DuplicatePreparedStatement)
 
 
 def _check_schema(schema: str) -> str:
@@ -122,6 +131,7 @@ class PostgresDialect(Dialect):
         self._connect_timeout = int(str(conninfo_to_dict(self._conninfo)["connect_timeout"]))
         self._listen_to = (None if listen is None
                            else with_defaults(listen or conninfo, self._timeout))
+        self._listen_here = listen == ""  # LISTEN goes where every statement goes
         self._prepare = prepare
         self._watchdog = Watchdog()
         self.url_for_display = display
@@ -202,10 +212,13 @@ class PostgresDialect(Dialect):
         while True:
             pool = self._pools()[0 if durable else 1]
             watch = None
+            prepared = False  # this try's connection may prepare statements
             try:
                 wait = max(min(retry_until, deadline) - time.monotonic(), 0.5)
                 with pool.connection(timeout=min(wait, _ASK_POOL_EVERY)) as conn, \
                         self._watchdog.watch(conn, deadline) as watch:
+                    self._unprepared(conn)
+                    prepared = conn.prepare_threshold is not None
                     if started and rerun is not None:
                         return rerun(conn)
                     started = True
@@ -231,8 +244,38 @@ class PostgresDialect(Dialect):
                 pool.check()  # drop every broken idle connection, not just this one
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+            except _NOT_PREPARED as exc:
+                if not prepared:
+                    raise self._storage_error(exc) from None
+                self._stop_preparing()
+                # Behind a transaction pooler the URL did not name: prepare nothing from
+                # now on. The refused statement did not run (a transaction around it
+                # rolled back); what ran before it is the rerun's to find, as after a
+                # broken connection.
             except psycopg.Error as exc:
                 raise self._storage_error(exc) from None
+
+    def _stop_preparing(self) -> None:
+        """Turn prepared statements off for good: a transaction pooler refused one."""
+        if not self._prepare:
+            return  # another thread's call saw it first
+        self._prepare = False  # (two threads that both get here only warn twice)
+        log.warning("PostgreSQL %s: a statement prepared on one server connection was "
+                    "unknown on another (a transaction pooler such as PgBouncer); hailq "
+                    "prepares no statements and polls rather than LISTENs from now on "
+                    "(say pooler=transaction in the URL to start so)", self.url_for_display)
+        if self._listen_here:
+            # A LISTEN through the pooler stays on a server connection that other
+            # clients get next: it hears nothing, and fills their notification backlog.
+            listener, self._listener, self._listen_to = self._listener, None, None
+            if listener is not None:
+                listener.close()
+
+    def _unprepared(self, conn: psycopg.Connection[Any]) -> None:
+        """A pooled connection opened before prepared statements were turned off keeps
+        psycopg's threshold; take it away before the connection runs anything."""
+        if not self._prepare and conn.prepare_threshold is not None:
+            conn.prepare_threshold = None
 
     def _storage_error(self, exc: BaseException, unknown: bool = False) -> StorageError:
         text = _first_lines(exc)
@@ -356,6 +399,9 @@ class PostgresDialect(Dialect):
         try:
             return fn(_Tx(conn, self._q_durable, joined=True,
                           prepare=None if self._prepare else False))
+        except _NOT_PREPARED as exc:
+            self._stop_preparing()  # the caller's transaction failed; its retry is unprepared
+            raise self._storage_error(exc) from None
         except psycopg.Error as exc:
             raise self._storage_error(exc) from None
 
@@ -370,6 +416,7 @@ class PostgresDialect(Dialect):
             with pool.connection(timeout=min(5.0, self._timeout)) as conn, \
                     self._watchdog.watch(conn, time.monotonic() + self._timeout) as watch, \
                     conn.transaction():
+                self._unprepared(conn)
                 try:
                     yield _Tx(conn, self._q_durable), conn
                 except BaseException:
@@ -381,6 +428,9 @@ class PostgresDialect(Dialect):
             if watch is not None and watch.fired:
                 raise self._timed_out(committing) from None
             raise self._storage_error(exc, committing) from None
+        except _NOT_PREPARED:
+            self._stop_preparing()  # the caller's retry then runs unprepared
+            raise
 
     def _check_foreign(self, connection: Any) -> psycopg.Connection[Any]:
         if not isinstance(connection, psycopg.Connection):

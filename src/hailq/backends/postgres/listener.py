@@ -102,7 +102,8 @@ class Listener:
                             # Notifications that come meanwhile wait in psycopg's backlog.
                             with self._watchdog.watch(
                                     conn, time.monotonic() + self._answer_within):
-                                conn.execute("SELECT 1")
+                                # Never prepared: the listen URL may go through a pooler.
+                                conn.execute("SELECT 1", prepare=False)
                             asked = time.monotonic()
             except psycopg.Error:
                 self.connected.clear()
