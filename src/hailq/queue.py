@@ -261,7 +261,8 @@ class Queue:
         return self._backend.dead_list(params)
 
     def count_dead_letters(self, error_contains: str | None = None,
-                           older_than: Duration | None = None, limit: int = 10_000) -> int:
+                           older_than: Duration | None = None, limit: int = 10_000, *,
+                           ordering_key: str | None = None) -> int:
         """How many dead letters ``dead_letters`` would list with these filters, counting
         no further than ``limit + 1`` (a result above ``limit`` means "more than
         ``limit``"); a read."""
@@ -274,7 +275,7 @@ class Queue:
         return self._backend.dead_count(DeadCountParams(
             self.name, error_contains,
             None if older_than is None else seconds(older_than, "older_than"),
-            check_limit(limit)))
+            check_limit(limit), check_key(ordering_key, "ordering_key")))
 
     def redrive(self, ids: Iterable[str] | None = None) -> int:
         """Return dead messages (all, or these ids) to ready with attempt 0, in key order."""

@@ -185,6 +185,30 @@ def test_ctrl_c_during_send_file_says_what_was_committed_and_how_to_resume(
     assert result.json()["sent"] == 3
 
 
+def test_ctrl_c_while_the_file_is_read_says_nothing_was_committed(url: str,
+                                                                   tmp_path: Path) -> None:
+    path = tmp_path / "claims.jsonl"
+    os.mkfifo(path)  # the command waits for the rest of the file while it reads
+    with hailq.connect(url) as broker:
+        broker.queue("claims")
+    env = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hailq.cli.main", "send", "claims", "--file", str(path),
+         "--skip", "2", "--url", url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with open(path, "w") as writer:  # opens once the command opened the file to read it
+        writer.write("".join(json.dumps({"claim": n}) + "\n" for n in range(10)))
+        writer.flush()
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert "0 message(s) committed" in err and "--skip 2 again" in err
+    with hailq.connect(url) as broker:
+        assert broker.get_queue("claims").stats().sent == 0
+
+
 def test_skip_only_goes_with_file(hq: Hailq) -> None:
     hq("send", "--create", "claims", "1", "--skip", "3").assert_clean_error(2)
 

@@ -16,6 +16,7 @@ import uvicorn
 
 import hailq
 from hailq.serve import Tokens, create_app
+from hailq.serve.app import close_app
 
 ADMIN = "admin-token-for-tests"
 READ = "read-token-for-tests"
@@ -74,21 +75,22 @@ Start = Callable[..., Server]
 @pytest.fixture
 def start(broker: hailq.Broker) -> Iterator[Start]:
     """Start a server for ``broker``; options go to ``create_app``."""
-    running: list[tuple[Running, Server]] = []
+    running: list[tuple[Running, Server, Any]] = []
 
     def run(**options: Any) -> Server:
         options.setdefault("tokens", Tokens((ADMIN,), (READ,), (CLIENT,)))
         app = create_app(broker, **options)
         r = Running(app)
         s = Server(f"http://127.0.0.1:{r.port}", broker)
-        running.append((r, s))
+        running.append((r, s, app))
         return s
 
     yield run
-    for r, s in running:
+    for r, s, app in running:
         for c in s.clients:
             c.close()
         r.stop()
+        close_app(app)
 
 
 @pytest.fixture

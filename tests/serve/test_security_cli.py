@@ -90,6 +90,22 @@ def test_rule_29_another_address_with_a_token_starts(serving: list[Serve], url: 
     assert "login?token" not in out  # its token is the operator's, never printed
 
 
+def test_rule_29_another_address_with_only_a_client_token_starts_without_admin(
+        serving: list[Serve], url: str, broker: hailq.Broker) -> None:
+    broker.queue("jobs")
+    s = Serve(url, "--host", "0.0.0.0", env={"HAILQ_SERVE_CLIENT_TOKEN": "producer-token"})
+    serving.append(s)
+    s.wait_ready()
+    base = f"http://127.0.0.1:{s.port}"
+    auth = {"Authorization": "Bearer producer-token"}
+    assert httpx.post(f"{base}/api/queues/jobs/messages", json={"body": 1},
+                      headers=auth).status_code == 200
+    assert httpx.post(f"{base}/api/queues/jobs/purge", headers=auth).status_code == 403
+    out, _ = s.finish()
+    assert "login?token" not in out  # no admin token is made off loopback
+    assert broker.get_queue("jobs").stats().ready == 1
+
+
 def test_rule_29_loopback_without_token_makes_one_and_prints_a_login_link(
         serving: list[Serve], url: str, broker: hailq.Broker) -> None:
     broker.queue("jobs")

@@ -33,6 +33,7 @@ class DeadCountParams:
     error_contains: str | None = None
     older_than: float | None = None
     limit: int = 10_000
+    ordering_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ class OverviewStore:
 
     def dead_count(self, params: DeadCountParams) -> int:
         args = {"queue": params.queue, "error": params.error_contains,
-                "older_than": params.older_than, "cap": params.limit + 1}
+                "older_than": params.older_than, "ordering_key": params.ordering_key,
+                "cap": params.limit + 1}
         return int(self.dialect.read(
             lambda tx: tx.one("overview_dead_count", {**args, "now": tx.now}))[0])
 

@@ -85,8 +85,13 @@ def send(queue_name: str, body: str | None, priority: int, ordering_key: str | N
                  if n > skip]
     except UnicodeDecodeError as exc:
         raise click.UsageError(f"--file is not UTF-8 text ({exc.reason})") from None
+    except KeyboardInterrupt:
+        raise _interrupted_before(skip) from None
     with app.broker(create=create) as broker:
-        queue = _declare_checked(broker, queue_name, lines, create)
+        try:
+            queue = _declare_checked(broker, queue_name, lines, create)
+        except KeyboardInterrupt:
+            raise _interrupted_before(skip) from None
         ids = _send_batches(app.out, queue, lines, batch_size, skip)
     if app.out.json:
         app.out.emit_json({"queue": queue_name, "sent": len(ids), "ids": ids})
@@ -132,6 +137,13 @@ class Interrupted(click.ClickException):
     """Ctrl-C during ``send --file``: what was committed, and how to go on."""
 
     exit_code = 130
+
+
+def _interrupted_before(skip: int) -> Interrupted:
+    """Ctrl-C while the file was read and checked: nothing of it was sent yet."""
+    again = f" with --skip {skip}" if skip else ""
+    return Interrupted(f"interrupted while reading and checking the file: 0 message(s) "
+                       f"committed, nothing was sent; run the same command{again} again")
 
 
 def _send_batches(out: Output, queue: hailq.Queue,

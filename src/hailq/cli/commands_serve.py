@@ -61,6 +61,7 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     import uvicorn
 
     from hailq.serve import Tokens, create_app
+    from hailq.serve.app import close_app
     from hailq.serve.security import is_loopback
 
     if (certfile is None) != (keyfile is None):
@@ -68,14 +69,14 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     admin = (token,) if token else _env_tokens(ENV_TOKENS["admin"])
     tokens = Tokens(admin, _env_tokens(ENV_TOKENS["read"]), _env_tokens(ENV_TOKENS["client"]))
     made = None
-    if not tokens.admin:
-        if not is_loopback(host):
-            raise click.UsageError(
-                f"refusing to serve on {host} without a token: anyone who reaches it could "
-                "read and change every queue. Give --token (or HAILQ_SERVE_TOKEN), or bind "
-                "127.0.0.1 and put a proxy with TLS in front")
+    if not tokens.admin and is_loopback(host):  # made for this run's login link
         made = secrets.token_urlsafe(32)
         tokens = Tokens((made,), tokens.read, tokens.client)
+    elif not tokens:  # elsewhere read or client tokens alone may serve, nothing may not
+        raise click.UsageError(
+            f"refusing to serve on {host} without a token: anyone who reaches it could "
+            "read and change every queue. Give --token (or HAILQ_SERVE_TOKEN), or bind "
+            "127.0.0.1 and put a proxy with TLS in front")
 
     app_options = current_app()
     sock = _bind(host, port)
@@ -94,7 +95,10 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
         config = uvicorn.Config(app, ssl_certfile=certfile, ssl_keyfile=keyfile,
                                 access_log=False, log_level="warning",
                                 timeout_graceful_shutdown=5, lifespan="off")
-        uvicorn.Server(config).run(sockets=[sock])
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            close_app(app)  # the figures of the last second (lifespan is off)
 
 
 def _bind(host: str, port: int) -> socket.socket:

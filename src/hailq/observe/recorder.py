@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.backends.base import BucketAdd, FiguresRecordParams, RateAdd
@@ -27,16 +27,19 @@ PRUNE_EVERY = 60  # flushes between prunes of slots older than an hour
 CLOCK_EVERY = 60.0  # seconds between readings of the broker's clock
 
 SloOf = Callable[[str], Mapping[int, float] | None]
+Queues = Sequence[str] | Callable[[], Sequence[str]]
 
 
 class FigureRecorder:
     """Counts what a worker's handlers did; ``start()`` the flusher, ``close()`` flushes."""
 
-    def __init__(self, broker: Broker, queues: list[str], slo_of: SloOf, *,
+    def __init__(self, broker: Broker, queues: Queues, slo_of: SloOf, *,
                  interval: float = 1.0, process: ProcessSeries | None = None) -> None:
+        """``queues`` get their counters sampled at each flush: a list, or a callable
+        giving the list (a process whose queues change, such as ``hailq serve``)."""
         self._broker = broker
         self._process = process  # this process's own series (--metrics-port), if served
-        self._queues = list(queues)
+        self._queues = queues if callable(queues) else list(queues)
         self._slo_of = slo_of
         self._interval = interval
         self._lock = threading.Lock()
@@ -88,23 +91,30 @@ class FigureRecorder:
             found = self._bounds[queue] = (bounds_for(slo), slo)
         return found
 
+    def forget_settings(self) -> None:
+        """Read each queue's service levels again at its next message."""
+        self._bounds = {}
+
     def flush(self) -> None:
         """Write what was counted since the last flush (and sample the queues' counters)."""
         with self._lock:
             buckets, self._buckets = self._buckets, {}
             rates, self._rates = self._rates, {}
         self._flushes += 1
+        sampled = list(self._queues() if callable(self._queues) else self._queues)
+        if not (buckets or rates or sampled):
+            return  # nothing to write (a serve process nobody receives from)
         params = FiguresRecordParams(
             buckets=[BucketAdd(q, k, p, le, int(n), t)  # type: ignore[arg-type]
                      for (q, k, p, le), (n, t) in buckets.items()],
             rates=[RateAdd(q, p, int(s), int(a), int(f), int(b), h)
                    for (q, p), (s, a, f, b, h) in rates.items()],
-            sampled=self._queues, prune=self._flushes % PRUNE_EVERY == 1)
+            sampled=sampled, prune=self._flushes % PRUNE_EVERY == 1)
         try:
             self._broker.backend.figures_record(params)
         except HailqError as exc:
             log.warning("could not write the figures of %s (%s); kept for the next try",
-                        ", ".join(self._queues), exc)
+                        ", ".join(sampled) or "this process", exc)
             with self._lock:  # back in, to go with the next flush
                 for key, (n, t) in buckets.items():
                     cell = self._buckets.setdefault(key, [0, 0.0])

@@ -19,7 +19,7 @@ T = "/api/topics/{topic}"
 _FORCE = Param("force", {"type": "boolean"}, "Delete even if it is not empty.")
 _LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "At most this many.")
 _ONE_QUEUE = Param("queue", NAME, "Only this queue.")
-_DEAD = (Param("error", TEXT, "Text in the last error."),
+_DEAD = (Param("error", TEXT, "Text in the error of any attempt."),
          Param("older_than", {"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400},
                "Dead for at least seconds."),
          Param("ordering_key", {"type": "string", "maxLength": 255, "pattern": TEXT["pattern"]}),

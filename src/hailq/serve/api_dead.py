@@ -39,7 +39,7 @@ def dead_json(m: DeadMessage) -> dict[str, Any]:
 
 
 async def list_dead(request: Request) -> Response:
-    """``{"count", "count_exact", "messages"}``; filters ``error`` (text in the last
+    """``{"count", "count_exact", "messages"}``; filters ``error`` (text in any attempt's
     error), ``older_than`` (seconds dead), ``ordering_key``; ``limit`` rows."""
     queue = await queue_of(request)
     error = request.query_params.get("error") or None

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,6 +25,7 @@ from hailq.observe.prometheus import CONTENT_TYPE, collect_figures, exposition
 from hailq.serve import api
 from hailq.serve.api_io import blocking
 from hailq.serve.errors import error_response, handlers
+from hailq.serve.figures import ServeFigures
 from hailq.serve.schemas import Doc, openapi
 from hailq.serve.security import COOKIE, Policy, SecurityMiddleware, Tokens
 
@@ -38,18 +41,40 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
     is the bound address (a ``Host`` header naming it, localhost, 127.0.0.1 or [::1] is
     accepted, and the names in ``allow_hosts``; ``"*"`` accepts any, for a server behind
     a proxy that checks it); bodies over ``max_body`` bytes get 413 unread; a receive
-    waits at most ``max_wait`` seconds."""
+    waits at most ``max_wait`` seconds. Wait and handler time of messages received and
+    settled through it are recorded (rule 25); ``close_app`` (or the app's lifespan)
+    writes the last of them."""
     policy = Policy(tokens, host, allow_hosts, max_body)
+    figures = ServeFigures(broker)
     app = Starlette(
         routes=[*_own_routes(), *api.routes(), *_dashboard_routes()],
         middleware=[Middleware(SecurityMiddleware, policy=policy)],
         exception_handlers=handlers(),  # type: ignore[arg-type]
+        lifespan=_closing(figures),
     )
     app.state.broker = broker
+    app.state.figures = figures
     app.state.policy = policy
     app.state.max_wait = max_wait
     app.state.scrape_lock = threading.Lock()
     return app
+
+
+def close_app(app: Starlette) -> None:
+    """Write the figures still held in memory and stop their flusher."""
+    figures: ServeFigures = app.state.figures
+    figures.close()
+
+
+def _closing(figures: ServeFigures) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await blocking(figures.close)
+
+    return lifespan
 
 
 OWN_DOCS: list[tuple[str, str, Doc]] = [

@@ -174,9 +174,10 @@ async def queue_page(request: Request) -> Response:
 
 
 def dead_filter(request: Request) -> data.DeadFilter:
-    """The page's filter from its query: ``error`` (text in any attempt's error) and
-    ``older_than`` (seconds since it died)."""
+    """The page's filter from its query: ``error`` (text in any attempt's error),
+    ``older_than`` (seconds since it died) and ``ordering_key``."""
     error = request.query_params.get("error", "").strip() or None
+    key = request.query_params.get("ordering_key", "").strip() or None
     raw = request.query_params.get("older_than", "").strip()
     older_than = None
     if raw:
@@ -186,7 +187,7 @@ def dead_filter(request: Request) -> data.DeadFilter:
             raise InvalidArgument("older_than must be a number of seconds") from None
         if not math.isfinite(older_than) or older_than < 0:
             raise InvalidArgument("older_than must be a number of seconds, 0 or more")
-    return data.DeadFilter(error, older_than)
+    return data.DeadFilter(error, older_than, key)
 
 
 async def dead_page(request: Request) -> Response:

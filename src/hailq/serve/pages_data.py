@@ -183,6 +183,7 @@ class DeadFilter:
 
     error: str | None = None
     older_than: float | None = None  # seconds dead
+    ordering_key: str | None = None
 
     def api_body(self, limit: int) -> dict[str, Any]:
         """What a bulk button sends: the filter, and as its limit the number the
@@ -192,11 +193,14 @@ class DeadFilter:
             body["error"] = self.error
         if self.older_than is not None:
             body["older_than"] = self.older_than
+        if self.ordering_key is not None:
+            body["ordering_key"] = self.ordering_key
         return body
 
     @property
     def active(self) -> bool:
-        return self.error is not None or self.older_than is not None
+        return self.error is not None or self.older_than is not None \
+            or self.ordering_key is not None
 
 
 @dataclass
@@ -217,8 +221,10 @@ class DeadPage:
 
 def dead_page(broker: Broker, name: str, chosen: DeadFilter, limit: int) -> DeadPage:
     queue = broker.get_queue(name)
-    count = queue.count_dead_letters(chosen.error, chosen.older_than, DEAD_COUNT_LIMIT)
-    rows = queue.dead_letters(chosen.error, chosen.older_than, limit=limit)
+    count = queue.count_dead_letters(chosen.error, chosen.older_than, DEAD_COUNT_LIMIT,
+                                     ordering_key=chosen.ordering_key)
+    rows = queue.dead_letters(chosen.error, chosen.older_than, chosen.ordering_key,
+                              limit=limit)
     return DeadPage(queue.name, chosen, min(count, DEAD_COUNT_LIMIT), count > DEAD_COUNT_LIMIT,
                     [message_row(m) for m in rows], limit, broker.now())
 

@@ -920,17 +920,19 @@ WITH q AS (
 )
 SELECT count(*) FROM (
     SELECT 1 FROM (
-        SELECT dead_at, errors FROM {schema}.messages
+        SELECT dead_at, errors, ordering_key FROM {schema}.messages
         WHERE queue = %(queue)s AND state = 'dead'
         UNION ALL
         SELECT m.lease_until,
                coalesce(m.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-                   'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until))
+                   'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until)),
+               m.ordering_key
         FROM {schema}.messages AS m JOIN q ON true
         WHERE m.queue = %(queue)s AND m.state = 'leased'
           AND m.lease_until <= {schema}.epoch() AND m.attempt >= q.max_attempts
     ) AS dead
-    WHERE (%(older_than)s::float8 IS NULL
+    WHERE (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
+      AND (%(older_than)s::float8 IS NULL
            OR dead_at <= {schema}.epoch() - %(older_than)s::float8)
       AND (%(error)s::text IS NULL
            OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e

@@ -713,16 +713,19 @@ WITH q AS (
 )
 SELECT count(*) FROM (
     SELECT 1 FROM (
-        SELECT dead_at, errors FROM hailq_messages WHERE queue = :queue AND state = 'dead'
+        SELECT dead_at, errors, ordering_key FROM hailq_messages
+        WHERE queue = :queue AND state = 'dead'
         UNION ALL
         SELECT m.lease_until,
                json_insert(coalesce(m.errors, '[]'), '$[#]', json_object(
-                   'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until))
+                   'attempt', m.attempt, 'error', 'lease expired', 'at', m.lease_until)),
+               m.ordering_key
         FROM hailq_messages AS m, q
         WHERE m.queue = :queue AND m.state = 'leased' AND m.lease_until <= :now
           AND m.attempt >= q.max_attempts
     ) AS dead
-    WHERE (:older_than IS NULL OR dead_at <= :now - :older_than)
+    WHERE (:ordering_key IS NULL OR ordering_key = :ordering_key)
+      AND (:older_than IS NULL OR dead_at <= :now - :older_than)
       AND (:error IS NULL OR EXISTS (
           SELECT 1 FROM json_each(errors) AS e
           WHERE instr(json_extract(e.value, '$.error'), :error) > 0))

@@ -90,6 +90,7 @@
     const what = [];
     if (filter.error) what.push("error contains \u201c" + filter.error + "\u201d");
     if (filter.older_than) what.push("dead for longer than " + filter.older_than + " s");
+    if (filter.ordering_key) what.push("ordering key \u201c" + filter.ordering_key + "\u201d");
     const question = label + " " + fmt(n) + " dead letter" + (n === 1 ? "" : "s") + " of "
       + box.dataset.queue + (what.length ? " matching " + what.join(" and ") : "") + "?";
     if (!window.confirm(question)) return null;

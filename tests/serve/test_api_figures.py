@@ -1,0 +1,139 @@
+"""Rule 25 for consumers in other languages: messages received and settled over HTTP get
+their wait and handler time recorded by the serve process, as a worker's do; on SQLite
+and on PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+import hailq
+from hailq.serve.figures import ServeFigures
+
+from .conftest import CLIENT, Server
+
+
+def _priorities(admin: httpx.Client, queue: str) -> dict[int, dict[str, Any]]:
+    r = admin.get(f"/api/queues/{queue}")
+    assert r.status_code == 200, r.text
+    return {p["priority"]: p for p in r.json()["priorities"]}
+
+
+def _until(admin: httpx.Client, queue: str, started: dict[int, int],
+           ) -> dict[int, dict[str, Any]]:
+    """The queue's per-priority figures once they count ``started`` (flushed each second)."""
+    deadline = time.monotonic() + 60
+    while True:
+        found = _priorities(admin, queue)
+        if all(found.get(p, {}).get("started") == n for p, n in started.items()):
+            return found
+        assert time.monotonic() < deadline, found
+        time.sleep(0.2)
+
+
+def test_rule_25_http_consumers_get_wait_handler_time_and_breaches(server: Server) -> None:
+    admin, client = server.client(), server.client(CLIENT)
+    assert admin.put("/api/queues/portal", json={"slo": {"9": 0.25}}).status_code == 200
+    sent = client.post("/api/queues/portal/messages", json={"messages": [
+        *({"body": {"n": i}, "priority": 9} for i in range(3)),
+        *({"body": {"n": i}, "priority": 1} for i in range(2))]})
+    assert sent.status_code == 200, sent.text
+    assert _priorities(admin, "portal").get(9, {}).get("started", 0) == 0
+    time.sleep(0.6)  # every message waits past priority 9's service level of 0.25 s
+    got = client.post("/api/queues/portal/receive",
+                      json={"max_messages": 10, "wait": 5}).json()["messages"]
+    assert sorted(m["priority"] for m in got) == [1, 1, 9, 9, 9]
+    time.sleep(0.3)  # the consumer's handler runs
+    high = [m["receipt"] for m in got if m["priority"] == 9]
+    low = [m["receipt"] for m in got if m["priority"] == 1]
+    acked = client.post("/api/queues/portal/ack", json={"receipts": [*high, low[0]]})
+    assert all(r["acked"] for r in acked.json()["results"]), acked.text
+    failed = client.post("/api/queues/portal/nack",
+                         json={"receipt": low[1], "delay": 60, "error": "boom"})
+    assert failed.status_code == 200, failed.text
+
+    found = _until(admin, "portal", {9: 3, 1: 2})
+    p9, p1 = found[9], found[1]
+    assert p9["slo"] == 0.25 and p9["breaches"] == 3 and p9["compliance"] == 0.0
+    assert p9["wait_p50"] is not None and p9["wait_p50"] > 0.25
+    assert p9["handler_p50"] is not None and p9["handler_p50"] > 0.1
+    assert p1["wait_p99"] is not None and p1["handler_p99"] is not None
+    assert p1["breaches"] == 0 and p1["slo"] is None
+    shown = admin.get("/api/queues/portal").json()
+    assert shown["figures"]["breaches"] == 3
+    figures = server.broker.get_queue("portal").figures()
+    assert sum(s.finished for s in figures.slots) == 5  # four acked, one failed
+
+
+def test_rule_25_a_lost_lease_or_a_second_ack_records_nothing_more(server: Server) -> None:
+    admin, client = server.client(), server.client(CLIENT)
+    admin.put("/api/queues/jobs", json={})
+    admin.put("/api/queues/other", json={})
+    client.post("/api/queues/jobs/messages", json={"body": "x"})
+    got = client.post("/api/queues/jobs/receive", json={"lease": 30}).json()["messages"]
+    receipt = got[0]["receipt"]
+    # Given back on the wrong queue: nothing changes, and it is still measured below.
+    wrong = client.post("/api/queues/other/ack", json={"receipts": [receipt]}).json()
+    assert wrong["results"][0]["acked"] is False
+    assert client.post("/api/queues/other/nack", json={"receipt": receipt}).status_code == 409
+    extended = client.post("/api/queues/jobs/extend", json={"receipt": receipt, "seconds": 60})
+    assert extended.status_code == 200, extended.text
+    assert client.post("/api/queues/jobs/ack", json={"receipts": [receipt]}).status_code == 200
+    again = client.post("/api/queues/jobs/ack", json={"receipts": [receipt]}).json()
+    assert again["results"][0]["acked"] is False
+    lost = client.post("/api/queues/jobs/nack", json={"receipt": receipt})
+    assert lost.status_code == 409, lost.text
+    assert _until(admin, "jobs", {0: 1})[0]["started"] == 1
+    time.sleep(1.5)  # another flush or two: still one
+    assert _priorities(admin, "jobs")[0]["started"] == 1
+
+
+def test_rule_25_serve_figures_forget_ended_leases_stay_bounded_and_flush_on_close(
+        broker: hailq.Broker) -> None:
+    queue = broker.queue("jobs")
+    queue.send_many(range(4))
+    figures = ServeFigures(broker, interval=3600.0, limit=3)  # no flush but the last
+    try:
+        held = queue.receive(4, lease=30)
+        figures.handed_out(held)
+        assert figures.remembered() == 3  # the oldest one is forgotten
+        figures.settled("jobs", held[0].receipt or "", True)  # forgotten: not recorded
+        figures.settled("other", held[1].receipt or "", None)  # not its queue: kept
+        for m in held[1:]:
+            figures.settled("jobs", m.receipt or "", True)
+        assert figures.remembered() == 0
+        queue.send("short")
+        short = queue.receive(1, lease=0.5)
+        figures.handed_out(short)
+        time.sleep(1.0)
+        figures.extended("jobs", short[0].receipt or "", None)  # its lease was lost
+        assert figures.remembered() == 0
+    finally:
+        figures.close()
+    by_priority = {p.priority: p for p in queue.figures().priorities}
+    assert by_priority[0].started == 3
+
+
+def test_rule_25_hailq_serve_writes_the_last_figures_as_it_stops(broker: hailq.Broker,
+                                                                 url: str) -> None:
+    """A real ``hailq serve`` process stopped with Ctrl-C right after an ack: the figures
+    of its last second are written as it stops, not lost."""
+    from .test_security_cli import Serve
+
+    broker.queue("jobs").send("x")
+    serve = Serve(url, "--token", "t0ken")
+    try:
+        serve.wait_ready()
+        with httpx.Client(base_url=f"http://127.0.0.1:{serve.port}", timeout=60,
+                          headers={"Authorization": "Bearer t0ken"}) as c:
+            [m] = c.post("/api/queues/jobs/receive", json={}).json()["messages"]
+            acked = c.post("/api/queues/jobs/ack", json={"receipts": [m["receipt"]]})
+            assert acked.json()["results"][0]["acked"] is True
+    finally:
+        _, err = serve.finish()
+    assert serve.process.returncode in (0, 130), err  # 130: stopped by Ctrl-C
+    assert "Traceback" not in err
+    [p0] = broker.get_queue("jobs").figures().priorities
+    assert p0.started == 1 and p0.handler_p50 is not None
