@@ -132,6 +132,12 @@ def test_rule_29_client_role_moves_messages_but_never_purges_deletes_or_configur
         "results"][0]["acked"] is True
     assert c.post("/api/topics/orders/publish", json={"body": 1}).status_code == 200
     assert broker.get_queue("billing").stats().ready == 1
+    # ... and nothing more: it never looks at other messages, dead letters or figures.
+    for path in ("/api/queues", "/api/queues/jobs", "/api/queues/jobs/messages",
+                 "/api/queues/jobs/dead", "/api/workers", "/metrics", "/",
+                 "/queues/jobs"):
+        assert c.get(path).status_code == 403, path
+    assert c.get("/openapi.json").status_code == 200  # the API's description is for all
 
 
 def test_rule_29_get_never_mutates(server: Server, broker: hailq.Broker,

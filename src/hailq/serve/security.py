@@ -10,14 +10,16 @@ In this order, for every request:
    constant time; none or an unknown one -> 401;
 5. a cookie-authenticated POST/PUT/PATCH/DELETE without an ``Origin`` (or
    ``Referer``) of this server -> 403 (CSRF: the cookie alone proves nothing);
-6. the route's role: GET and HEAD need ``read``; sending, receiving, acking,
-   nacking, extending and publishing need ``client``; every other change needs
-   ``admin`` -> 403 otherwise;
+6. the route's role: GET and HEAD need ``read`` (``/openapi.json`` any role);
+   sending, receiving, acking, nacking, extending and publishing need
+   ``client``; every other change needs ``admin`` -> 403 otherwise;
 7. a body over the cap -> 413, from ``Content-Length`` or by counting what
    arrives, before any route parses it.
 
-Roles are ordered: ``admin`` may do everything, ``read`` only looks, ``client``
-looks and moves messages but never purges, deletes or configures.
+Roles: ``admin`` may do everything, ``read`` only looks, ``client`` may only send,
+receive, ack, nack, extend and publish (what a producer or consumer in another
+language needs): it never looks at other messages, dead letters or figures, and
+never purges, deletes or configures.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ _CLIENT_ROUTES = tuple(re.compile(p) for p in (
 ))
 # What each role may do: the roles that satisfy a requirement.
 _SATISFIES: dict[str, frozenset[str]] = {
-    "read": frozenset({"admin", "read", "client"}),
+    "any": frozenset({"admin", "read", "client"}),
+    "read": frozenset({"admin", "read"}),
     "client": frozenset({"admin", "client"}),
     "admin": frozenset({"admin"}),
 }
@@ -111,9 +114,11 @@ class Policy:
 
 
 def required_role(method: str, path: str) -> str:
-    """The least role a request needs: GET never changes anything, so ``read``."""
+    """The least role a request needs: GET never changes anything, so ``read``; the
+    API's description (``/openapi.json``) is for every role, clients' code generators
+    included."""
     if method in ("GET", "HEAD", "OPTIONS"):
-        return "read"
+        return "any" if path == "/openapi.json" else "read"
     if method == "POST" and any(p.fullmatch(path) for p in _CLIENT_ROUTES):
         return "client"
     return "admin"
