@@ -126,7 +126,14 @@ with hailq.connect(url) as broker:
     held = broker.get_queue("hailstorm").receive(max_messages=k, wait=30)
     print(json.dumps([m.id for m in held]), flush=True)
     sys.stdin.readline()  # the link was cut and is back
-    writer = EffectWriter(EffectStore.from_spec(effects))
+    for attempt in range(20):  # the first connections after the link returns may fail
+        try:
+            writer = EffectWriter(EffectStore.from_spec(effects))
+            break
+        except Exception:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
     out = []
     for m in held:
         new = writer.apply(m.id, m.body["n"], m.attempt, os.getpid(), time.time())
