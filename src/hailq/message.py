@@ -48,7 +48,7 @@ class Message:
         message, and at batch sizes of 10 and more this is a visible share of a cycle."""
         m = cls.__new__(cls)
         m._queue, m.id = queue, r.id
-        m._lease = Receipt(queue.name, r.id, r.token, r.seq)
+        m._lease = tuple.__new__(Receipt, (queue.name, r.id, r.token, r.seq))  # no frame
         m.body = decode_body(r.body, r.body_kind)
         m.headers = decode_headers(r.headers)
         m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt

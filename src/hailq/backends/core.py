@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
-from typing import Any, NamedTuple, TypeVar
+from functools import partial
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from hailq.backends import rates, rows
 from hailq.backends.autoscale import AutoscaleStore
@@ -62,6 +63,7 @@ from hailq.models import (
 from hailq.settings import QueueSettings, parse_overrides
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
 # Seconds a process keeps a queue's stored settings before it reads them again: an
 # operator's change (a lease, a cap, attempts) reaches running consumers within this.
@@ -71,6 +73,12 @@ _PRUNE_EVERY = 1000  # sends between prunes of expired dedup records
 # (rule 31): a rerun under the same dedup_id finds the first try's record (rule 4).
 MAYBE_STORED = ("the message may have been stored all the same; a retry with the same "
                 "dedup_id is safe (it stores the message once)")
+
+
+class _Unit(Protocol[T_co]):
+    """A unit of work that may try its dialect's shortcuts (``fast``) first."""
+
+    def __call__(self, tx: Tx, fast: bool) -> T_co: ...
 
 
 class Live(NamedTuple):
@@ -269,9 +277,10 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
 
     def message_claim(self, params: ClaimParams) -> ClaimResult:
         if not params.acks:
-            return ClaimResult([], self.dialect.work(lambda tx: self._claim(tx, params),
+            # partial, not a lambda: one Python frame less on every receive
+            return ClaimResult([], self.dialect.work(partial(self._claim, params=params),
                                                      durable=False))
-        return self._fast_first(lambda tx, fast: self._ack_claim(tx, params, fast),
+        return self._fast_first(partial(self._ack_claim, params=params),
                                 rerun=lambda tx: self._ack_claim(tx, params, False,
                                                                  rerun=True))
 
@@ -286,21 +295,31 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                     live.lease if params.lease is None else params.lease)
         done, found = fused if fused is not None else ({}, [])
         left = [r for r in params.acks if r[:3] not in done]
-        acked = self._acked(tx, left, fast, done, plain_tried=fused is not None) \
-            if left else done
+        if not left:
+            acked = done
+        elif fast and self.dialect.ack_in_time(tx, left):
+            acked = {**done, **{r[:3]: False for r in left}}
+        else:
+            acked = self._acked(tx, left, done, plain_tried=fused is not None)
         outcome = self._outcome(tx, params.acks, acked, rerun)
         self._woken(tx, params.acks, acked)
         return ClaimResult(outcome, found or self._claim(tx, params))
 
     def _upkeep_due(self, tx: Tx, queue: str) -> bool:
-        return _clock(tx) - self._maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
+        now = time.monotonic() if tx.now is None else tx.now  # as _clock: on every claim
+        return now - self._maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
 
     def _claim(self, tx: Tx, params: ClaimParams) -> list[ClaimedRow]:
         due = self._upkeep_due(tx, params.queue)
         live = self._live(tx, params.queue)
         if due:
             self._maintain(tx, params.queue)
-        found = self._claim_now(tx, params, live)
+        if live.max_in_flight is None and live.rate is None and not live.paused:
+            found = self.dialect.claim(  # _claim_now's commonest case, one frame less
+                tx, params.queue, params.max_messages,
+                live.lease if params.lease is None else params.lease)
+        else:
+            found = self._claim_now(tx, params, live)
         if not found and not due:
             self._maintain(tx, params.queue)
             found = self._claim_now(tx, params, live)
@@ -346,7 +365,10 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         def ack(tx: Tx, fast: bool, rerun: bool = False) -> list[bool | None]:
             if len(receipts) == 1 and not rerun:
                 return [self._ack_one(tx, receipts[0])]
-            acked = self._acked(tx, receipts, fast, {})
+            if fast and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
+                self._made_room(tx, receipts[0].queue)
+                return [False] * len(receipts)
+            acked = self._acked(tx, receipts, {})
             self._woken(tx, receipts, acked)
             return self._outcome(tx, receipts, acked, rerun)
 
@@ -357,20 +379,28 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         late = None
         if self.dialect.acks_plain_apart:
             late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
+            if late is None:
+                with tx.atomic():  # a key's next message is freed in the ack's transaction
+                    late = self._ack_keyed(tx, receipt)
+        else:  # the unit of work is one transaction already
+            late = self._ack_keyed(tx, receipt)
         if late is None:
-            with tx.atomic():  # a key's next message is freed in the ack's transaction
-                found = self.dialect.ack(tx, (receipt,), False)
-                if not found:
-                    return None
-                late = found[0].late
-                if found[0].ordering_key is not None:
-                    self._release(tx, receipt.queue, [found[0].ordering_key])
+            return None
         if self._live(tx, receipt.queue).max_in_flight is not None:
             self.dialect.wake(tx, [receipt.queue])
-        return bool(late)
+        return late
 
-    def _acked(self, tx: Tx, receipts: Sequence[Receipt], fast: bool,
-               done: Outcome, plain_tried: bool = False) -> Outcome:
+    def _ack_keyed(self, tx: Tx, receipt: Receipt) -> bool | None:
+        """Ack one receipt and free its key; whether it was late, None if lost."""
+        found = self.dialect.ack(tx, (receipt,))
+        if not found:
+            return None
+        if found[0].ordering_key is not None:
+            self._release(tx, receipt.queue, [found[0].ordering_key])
+        return bool(found[0].late)
+
+    def _acked(self, tx: Tx, receipts: Sequence[Receipt], done: Outcome,
+               plain_tried: bool = False) -> Outcome:
         """Ack ``receipts`` and free their keys; ``done`` were acked already (their keys
         need nothing: a fused ack only takes messages without one). Messages without a
         key go first where the dialect acks them outside a transaction (``ack_plain``);
@@ -392,7 +422,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         acked = dict(done)
         for queue, group in by_queue.items():
             with tx.atomic():
-                found = self.dialect.ack(tx, group, fast)
+                found = self.dialect.ack(tx, group)
                 self._release(tx, queue, [a.ordering_key for a in found
                                           if a.ordering_key is not None])
             for a in found:
@@ -421,19 +451,24 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
             if capped:
                 self.dialect.wake(tx, capped)
 
-    def _fast_first(self, fn: Callable[[Tx, bool], T],
+    def _made_room(self, tx: Tx, queue: str) -> None:
+        """``_woken`` for acks of one queue."""
+        if self._live(tx, queue).max_in_flight is not None:
+            self.dialect.wake(tx, [queue])
+
+    def _fast_first(self, fn: _Unit[T],
                     rerun: Callable[[Tx], T] | None = None) -> T:
         try:
-            return self.dialect.work(lambda tx: fn(tx, True), durable=False, rerun=rerun)
+            return self.dialect.work(partial(fn, fast=True), durable=False, rerun=rerun)
         except FastPathMissed:
-            return self.dialect.work(lambda tx: fn(tx, False), durable=False, rerun=rerun)
+            return self.dialect.work(partial(fn, fast=False), durable=False, rerun=rerun)
 
     @contextmanager
     def message_ack_transaction(self, receipt: Receipt) -> Iterator[Any]:
         # The ack goes first: it fences the message (nobody else can lease it until this
         # transaction ends) and fails before the effect when the lease is already lost.
         with self.dialect.effect() as (tx, conn):
-            acked = self._acked(tx, [receipt], False, {})
+            acked = self._acked(tx, [receipt], {})
             if not acked:
                 raise LeaseLost(f"message {receipt.message_id} was received again or is "
                                 "gone; the transaction was rolled back")

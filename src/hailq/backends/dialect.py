@@ -105,10 +105,15 @@ class Dialect(ABC):
         """Lease up to ``n`` ready rows in rule 16's order and count redeliveries."""
 
     @abstractmethod
-    def ack(self, tx: Tx, receipts: Sequence[Receipt], fast: bool) -> list[Acked]:
-        """Delete the rows the receipts still lease (their late acks counted). With
-        ``fast`` a dialect may try a shortcut and raise FastPathMissed to be called again
-        without it in a fresh transaction."""
+    def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
+        """Delete the rows the receipts still lease (their late acks counted)."""
+
+    def ack_in_time(self, tx: Tx, receipts: Sequence[Receipt]) -> bool:
+        """The commonest batch ack as a shortcut, where the dialect has one: several
+        receipts of one claim, every message still leased in time and without a key.
+        True: all of them were acked; False: not tried. Raises FastPathMissed when some
+        were not acked, to be acked through ``ack`` in a fresh transaction."""
+        return False
 
     def ack_plain(self, tx: Tx, receipts: Sequence[Receipt]) -> Outcome:
         """Acks of messages without a key, outside a transaction where statements

@@ -466,7 +466,7 @@ class PostgresDialect(Dialect):
         return _claimed_rows(tx.run("message_claim", {"queue": queue, "n": n,
                                                       "lease": lease}))
 
-    def ack(self, tx: Tx, receipts: Sequence[Receipt], fast: bool) -> list[Acked]:
+    def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         if len(receipts) == 1:
             r = receipts[0]
             found = tx.run("message_ack_one", {"queue": r.queue, "id": r.message_id,

@@ -29,7 +29,7 @@ from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Tx
 from hailq.backends.sqlfile import load_migrations, load_queries
-from hailq.backends.sqlite.connection import Forks, ForkSafeLock, Local, Transaction
+from hailq.backends.sqlite.connection import Forks, ForkSafeLock, Local, Transaction, begin, end
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, SchemaError, StorageError
 from hailq.policy.ordering import sort_key
@@ -158,7 +158,12 @@ class SQLiteDialect(Dialect):
         return StorageError(f"SQLite database {self.path}: {exc}")
 
     def _begin(self, conn: sqlite3.Connection) -> None:
-        self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:  # the common case, without _patiently's frames: every unit of work begins here
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
+                raise
+            self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
 
     def _patiently(self, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt`` until the database is not busy, sleeping 1 ms, growing to 5 ms,
@@ -190,8 +195,16 @@ class SQLiteDialect(Dialect):
     def work(self, fn: Callable[[Tx], _T], *, durable: bool,
              rerun: Callable[[Tx], _T] | None = None) -> _T:
         # SQLite never loses a connection mid-call: nothing is re-run.
-        with Transaction(self, durable) as conn:
-            return fn(_Tx(conn, self._clock()))
+        conn = begin(self, durable)
+        tx = _Tx.__new__(_Tx)  # without __init__'s frame: every receive and ack makes one
+        tx.conn, tx.now = conn, self._clock()
+        try:
+            result = fn(tx)
+        except BaseException as exc:
+            end(self, conn, exc)
+            raise
+        end(self, conn, None)
+        return result
 
     def read(self, fn: Callable[[Tx], _T]) -> _T:
         try:
@@ -300,15 +313,14 @@ class SQLiteDialect(Dialect):
         conn.execute(_for_rows("message_claim_mark", len(found)),
                      [token, lease_until, *[r[10] for r in found]])
         claimed = [tuple.__new__(ClaimedRow, r) for r in found]
-        redelivered = sum(1 for r in claimed if r.attempt > 1)
+        redelivered = [r for r in claimed if r.attempt > 1]  # a list: no generator per row
         if redelivered:
-            conn.execute(Q["count_redelivered"], {"queue": queue, "n": redelivered})
+            conn.execute(Q["count_redelivered"], {"queue": queue, "n": len(redelivered)})
         return claimed
 
-    def ack(self, tx: Tx, receipts: Sequence[Receipt], fast: bool) -> list[Acked]:
+    def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         """Receipts of one queue. One message whose lease holds and that has no key: a
-        delete that returns nothing. A batch of one claim's messages: the same, checked
-        by its count (FastPathMissed when it falls short). Otherwise by receipt."""
+        delete that returns nothing. Otherwise by receipt."""
         conn, now = tx.conn, tx.now
         queue = receipts[0].queue
         if len(receipts) == 1:  # one message, the most common ack: nothing to group
@@ -318,9 +330,6 @@ class SQLiteDialect(Dialect):
             if one.seq is not None and conn.execute(Q["message_ack_in_time"], args).rowcount:
                 return [Acked(one.message_id, one.token, None, False)]
             found = [Acked(*r) for r in conn.execute(Q["message_ack_one"], args)]
-        elif fast and _one_claim(receipts):
-            self._ack_in_time(conn, receipts, now)
-            return [Acked(r.message_id, r.token, None, False) for r in receipts]
         else:
             known = [r for r in receipts if r.seq is not None]  # found by position
             found = []
@@ -340,9 +349,11 @@ class SQLiteDialect(Dialect):
             conn.execute(Q["count_late"], {"queue": queue, "n": late})
         return found
 
-    def _ack_in_time(self, conn: sqlite3.Connection, receipts: Sequence[Receipt],
-                     now: float | None) -> None:
-        queue = receipts[0].queue
+    def ack_in_time(self, tx: Tx, receipts: Sequence[Receipt]) -> bool:
+        """A batch of one claim: deletes that return nothing, checked by their count."""
+        if not _one_claim(receipts):
+            return False
+        conn, now, queue = tx.conn, tx.now, receipts[0].queue
         for start in range(0, len(receipts), _ACK_CHUNK):
             part = receipts[start:start + _ACK_CHUNK]
             deleted = conn.execute(_for_rows("message_ack_claim_in_time", len(part)), [
@@ -350,6 +361,7 @@ class SQLiteDialect(Dialect):
                 queue, now]).rowcount
             if deleted != len(part):
                 raise FastPathMissed
+        return True
 
     def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
                ) -> dict[tuple[str, str], float]:
@@ -433,10 +445,9 @@ def _statements(script: str) -> Iterator[str]:
 
 def _one_claim(receipts: Sequence[Receipt]) -> bool:
     """Several receipts of one claim (their positions known), each message named once."""
-    first = receipts[0]
-    return (len(receipts) > 1
-            and all(r.seq is not None and r.token == first.token for r in receipts)
-            and len({r.seq for r in receipts}) == len(receipts))
+    seqs = {r.seq for r in receipts}
+    return (len(receipts) > 1 and None not in seqs and len(seqs) == len(receipts)
+            and len({r.token for r in receipts}) == 1)
 
 
 @functools.lru_cache(maxsize=256)

@@ -53,10 +53,53 @@ class ForkSafeLock:
         self._lock.release()
 
 
+def begin(backend: SQLiteDialect, durable: bool) -> sqlite3.Connection:
+    """Start one write transaction of ``backend`` on this thread's connection. Functions,
+    not a context manager's methods: every receive and every ack runs one, and each
+    Python frame saved there is a visible share of a one-message cycle."""
+    conn = backend._connection()
+    wanted = backend._send_sync if durable else "NORMAL"
+    # Threads of one process take turns on a lock first: handing over a Python lock is
+    # immediate, while waiting on SQLite's file lock means sleeping and retrying.
+    backend._writer.__enter__()
+    try:
+        if backend._local.synchronous != wanted:
+            conn.execute(f"PRAGMA synchronous={wanted}")
+            backend._local.synchronous = wanted
+        backend._begin(conn)
+    except BaseException as exc:
+        backend._writer.__exit__()
+        if isinstance(exc, sqlite3.Error):
+            raise backend._storage_error(exc) from None
+        raise
+    return conn
+
+
+def end(backend: SQLiteDialect, conn: sqlite3.Connection, exc: BaseException | None) -> None:
+    """Commit the transaction ``begin`` started, or roll it back after ``exc``: a
+    database error then becomes a StorageError, any other the caller re-raises."""
+    try:
+        if exc is None:
+            try:
+                conn.execute("COMMIT")
+                return
+            except BaseException as failed:
+                _roll_back(backend, conn, failed)
+                raise
+        _roll_back(backend, conn, exc)
+    finally:
+        backend._writer.__exit__()
+
+
+def _roll_back(backend: SQLiteDialect, conn: sqlite3.Connection, exc: BaseException) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    if isinstance(exc, sqlite3.Error):
+        raise backend._storage_error(exc) from None
+
+
 class Transaction:
-    """One write transaction of a backend. A class, not a generator: every receive and
-    every ack opens one, and a generator-based context manager cost a tenth of a
-    one-message cycle."""
+    """One write transaction of a backend, as a context manager (``begin`` and ``end``)."""
 
     __slots__ = ("_backend", "_conn", "_durable")
 
@@ -65,40 +108,9 @@ class Transaction:
         self._durable = durable
 
     def __enter__(self) -> sqlite3.Connection:
-        backend = self._backend
-        conn = self._conn = backend._connection()
-        wanted = backend._send_sync if self._durable else "NORMAL"
-        # Threads of one process take turns on a lock first: handing over a Python lock is
-        # immediate, while waiting on SQLite's file lock means sleeping and retrying.
-        backend._writer.__enter__()
-        try:
-            if backend._local.synchronous != wanted:
-                conn.execute(f"PRAGMA synchronous={wanted}")
-                backend._local.synchronous = wanted
-            backend._begin(conn)
-        except BaseException as exc:
-            backend._writer.__exit__()
-            if isinstance(exc, sqlite3.Error):
-                raise backend._storage_error(exc) from None
-            raise
-        return conn
+        self._conn = begin(self._backend, self._durable)
+        return self._conn
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
-        try:
-            if exc is None:
-                try:
-                    self._conn.execute("COMMIT")
-                    return
-                except BaseException as failed:
-                    self._roll_back(failed)
-                    raise
-            self._roll_back(exc)
-        finally:
-            self._backend._writer.__exit__()
-
-    def _roll_back(self, exc: BaseException) -> None:
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise self._backend._storage_error(exc) from None
+        end(self._backend, self._conn, exc)
