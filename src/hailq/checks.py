@@ -80,6 +80,8 @@ def error_text(error: object, what: str = "error") -> str | None:
 def check_batch(items: object, what: str) -> list[Any]:
     """A batch argument as a list: any iterable of items, but not one item by itself
     (a string, bytes or a dict is iterable, and would quietly become many)."""
+    if type(items) is list:  # the common case, before an ABC's isinstance check
+        return list(items)
     if isinstance(items, str | bytes | bytearray | memoryview | dict) \
             or not isinstance(items, Iterable):
         raise InvalidArgument(f"{what} takes a list (or another iterable) of items, got "

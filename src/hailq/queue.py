@@ -108,8 +108,10 @@ class Queue:
                 wait: Duration = 0) -> list[Message]:
         """Lease up to ``max_messages`` (rule 6). ``wait`` > 0 long-polls up to that long.
         Without ``lease`` the queue's stored lease applies."""
-        wait_s = seconds(wait, "wait", maximum=MAX_WAIT)
-        params = ClaimParams(self.name, check_max_messages(max_messages), _lease(lease))
+        wait_s = 0.0 if wait == 0 and type(wait) is int else seconds(wait, "wait",
+                                                                      maximum=MAX_WAIT)
+        params = ClaimParams(self.name, check_max_messages(max_messages),
+                             None if lease is None else _lease(lease))
         deadline = time.monotonic() + wait_s
         while True:
             rows = self._backend.message_claim(params).rows

@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import operator
 import os
-import secrets
 import sqlite3
 import time
 from collections import Counter
@@ -29,7 +29,15 @@ from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Tx
 from hailq.backends.sqlfile import load_migrations, load_queries
-from hailq.backends.sqlite.connection import Forks, ForkSafeLock, Local, Transaction, begin, end
+from hailq.backends.sqlite.connection import (
+    Forks,
+    ForkSafeLock,
+    Local,
+    Transaction,
+    begin,
+    busy,
+    end,
+)
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, SchemaError, StorageError
 from hailq.policy.ordering import sort_key
@@ -41,7 +49,6 @@ SCHEMA_TABLE = (
     "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
 )
 _REOPEN_AFTER = {8, 10, 14}  # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
-_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 _ACK_CHUNK = 500  # messages per batch-ack statement: 4 parameters each, SQLite allows 32,766
 _T = TypeVar("_T")
 # A commit copies every page it changed into the WAL; a claim or an ack changes a few rows
@@ -158,12 +165,7 @@ class SQLiteDialect(Dialect):
         return StorageError(f"SQLite database {self.path}: {exc}")
 
     def _begin(self, conn: sqlite3.Connection) -> None:
-        try:  # the common case, without _patiently's frames: every unit of work begins here
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
-                raise
-            self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
+        self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
 
     def _patiently(self, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt`` until the database is not busy, sleeping 1 ms, growing to 5 ms,
@@ -178,7 +180,7 @@ class SQLiteDialect(Dialect):
             try:
                 return attempt()
             except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
+                if not busy(exc):
                     raise
                 now = time.monotonic()
                 if not deadline:
@@ -303,20 +305,20 @@ class SQLiteDialect(Dialect):
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
         conn = tx.conn
-        token = secrets.token_hex(8)
+        token = os.urandom(8).hex()  # secrets.token_hex(8) without its three frames
         lease_until = float(tx.now or 0.0) + lease
         found = conn.execute(Q["message_claim"], {
             "queue": queue, "n": n, "token": token, "lease_until": lease_until,
         }).fetchall()
         if not found:
             return []
+        # map and itemgetter: no Python frame per claim, nor per row
         conn.execute(_for_rows("message_claim_mark", len(found)),
-                     [token, lease_until, *[r[10] for r in found]])
-        claimed = [tuple.__new__(ClaimedRow, r) for r in found]
-        redelivered = [r for r in claimed if r.attempt > 1]  # a list: no generator per row
-        if redelivered:
-            conn.execute(Q["count_redelivered"], {"queue": queue, "n": len(redelivered)})
-        return claimed
+                     [token, lease_until, *map(_SEQ, found)])
+        if max(map(_ATTEMPT, found)) > 1:
+            conn.execute(Q["count_redelivered"], {
+                "queue": queue, "n": sum(1 for r in found if r[_ATTEMPT_AT] > 1)})
+        return [tuple.__new__(ClaimedRow, r) for r in found]
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         """Receipts of one queue. One message whose lease holds and that has no key: a
@@ -441,6 +443,11 @@ def _statements(script: str) -> Iterator[str]:
     if buffer.strip() and not all(
             ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
+
+
+_ATTEMPT_AT = ClaimedRow._fields.index("attempt")
+_ATTEMPT = operator.itemgetter(_ATTEMPT_AT)
+_SEQ = operator.itemgetter(ClaimedRow._fields.index("seq"))
 
 
 def _one_claim(receipts: Sequence[Receipt]) -> bool:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from typing import TYPE_CHECKING
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from hailq.backends.sqlite.watch import FolderWatch
 
@@ -27,6 +29,13 @@ class Forks:
 
 os.register_at_fork(after_in_child=Forks.count)
 
+_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says another connection holds the lock (try again later)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY
+
 
 class Local(threading.local):
     generation: int = -1
@@ -38,37 +47,61 @@ class Local(threading.local):
 
 
 class ForkSafeLock:
-    """A re-entrant lock that a forked child gets fresh (a parent thread may have held it)."""
+    """A re-entrant lock that a forked child gets fresh (a parent thread may have held it).
+    ``acquire`` and ``release`` are the lock's own methods, with no Python frame of
+    their own: every receive and every ack takes this lock."""
+
+    __slots__ = ("__weakref__", "acquire", "release")
+    _every: ClassVar[weakref.WeakSet[ForkSafeLock]] = weakref.WeakSet()
 
     def __init__(self) -> None:
-        self._generation = Forks.generation
-        self._lock = threading.RLock()
+        self._renew()
+        ForkSafeLock._every.add(self)
+
+    def _renew(self) -> None:
+        lock = threading.RLock()
+        self.acquire: Callable[..., bool] = lock.acquire
+        self.release: Callable[[], None] = lock.release
+
+    @classmethod
+    def after_fork(cls) -> None:
+        for lock in list(cls._every):
+            lock._renew()
 
     def __enter__(self) -> None:
-        if self._generation != Forks.generation:
-            self._generation, self._lock = Forks.generation, threading.RLock()
-        self._lock.acquire()
+        self.acquire()
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.release()
+
+
+os.register_at_fork(after_in_child=ForkSafeLock.after_fork)
 
 
 def begin(backend: SQLiteDialect, durable: bool) -> sqlite3.Connection:
     """Start one write transaction of ``backend`` on this thread's connection. Functions,
     not a context manager's methods: every receive and every ack runs one, and each
     Python frame saved there is a visible share of a one-message cycle."""
-    conn = backend._connection()
+    local = backend._local
+    conn = local.conn
+    if conn is None or local.generation != Forks.generation:
+        conn = backend._connection()
     wanted = backend._send_sync if durable else "NORMAL"
     # Threads of one process take turns on a lock first: handing over a Python lock is
     # immediate, while waiting on SQLite's file lock means sleeping and retrying.
-    backend._writer.__enter__()
+    backend._writer.acquire()
     try:
-        if backend._local.synchronous != wanted:
+        if local.synchronous != wanted:
             conn.execute(f"PRAGMA synchronous={wanted}")
-            backend._local.synchronous = wanted
-        backend._begin(conn)
+            local.synchronous = wanted
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not busy(exc):
+                raise
+            backend._begin(conn)  # another process writes: wait for it
     except BaseException as exc:
-        backend._writer.__exit__()
+        backend._writer.release()
         if isinstance(exc, sqlite3.Error):
             raise backend._storage_error(exc) from None
         raise
@@ -88,7 +121,7 @@ def end(backend: SQLiteDialect, conn: sqlite3.Connection, exc: BaseException | N
                 raise
         _roll_back(backend, conn, exc)
     finally:
-        backend._writer.__exit__()
+        backend._writer.release()
 
 
 def _roll_back(backend: SQLiteDialect, conn: sqlite3.Connection, exc: BaseException) -> None:
