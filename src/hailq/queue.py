@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from hailq._time import Duration, seconds
 from hailq.backends.base import (
     AckParams,
-    ClaimedRow,
     ClaimParams,
     DeadListParams,
     ExtendParams,
@@ -119,7 +118,7 @@ class Queue:
             if rows or remaining <= 0:
                 break
             self._backend.message_wait(WaitParams([self.name], remaining))
-        return self._messages(rows)
+        return [Message.claimed(self, r) for r in rows]
 
     def ack_and_receive(self, acks: Iterable[Message], max_messages: int = 1,
                         lease: Duration | None = None,
@@ -135,10 +134,7 @@ class Queue:
         for message, acked in zip(finished, result.acked, strict=True):
             if acked is not None:
                 message.settled = True
-        return result.acked, self._messages(result.rows)
-
-    def _messages(self, rows: list[ClaimedRow]) -> list[Message]:
-        return [Message.claimed(self, r) for r in rows]
+        return result.acked, [Message.claimed(self, r) for r in result.rows]
 
     def ack(self, receipt: str | Message) -> None:
         """Ack by receipt or message (see ``Message.ack``)."""
@@ -155,7 +151,11 @@ class Queue:
         ended but nobody received the message since), ``None`` lease lost.
         """
         items = check_batch(receipts, "ack_many")
-        leases = [self._receipt(r) for r in items]
+        leases = []
+        for item in items:  # _receipt, without its frame for a Message of this queue
+            lease = item.lease if isinstance(item, Message) else None
+            leases.append(lease if lease is not None and lease.queue == self.name
+                          else self._receipt(item))
         results = self._backend.message_ack(AckParams(leases)) if leases else []
         for item, result in zip(items, results, strict=True):
             if isinstance(item, Message) and result is not None:

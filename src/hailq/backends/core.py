@@ -363,21 +363,23 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
 
     def message_ack(self, params: AckParams) -> list[bool | None]:
         receipts = params.receipts
+        again = partial(self._ack_many, receipts=receipts, fast=False, rerun=True)
+        if len(receipts) == 1:  # the commonest ack: no shortcut to try first
+            return self.dialect.work(partial(self._ack_one, receipt=receipts[0]),
+                                     durable=False, rerun=again)
+        return self._fast_first(partial(self._ack_many, receipts=receipts), rerun=again)
 
-        def ack(tx: Tx, fast: bool, rerun: bool = False) -> list[bool | None]:
-            if len(receipts) == 1 and not rerun:
-                return [self._ack_one(tx, receipts[0])]
-            if fast and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
-                self._made_room(tx, receipts[0].queue)
-                return [False] * len(receipts)
-            acked = self._acked(tx, receipts, {})
-            self._woken(tx, receipts, acked)
-            return self._outcome(tx, receipts, acked, rerun)
+    def _ack_many(self, tx: Tx, receipts: Sequence[Receipt], fast: bool,
+                  rerun: bool = False) -> list[bool | None]:
+        if fast and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
+            self._made_room(tx, receipts[0].queue)
+            return [False] * len(receipts)
+        acked = self._acked(tx, receipts, {})
+        self._woken(tx, receipts, acked)
+        return self._outcome(tx, receipts, acked, rerun)
 
-        return self._fast_first(ack, rerun=lambda tx: ack(tx, False, rerun=True))
-
-    def _ack_one(self, tx: Tx, receipt: Receipt) -> bool | None:
-        """``_acked`` and ``_outcome`` for the commonest ack: one receipt."""
+    def _ack_one(self, tx: Tx, receipt: Receipt) -> list[bool | None]:
+        """``_ack_many`` for the commonest ack: one receipt."""
         late = None
         if self.dialect.acks_plain_apart:
             late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
@@ -387,10 +389,10 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         else:  # the unit of work is one transaction already
             late = self._ack_keyed(tx, receipt)
         if late is None:
-            return None
+            return [None]
         if self._live(tx, receipt.queue).max_in_flight is not None:
             self.dialect.wake(tx, [receipt.queue])
-        return late
+        return [late]
 
     def _ack_keyed(self, tx: Tx, receipt: Receipt) -> bool | None:
         """Ack one receipt and free its key; whether it was late, None if lost."""
