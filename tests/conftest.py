@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import hailq
+from needs import unavailable
 
 PG_URL = os.environ.get("HAILQ_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-IN_CI = os.environ.get("CI", "").lower() == "true"
 _pg_state: dict[str, str | None] = {}
 
 
@@ -40,10 +40,8 @@ def require_postgres() -> None:
     problem = postgres_problem()
     if problem is None:
         return
-    message = f"PostgreSQL at {PG_URL} is not reachable ({problem})"
-    if IN_CI:
-        pytest.fail(message + "; CI=true requires the PostgreSQL tests", pytrace=False)
-    pytest.skip(message + "; set HAILQ_TEST_PG or start PostgreSQL to run these tests")
+    unavailable(f"PostgreSQL at {PG_URL} is not reachable ({problem}); set HAILQ_TEST_PG "
+                "or start PostgreSQL to run these tests", "the PostgreSQL tests")
 
 
 def drop_schema(schema: str) -> None:

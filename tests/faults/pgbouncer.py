@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import pytest
-
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from needs import unavailable
 
 
 def _free_port() -> int:
@@ -65,11 +63,8 @@ class PgBouncer:
 
 
 def _missing(problem: str) -> None:
-    """No PgBouncer here: a clear skip on a developer's machine, a failure in CI, which
-    installs it (.ci/run) and must never skip these tests."""
-    if IN_CI:
-        pytest.fail(problem + "; CI=true requires the PgBouncer tests", pytrace=False)
-    pytest.skip(problem)
+    """No PgBouncer here (see tests/needs.py)."""
+    unavailable(problem, "the PgBouncer tests")
 
 
 def start_pgbouncer(server_url: str, mode: str) -> PgBouncer:

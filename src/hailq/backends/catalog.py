@@ -1,14 +1,21 @@
-"""The catalog of the storage core: topics, subscriptions and the worker registry
-(rules 19, 23). A mixin of ``SqlBackend`` over ``self.dialect``."""
+"""The catalog of the storage core: queues as code declares them, topics,
+subscriptions and the worker registry (rules 19, 23). A mixin of ``SqlBackend`` over
+``self.dialect``."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from hailq.backends import rates
+from hailq.backends.base import QueueSaveParams
+from hailq.backends.operators import _columns
 from hailq.models import Subscription, WorkerInfo
+from hailq.settings import QueueSettings, parse_overrides
 
 if TYPE_CHECKING:
+    from hailq.backends.core import Live
     from hailq.backends.dialect import Dialect, Tx
 
 
@@ -16,6 +23,36 @@ class CatalogStore:
     """Topics, subscriptions and workers of the Backend seam, over ``self.dialect``."""
 
     dialect: Dialect
+    _settings: dict[str, tuple[float, Live]]
+
+    # -- queues --------------------------------------------------------------------------
+
+    def queue_save(self, params: QueueSaveParams) -> None:
+        declared = QueueSettings.from_json(params.settings)
+
+        def save(tx: Tx) -> None:
+            with tx.atomic():
+                tx.also("queue_lock", {"name": params.name})
+                # The columns statements obey are the effective settings: what code
+                # declares, with an operator's overrides (kept apart) laid over it.
+                ops = tx.one("queue_ops_get", {"name": params.name})
+                effective = declared.overlay(parse_overrides(None if ops is None else ops[0]))
+                tx.exec("queue_save", {**_columns(params.name, effective),
+                                       "settings": params.settings, "now": tx.now})
+                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
+                if params.resort:
+                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
+            self._settings.pop(params.name, None)
+
+        self.dialect.work(save, durable=True)
+
+    def queue_get(self, name: str) -> str | None:
+        found = self.dialect.read(lambda tx: tx.one("queue_get", {"name": name}))
+        return None if found is None else str(found[0])
+
+    def queue_list(self) -> list[tuple[str, str]]:
+        return [(str(n), str(s)) for n, s in self.dialect.read(
+            lambda tx: tx.run("queue_list", {}))]
 
     # -- topics --------------------------------------------------------------------------
 

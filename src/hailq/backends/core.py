@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict
 from functools import partial
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -31,23 +30,18 @@ from hailq.backends.base import (
     ClaimedRow,
     ClaimParams,
     ClaimResult,
-    DeadListParams,
     ExtendParams,
     NackParams,
     NewMessage,
-    PeekParams,
     PublishParams,
-    PurgeParams,
-    QueueSaveParams,
     Receipt,
-    RedriveParams,
     SendParams,
     WaitParams,
 )
 from hailq.backends.catalog import CatalogStore
 from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
-from hailq.backends.operators import OperatorStore, _columns, _no_queue
+from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
 from hailq.errors import (
@@ -56,11 +50,8 @@ from hailq.errors import (
     TopicNotFound,
 )
 from hailq.models import (
-    DeadMessage,
-    PeekedMessage,
     QueueStats,
 )
-from hailq.settings import QueueSettings, parse_overrides
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -122,33 +113,6 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         self.dialect.close()
 
     # -- queues --------------------------------------------------------------------------
-
-    def queue_save(self, params: QueueSaveParams) -> None:
-        declared = QueueSettings.from_json(params.settings)
-
-        def save(tx: Tx) -> None:
-            with tx.atomic():
-                tx.also("queue_lock", {"name": params.name})
-                # The columns statements obey are the effective settings: what code
-                # declares, with an operator's overrides (kept apart) laid over it.
-                ops = tx.one("queue_ops_get", {"name": params.name})
-                effective = declared.overlay(parse_overrides(None if ops is None else ops[0]))
-                tx.exec("queue_save", {**_columns(params.name, effective),
-                                       "settings": params.settings, "now": tx.now})
-                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
-                if params.resort:
-                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
-            self._settings.pop(params.name, None)
-
-        self.dialect.work(save, durable=True)
-
-    def queue_get(self, name: str) -> str | None:
-        found = self.dialect.read(lambda tx: tx.one("queue_get", {"name": name}))
-        return None if found is None else str(found[0])
-
-    def queue_list(self) -> list[tuple[str, str]]:
-        return [(str(n), str(s)) for n, s in self.dialect.read(
-            lambda tx: tx.run("queue_list", {}))]
 
     def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live:
         """The queue's stored settings, read again when older than SETTINGS_FOR."""
@@ -508,57 +472,6 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
             return [found.get((r.message_id, r.token)) for r in params.receipts]
 
         return self.dialect.work(extend, durable=False)
-
-    # -- operators -----------------------------------------------------------------------
-
-    def message_peek(self, params: PeekParams) -> list[PeekedMessage]:
-        found = self.dialect.read(lambda tx: tx.run("message_peek", {
-            "queue": params.queue, "limit": params.limit, "now": tx.now}))
-        return [rows.peeked(params.queue, r) for r in found]
-
-    def dead_list(self, params: DeadListParams) -> list[DeadMessage]:
-        found = self.dialect.read(lambda tx: tx.run("dead_list", {
-            "queue": params.queue, "ordering_key": params.ordering_key, "now": tx.now,
-            "older_than": params.older_than, "error": params.error_contains,
-            "limit": params.limit}))
-        return [rows.dead_letter(params.queue, r) for r in found]
-
-    def dead_redrive(self, params: RedriveParams) -> int:
-        args = {"queue": params.queue, "ids": list(params.ids or []),
-                "all": params.ids is None, "aging": params.aging}
-
-        def redrive(tx: Tx) -> int:
-            with tx.atomic():
-                self._maintain(tx, params.queue)
-                keys = [r[0] for r in tx.run("dead_keys", args)]
-                count = tx.exec("dead_redrive", {**args, "now": tx.now})
-                self._release(tx, params.queue, keys)
-                self.dialect.wake(tx, [params.queue])
-                return count
-
-        return self.dialect.work(redrive, durable=True)
-
-    def message_purge(self, params: PurgeParams) -> int:
-        queue = params.queue
-
-        def purge(tx: Tx) -> int:
-            with tx.atomic():
-                self._maintain(tx, queue)
-                if params.dead:
-                    gone = tx.run("purge_dead", {"queue": queue})
-                    self._release(tx, queue, [k for k, parked in gone
-                                              if k is not None and parked])
-                    count = len(gone)
-                else:
-                    count = tx.exec("purge_live", {"queue": queue})
-                tx.exec("count_purged", {"queue": queue, "n": count})
-                return count
-
-        return self.dialect.work(purge, durable=True)
-
-
-
-
 
 
 def _clock(tx: Tx) -> float:

@@ -1,5 +1,6 @@
 """Operators' actions on the storage core: describe, configure, pause, delete queues,
-topics, subscriptions and single messages (rule 32). A mixin of ``SqlBackend`` over
+topics, subscriptions and single messages (rule 32); peek, dead letters, redrive and
+purge. A mixin of ``SqlBackend`` over
 ``self.dialect``, so the seam's operator methods are written once for every dialect."""
 
 from __future__ import annotations
@@ -11,17 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 from hailq.backends import rates, rows
 from hailq.backends.base import (
+    DeadListParams,
     MessageDeleteParams,
     MessageGetParams,
+    PeekParams,
+    PurgeParams,
     QueueConfigureParams,
     QueueDeleteParams,
     QueueDescribeParams,
     QueuePauseParams,
+    RedriveParams,
     SubscriptionDeleteParams,
     TopicDeleteParams,
 )
 from hailq.errors import QueueNotEmpty, QueueNotFound, TopicHasSubscriptions, TopicNotFound
-from hailq.models import MessageDetails, QueueRecord, Subscription
+from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueRecord, Subscription
 from hailq.settings import QueueSettings, parse_overrides
 
 if TYPE_CHECKING:
@@ -38,6 +43,7 @@ class OperatorStore:
 
     if TYPE_CHECKING:
         def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None: ...
+        def _maintain(self, tx: Tx, queue: str) -> None: ...
 
         def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
 
@@ -158,6 +164,54 @@ class OperatorStore:
     def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
         return bool(self.dialect.work(lambda tx: tx.exec("subscription_delete", {
             "topic": params.topic, "queue": params.queue}), durable=True))
+
+    # -- reading and settling messages -----------------------------------------------------
+
+    def message_peek(self, params: PeekParams) -> list[PeekedMessage]:
+        found = self.dialect.read(lambda tx: tx.run("message_peek", {
+            "queue": params.queue, "limit": params.limit, "now": tx.now}))
+        return [rows.peeked(params.queue, r) for r in found]
+
+    def dead_list(self, params: DeadListParams) -> list[DeadMessage]:
+        found = self.dialect.read(lambda tx: tx.run("dead_list", {
+            "queue": params.queue, "ordering_key": params.ordering_key, "now": tx.now,
+            "older_than": params.older_than, "error": params.error_contains,
+            "limit": params.limit}))
+        return [rows.dead_letter(params.queue, r) for r in found]
+
+    def dead_redrive(self, params: RedriveParams) -> int:
+        args = {"queue": params.queue, "ids": list(params.ids or []),
+                "all": params.ids is None, "aging": params.aging}
+
+        def redrive(tx: Tx) -> int:
+            with tx.atomic():
+                self._maintain(tx, params.queue)
+                keys = [r[0] for r in tx.run("dead_keys", args)]
+                count = tx.exec("dead_redrive", {**args, "now": tx.now})
+                self._release(tx, params.queue, keys)
+                self.dialect.wake(tx, [params.queue])
+                return count
+
+        return self.dialect.work(redrive, durable=True)
+
+    def message_purge(self, params: PurgeParams) -> int:
+        queue = params.queue
+
+        def purge(tx: Tx) -> int:
+            with tx.atomic():
+                self._maintain(tx, queue)
+                if params.dead:
+                    gone = tx.run("purge_dead", {"queue": queue})
+                    self._release(tx, queue, [k for k, parked in gone
+                                              if k is not None and parked])
+                    count = len(gone)
+                else:
+                    count = tx.exec("purge_live", {"queue": queue})
+                tx.exec("count_purged", {"queue": queue, "n": count})
+                return count
+
+        return self.dialect.work(purge, durable=True)
+
 
 
 def _no_queue(name: str) -> QueueNotFound:

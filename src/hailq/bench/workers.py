@@ -27,24 +27,20 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import hailq
+from hailq.bench.processes import QUEUE, WorkerProcesses
 from hailq.bench.runner import Figure, vacuum
 from hailq.url import parse_url
 
-QUEUE = "bench_workers"
 GATED_NOOP = "hailq.bench.handlers:noop_after_go"
 RECORD_START = "hailq.bench.handlers:record_start"
 
@@ -78,108 +74,6 @@ class WorkerFigure(Figure):
 
 def backend_of(url: str) -> str:
     return "sqlite" if parse_url(url).scheme == "sqlite" else "postgresql"
-
-
-# -- worker processes --------------------------------------------------------------------
-
-
-class WorkerProcesses:
-    """``procs`` × ``hailq worker TARGET -c CONCURRENCY`` on the bench queue.
-
-    Entering starts them and waits until the registry lists each as running;
-    leaving stops them with SIGTERM and checks every one exits 0 (``stop()``),
-    or kills them if the block raised.
-    """
-
-    def __init__(self, url: str, target: str, *, procs: int, concurrency: int,
-                 log_dir: Path, start_timeout: float = 60.0) -> None:
-        self.url = url
-        self.target = target
-        self.procs = procs
-        self.concurrency = concurrency
-        self.log_dir = log_dir
-        self.start_timeout = start_timeout
-        self.popens: list[subprocess.Popen[bytes]] = []
-        self._logs: list[Path] = []
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.popens]
-
-    def __enter__(self) -> WorkerProcesses:
-        try:
-            self.start()
-        except BaseException:
-            self.kill()
-            raise
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is None:
-            self.stop()
-        else:
-            self.kill()
-
-    def start(self) -> None:
-        command = [sys.executable, "-m", "hailq.cli.worker", self.target, "--queue", QUEUE,
-                   "--concurrency", str(self.concurrency), "--url", self.url,
-                   "--log-level", "WARNING"]
-        for _ in range(self.procs):
-            log = self.log_dir / f"worker-{len(self._logs)}-{time.time_ns()}.log"
-            self._logs.append(log)
-            with open(log, "wb") as err:
-                self.popens.append(subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                                    stdout=err, stderr=subprocess.STDOUT))
-        with hailq.connect(self.url) as broker:
-            deadline = time.monotonic() + self.start_timeout
-            while True:
-                running = {w.pid for w in broker.workers() if w.state == "running"}
-                if running.issuperset(self.pids):
-                    return
-                for popen, log in zip(self.popens, self._logs, strict=True):
-                    if popen.poll() is not None:
-                        raise RuntimeError(f"worker {popen.pid} exited with {popen.returncode} "
-                                           f"before it was running: {_tail(log)}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"workers {self.pids} not registered as running after "
-                                       f"{self.start_timeout:g} s")
-                time.sleep(0.02)
-
-    def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM every worker; RuntimeError unless each exits 0 within ``timeout``."""
-        for popen in self.popens:
-            if popen.poll() is None:
-                popen.send_signal(signal.SIGTERM)
-        problems = []
-        for popen, log in zip(self.popens, self._logs, strict=True):
-            try:
-                code = popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait()
-                problems.append(f"worker {popen.pid} still running {timeout:g} s after SIGTERM")
-                continue
-            if code != 0:
-                problems.append(f"worker {popen.pid} exited {code}: {_tail(log)}")
-        self.popens = []
-        if problems:
-            raise RuntimeError("; ".join(problems))
-
-    def kill(self) -> None:
-        for popen in self.popens:
-            if popen.poll() is None:
-                popen.kill()
-            popen.wait()
-        self.popens = []
-
-
-def _tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no log)"
-    return " | ".join(text[-lines:]) or "(empty log)"
 
 
 # -- the queue ---------------------------------------------------------------------------

@@ -22,10 +22,8 @@ import hashlib
 import logging
 import os
 import re
-import socket
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
@@ -34,35 +32,23 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
+from hailq.backends.postgres.calls import NOT_PREPARED, Owned, PooledCalls
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.sqlfile import load_migrations, load_queries
-from hailq.errors import InvalidArgument, OutcomeUnknown, SchemaError, StorageError
+from hailq.errors import InvalidArgument, SchemaError
 
 T = TypeVar("T")
 log = logging.getLogger("hailq.postgres")
 _RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failures
-# Seconds a direct connection may take to name why the pool has none; past the deadline
-# less than this, the call fails without it.
-_PROBE_TAKES = 2.0
 _WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
-# Seconds a call waits for a pooled connection before asking again. The pool tries once
-# to open a connection for its waiting callers; when that fails (the old primary is
-# gone, the standby not yet promoted) it tries again only for a caller that asks anew.
-_ASK_POOL_EVERY = 0.25
-# What a transaction pooler answers when a statement psycopg prepared on one server
-# connection runs on another (or a second client prepares the same name there). The
-# server refused the statement without running it.
-_NOT_PREPARED = (psycopg.errors.InvalidSqlStatementName,
-                 psycopg.errors.DuplicatePreparedStatement)
 
 
 def _check_schema(schema: str) -> str:
@@ -114,7 +100,7 @@ class _Tx(Tx):
         return contextlib.nullcontext() if self.joined else self.conn.transaction()
 
 
-class PostgresDialect(Dialect):
+class PostgresDialect(PooledCalls, Dialect):
     """hailq in one schema of a PostgreSQL database."""
 
     acks_plain_apart = True  # statements autocommit: a key-less ack is one round trip
@@ -147,113 +133,11 @@ class PostgresDialect(Dialect):
         self._durable: ConnectionPool | None = None
         self._fast: ConnectionPool | None = None
         self._listener: Listener | None = None
-        self._owned = _Owned([])
+        self._owned = Owned([])
         self._waiter = ""  # who waits, as wait_begin registers it: set per process
         self._looks = threading.local()  # per thread: looks in a row that found no sleep
 
     # -- connections -------------------------------------------------------------------
-
-    def _pools(self) -> tuple[ConnectionPool, ConnectionPool]:
-        if self._pid != os.getpid() or self._durable is None or self._fast is None:
-            # After fork the parent's pools (and their threads) are unusable: start anew.
-            self._probe()
-            self._pid = os.getpid()
-            self._waiter = f"{socket.gethostname()}:{self._pid}:{id(self):x}"
-            self._durable = self._make_pool("durable")
-            self._fast = self._make_pool("fast")
-            self._listener = None
-            # A backend dropped without close() closes what it opened when it is
-            # collected, never leaving it to the pools' own __del__: collected in one of
-            # their threads, that one tried to join itself.
-            self._owned = _Owned([self._watchdog, self._durable, self._fast])
-            weakref.finalize(self, self._owned.close)
-        return self._durable, self._fast
-
-    def _probe(self, within: float | None = None) -> None:
-        """Connect once directly, so a wrong host, role or database fails at once and
-        clearly instead of after the pool's patient retries; trying each host for at most
-        ``within`` seconds (libpq's least is 2) where given."""
-        limit = self._connect_timeout if within is None else min(
-            self._connect_timeout, max(2, int(within)))
-        try:
-            psycopg.connect(self._conninfo, connect_timeout=limit).close()
-        except psycopg.Error as exc:
-            raise self._storage_error(exc) from None
-
-    def _make_pool(self, name: str) -> ConnectionPool:
-        # No session settings: through a transaction pooler they would stay on a server
-        # connection that another client's transaction gets next. Nor, there, prepared
-        # statements: the next statement of this connection may run on another one.
-        kwargs: dict[str, Any] = {"autocommit": True}
-        if not self._prepare:
-            kwargs["prepare_threshold"] = None
-        return ConnectionPool(
-            self._conninfo, min_size=1, max_size=self._pool_size, open=True, kwargs=kwargs,
-            name=f"hailq-{name}", timeout=min(5.0, self._timeout), reconnect_timeout=0)
-
-    def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T],
-              rerun: Callable[[psycopg.Connection[Any]], T] | None = None,
-              writes: bool = True) -> T:
-        """Run ``fn`` on a pooled connection; retry on fresh ones after connection failures
-        (a restarted server, killed sessions) for up to ``_RETRY_FOR`` seconds. The whole
-        call, retries included, ends within ``timeout`` seconds (rule 31): past it the
-        watchdog drops the connection and the call fails, naming the deadline.
-
-        A failure after ``fn`` started leaves its outcome unknown: its commit may have
-        gone through before the connection broke. Such a call is never re-run blindly:
-        the retry runs ``rerun`` (which finds out what the first try did) where given,
-        else ``fn`` again, for calls whose re-run cannot change an outcome twice. If it
-        fails for good, a call that ``writes`` raises OutcomeUnknown."""
-        now = time.monotonic()
-        deadline = now + self._timeout
-        retry_until = now + min(_RETRY_FOR, self._timeout)
-        delay = 0.05
-        started = False
-        while True:
-            pool = self._pools()[0 if durable else 1]
-            watch = None
-            prepared = False  # this try's connection may prepare statements
-            try:
-                wait = max(min(retry_until, deadline) - time.monotonic(), 0.5)
-                with pool.connection(timeout=min(wait, _ASK_POOL_EVERY)) as conn, \
-                        self._watchdog.watch(conn, deadline) as watch:
-                    self._unprepared(conn)
-                    prepared = conn.prepare_threshold is not None
-                    if started and rerun is not None:
-                        return rerun(conn)
-                    started = True
-                    return fn(conn)
-            except psycopg.OperationalError as exc:
-                if watch is not None and watch.fired:
-                    # A server that stopped answering: its other idle connections would
-                    # each hold the next calls until their deadlines. Replace them all.
-                    pool.drain()
-                    raise self._timed_out(started and writes) from None
-                if isinstance(exc, PoolTimeout) and time.monotonic() < min(retry_until,
-                                                                           deadline):
-                    continue  # ask again: the pool then tries a new connection
-                if time.monotonic() + delay >= min(retry_until, deadline):
-                    if isinstance(exc, PoolTimeout):
-                        if deadline - time.monotonic() < _PROBE_TAKES:
-                            raise StorageError(
-                                f"PostgreSQL {self.url_for_display}: no connection within "
-                                f"{self._timeout:g} s (the URL's timeout option)") from None
-                        # Names the cause (refused, unknown host...) if it can.
-                        self._probe(deadline - time.monotonic())
-                    raise self._storage_error(exc, started and writes) from None
-                pool.check()  # drop every broken idle connection, not just this one
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-            except _NOT_PREPARED as exc:
-                if not prepared:
-                    raise self._storage_error(exc) from None
-                self._stop_preparing()
-                # Behind a transaction pooler the URL did not name: prepare nothing from
-                # now on. The refused statement did not run (a transaction around it
-                # rolled back); what ran before it is the rerun's to find, as after a
-                # broken connection.
-            except psycopg.Error as exc:
-                raise self._storage_error(exc) from None
 
     def _stop_preparing(self) -> None:
         """Turn prepared statements off for good: a transaction pooler refused one."""
@@ -270,22 +154,6 @@ class PostgresDialect(Dialect):
             listener, self._listener, self._listen_to = self._listener, None, None
             if listener is not None:
                 listener.close()
-
-    def _unprepared(self, conn: psycopg.Connection[Any]) -> None:
-        """A pooled connection opened before prepared statements were turned off keeps
-        psycopg's threshold; take it away before the connection runs anything."""
-        if not self._prepare and conn.prepare_threshold is not None:
-            conn.prepare_threshold = None
-
-    def _storage_error(self, exc: BaseException, unknown: bool = False) -> StorageError:
-        text = _first_lines(exc)
-        cause = f"PostgreSQL {self.url_for_display}: {text}"
-        return OutcomeUnknown(cause) if unknown else StorageError(cause)
-
-    def _timed_out(self, unknown: bool) -> StorageError:
-        cause = (f"PostgreSQL {self.url_for_display}: no answer within {self._timeout:g} s "
-                 "(the URL's timeout option); the connection was dropped")
-        return OutcomeUnknown(cause) if unknown else StorageError(cause)
 
     def _listen(self) -> Listener | None:
         """The LISTEN connection's keeper; None when listening is off (listen=off)."""
@@ -399,7 +267,7 @@ class PostgresDialect(Dialect):
         try:
             return fn(_Tx(conn, self._q_durable, joined=True,
                           prepare=None if self._prepare else False))
-        except _NOT_PREPARED as exc:
+        except NOT_PREPARED as exc:
             self._stop_preparing()  # the caller's transaction failed; its retry is unprepared
             raise self._storage_error(exc) from None
         except psycopg.Error as exc:
@@ -428,7 +296,7 @@ class PostgresDialect(Dialect):
             if watch is not None and watch.fired:
                 raise self._timed_out(committing) from None
             raise self._storage_error(exc, committing) from None
-        except _NOT_PREPARED:
+        except NOT_PREPARED:
             self._stop_preparing()  # the caller's retry then runs unprepared
             raise
 
@@ -562,30 +430,6 @@ def PostgresBackend(conninfo: str, **options: Any) -> SqlBackend:
     return SqlBackend(PostgresDialect(conninfo, **options))
 
 
-class _Owned:
-    """The pools and listener one backend opened in this process, closed once."""
-
-    def __init__(self, items: list[ConnectionPool | Listener | Watchdog]) -> None:
-        self.items = items
-        self._pid = os.getpid()
-
-    def close(self) -> None:
-        items, self.items = self.items, []
-        if not items or self._pid != os.getpid():
-            return  # nothing opened, or a forked child's copy of the parent's
-        if threading.current_thread().name.startswith("hailq-"):
-            # Collected in one of their own threads: it cannot join itself.
-            threading.Thread(target=_close_all, args=(items,), daemon=True,
-                             name="closing-hailq").start()
-        else:
-            _close_all(items)
-
-
-def _close_all(items: list[ConnectionPool | Listener | Watchdog]) -> None:
-    for item in reversed(items):  # the listener first, then the pools, then the watchdog
-        item.close()
-
-
 _RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL")
 
 
@@ -594,17 +438,6 @@ def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str
              "relaxed": relaxed}
     return {name: sql.SQL(text).format(**parts).as_string(None) for name, text in _RAW.items()}
 
-
-
-def _first_lines(exc: BaseException) -> str:
-    """The cause in one line: the first line of libpq's message, or with several hosts
-    (a multi-host URL) why each one failed, since any of them may be the one that matters."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    hosts = [line.split("connection failed: ", 1)[-1] for line in lines
-             if line.startswith("- host:")]
-    if hosts:
-        return "; ".join(hosts)
-    return lines[0] if lines else type(exc).__name__
 
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
