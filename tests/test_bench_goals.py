@@ -36,3 +36,20 @@ def test_a_ratio_below_half_or_a_slow_pool_is_not_met() -> None:
 def test_parts_not_measured_give_no_goals() -> None:
     assert check_goals([Figure("send, one by one", "msgs/s", 1, 2)]) == []
     assert render_goals([]) == ""
+
+
+def test_storage_core_goals_postgres_sends_fills_and_wake_up() -> None:
+    from hailq.bench.workers import FillFigure, WorkerFigure
+
+    sends = Figure("send, one by one", "msgs/s", 1_600, 3_200)
+    fill = FillFigure("worker drain, 1 process × 8 threads, single-send fill "
+                      "(vs send_many fill)", "msgs/s", 9_700, 10_000, baseline="send_many")
+    p50 = WorkerFigure("send→handler start p50, idle worker (vs target)", "ms", 1.4, 1.0)
+    p99 = WorkerFigure("send→handler start p99, idle worker (vs target)", "ms", 2.9, 3.0)
+    send, drain, late, fast = check_goals([sends, fill, p50, p99], postgres=True)
+    assert not send.met and send.measured == "0.50" and "0.8" in send.name
+    assert drain.met and drain.measured == "0.97"
+    assert not late.met and late.name.endswith("≤ 1 ms")
+    assert fast.met and fast.measured == "2.90 ms"
+    # SQLite has no send goal of 0.8; its drain and wake-up goals are the same.
+    assert [g.name for g in check_goals([sends, fill], postgres=False)] == [drain.name]

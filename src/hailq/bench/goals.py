@@ -1,8 +1,11 @@
-"""The broker's goals, checked against the figures of one ``hailq bench`` backend.
+"""The goals, checked against the figures of one ``hailq bench`` backend.
 
 How they are read is written in docs/performance.md: the ratio goal is for the
 one-message cycle (``receive()`` then ``ack()``), the throughput goal may be met in
-batches where a backend needs them (PostgreSQL: one round trip per statement).
+batches where a backend needs them (PostgreSQL: one round trip per statement). The
+storage core's goals: PostgreSQL sends one by one at 0.8 of the bare insert+commit
+loop, a drain after single sends within 5 % of the drain after ``send_many``, and
+send → handler start within the workers' targets.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ MIN_RATIO = 0.5  # receive+ack against the bare driver
 MIN_RATE_4 = 6_000.0  # receive+acks a second with 4 consumer processes
 MAX_GROWTH = 1.5  # receive latency, largest backlog against the smallest
 MAX_OVERVIEW_MS = 300.0  # the dashboard's overview over 100 queues x 10,000 messages
+MIN_SEND_RATIO_PG = 0.8  # PostgreSQL sends one by one against the bare insert+commit loop
+MIN_FILL_RATIO = 0.95  # the drain after single sends against the one after send_many
 
 
 @dataclass(frozen=True)
@@ -27,10 +32,15 @@ class Goal:
     met: bool
 
 
-def check_goals(figures: Sequence[Figure]) -> list[Goal]:
-    """The goals the figures can answer; none for a part that was not measured."""
+def check_goals(figures: Sequence[Figure], *, postgres: bool = False) -> list[Goal]:
+    """The goals the figures can answer; none for a part that was not measured.
+    ``postgres``: the figures are PostgreSQL's (its send goal is its own)."""
     by_name = {f.name: f for f in figures}
     goals: list[Goal] = []
+    sends = by_name.get("send, one by one")
+    if postgres and sends is not None:
+        goals.append(Goal(f"send one by one ≥ {MIN_SEND_RATIO_PG:g} × bare insert+commit "
+                          "loop", f"{sends.ratio:.2f}", sends.ratio >= MIN_SEND_RATIO_PG))
     one = [by_name[n] for n in ("receive+ack, 1 consumer, batch 1",
                                 "receive+ack, 4 consumers (processes), batch 1") if n in by_name]
     if one:
@@ -53,6 +63,13 @@ def check_goals(figures: Sequence[Figure]) -> list[Goal]:
         if f.name.startswith("overview "):
             goals.append(Goal(f"{f.name} < {MAX_OVERVIEW_MS:g} ms", f"{f.hailq:.0f} ms",
                               f.hailq < MAX_OVERVIEW_MS))
+    for f in figures:
+        if f.name.startswith("worker drain") and "single-send fill" in f.name:
+            goals.append(Goal(f"drain after single sends ≥ {MIN_FILL_RATIO:g} × drain after "
+                              "send_many", f"{f.ratio:.2f}", f.ratio >= MIN_FILL_RATIO))
+        elif f.name.startswith("send→handler start") and f.name.endswith("(vs target)"):
+            goals.append(Goal(f"{f.name.removesuffix(' (vs target)')} ≤ {f.raw:g} ms",
+                              f"{f.hailq:.2f} ms", f.hailq <= f.raw))
     held = [f for f in figures if f.name.startswith("rate ") and "started/s" in f.name]
     for f in held:  # rule 33: the limit (f.raw) held within 10% by 4 worker processes
         goals.append(Goal(f"rate limit {f.raw:g}/s held within ±10% by 4 processes",
