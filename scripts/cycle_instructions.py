@@ -65,8 +65,8 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--fill", type=int, default=0, help="messages sent first "
                         "(default: enough for the cycles)")
-    parser.add_argument("--loops", default=",".join(LOOPS),
-                        help="which loops to count, comma-separated (default: all)")
+    parser.add_argument("--loop", action="append", choices=LOOPS, dest="loops",
+                        help="a loop to count (repeatable; default: all)")
     parser.add_argument("--child", choices=LOOPS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     fill_to = args.fill or args.batch * args.cycles
@@ -75,7 +75,7 @@ def main() -> None:
         return
     messages = args.batch * args.cycles
     per: dict[str, float] = {}
-    chosen = [loop for loop in LOOPS if loop in args.loops.split(",")]
+    chosen = args.loops or list(LOOPS)
     for loop in chosen:
         spent = count(loop, args.batch, args.cycles, fill_to) - count(loop, args.batch, 0,
                                                                       fill_to)
