@@ -270,22 +270,15 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         return ClaimResult(outcome, found or self._claim(tx, params))
 
     def _upkeep_due(self, tx: Tx, queue: str) -> bool:
-        now = time.monotonic() if tx.now is None else tx.now  # as _clock: on every claim
-        return now - self._maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
+        return _clock(tx) - self._maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
 
     def _claim(self, tx: Tx, params: ClaimParams) -> list[ClaimedRow]:
         queue = params.queue
-        now = time.monotonic() if tx.now is None else tx.now  # _upkeep_due, inline
-        due = now - self._maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
+        due = self._upkeep_due(tx, queue)
         live = self._live(tx, queue)
         if due:
             self._maintain(tx, queue)
-        if live.max_in_flight is None and live.rate is None and not live.paused:
-            found = self.dialect.claim(  # _claim_now's commonest case, one frame less
-                tx, queue, params.max_messages,
-                live.lease if params.lease is None else params.lease)
-        else:
-            found = self._claim_now(tx, params, live)
+        found = self._claim_now(tx, params, live)
         if not found and not due:
             self._maintain(tx, queue)
             found = self._claim_now(tx, params, live)
@@ -354,8 +347,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
             late = self._ack_keyed(tx, receipt)
         if late is None:
             return [None]
-        if self._live(tx, receipt.queue).max_in_flight is not None:
-            self.dialect.wake(tx, [receipt.queue])
+        self._made_room(tx, receipt.queue)
         return [late]
 
     def _ack_keyed(self, tx: Tx, receipt: Receipt) -> bool | None:

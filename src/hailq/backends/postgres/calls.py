@@ -11,7 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -54,8 +54,8 @@ class PooledCalls:
     _listener: Listener | None
     _owned: Owned
 
-    def _stop_preparing(self) -> None:
-        raise NotImplementedError  # the dialect's: it also stops listening through a pooler
+    if TYPE_CHECKING:  # the dialect's own: it also stops listening through a pooler
+        def _stop_preparing(self) -> None: ...
 
     def _pools(self) -> tuple[ConnectionPool, ConnectionPool]:
         if self._pid != os.getpid() or self._durable is None or self._fast is None:

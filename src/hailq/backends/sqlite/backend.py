@@ -317,7 +317,7 @@ class SQLiteDialect(Dialect):
                      [token, lease_until, *map(_SEQ, found)])
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
-                "queue": queue, "n": sum(1 for r in found if r[_ATTEMPT_AT] > 1)})
+                "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})
         return [tuple.__new__(ClaimedRow, r) for r in found]
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
@@ -446,8 +446,7 @@ def _statements(script: str) -> Iterator[str]:
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
 
 
-_ATTEMPT_AT = ClaimedRow._fields.index("attempt")
-_ATTEMPT = operator.itemgetter(_ATTEMPT_AT)
+_ATTEMPT = operator.itemgetter(ClaimedRow._fields.index("attempt"))
 _SEQ = operator.itemgetter(ClaimedRow._fields.index("seq"))
 
 
