@@ -146,6 +146,40 @@ def test_rule_25_a_failed_flush_keeps_its_figures_for_the_next(
     assert slo_queue.figures().priorities[0].started == 2
 
 
+def test_rule_25_handlers_observing_while_the_recorder_flushes_lose_nothing(
+        broker: hailq.Broker, slo_queue: hailq.Queue) -> None:
+    """Slot threads count into per-(queue, priority) tallies that each flush swaps out:
+    a run counted just as its tally is swapped still lands in one flush, exactly once."""
+    recorder = recorder_for(broker, slo_queue)
+    done = threading.Event()
+
+    def observe_many(priority: int) -> None:
+        for n in range(2000):
+            recorder.observe("claims", priority, 0.001 * (n % 50), 0.0001, ok=n % 10 != 0,
+                             inbox=n % 4 == 0)
+
+    def flush_often() -> None:
+        while not done.is_set():
+            recorder.flush()
+
+    flusher = threading.Thread(target=flush_often)
+    flusher.start()
+    threads = [threading.Thread(target=observe_many, args=(k % 2 * 9,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    done.set()
+    flusher.join(60)
+    recorder.flush()
+    figures = slo_queue.figures()
+    assert {p.priority: p.started for p in figures.priorities} == {0: 6000, 9: 6000}
+    assert {k: h.count for k, h in figures.wait.items()} == {0: 6000, 9: 6000}
+    assert {k: h.count for k, h in figures.handler.items()} == {0: 6000, 9: 6000}
+    assert figures.inbox_runs == 6 * 500
+    assert sum(slot.finished for slot in figures.slots) == 12000
+
+
 @pytest.fixture
 def running(broker: hailq.Broker) -> Iterator[Any]:
     started: list[tuple[Worker, threading.Thread]] = []

@@ -12,27 +12,24 @@ worker (no run begun) ``note`` does nothing.
 
 from __future__ import annotations
 
-import threading
-
-_lock = threading.Lock()
-_running: dict[str, bool] = {}  # message id -> an inbox was used during its run
+_running: dict[str, list[bool]] = {}  # message id -> [an inbox was used during its run]
+# No lock: a dict's get, set and pop are each atomic, and a note that lands in a cell
+# already popped by ``end`` changes nothing anyone reads. A worker pays this per message.
 
 
 def begin(message_id: str) -> None:
     """A handler starts on ``message_id`` in this process."""
-    with _lock:
-        _running[message_id] = False
+    _running[message_id] = [False]
 
 
 def note(message_id: str) -> None:
     """An inbox (or an ack transaction) was used for ``message_id``."""
-    if message_id in _running:  # the unlocked look keeps consumers without a worker cheap
-        with _lock:
-            if message_id in _running:
-                _running[message_id] = True
+    cell = _running.get(message_id)
+    if cell is not None:
+        cell[0] = True
 
 
 def end(message_id: str) -> bool:
     """The handler on ``message_id`` ended; True if it used an inbox meanwhile."""
-    with _lock:
-        return _running.pop(message_id, False)
+    cell = _running.pop(message_id, None)
+    return cell is not None and cell[0]

@@ -1,8 +1,9 @@
 """The worker's figure recorder: wait and handler time per (queue, priority, bucket),
 counted in memory and written to the broker's database once a second in one short
-transaction (rule 25). A message costs a lock and a few dictionary updates; nothing
-is written per message. A flush that fails is logged and its figures kept for the
-next one; a process that dies loses at most the last second's figures.
+transaction (rule 25). A message costs a lock, two bisections and a few list updates
+in its (queue, priority)'s tally; nothing is written per message. A flush that fails
+is logged and its figures kept for the next one; a process that dies loses at most
+the last second's figures.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.backends.base import BucketAdd, FiguresRecordParams, RateAdd
 from hailq.broker import Broker
 from hailq.errors import HailqError
-from hailq.observe.histogram import bounds_for, bucket_of
+from hailq.observe.histogram import bounds_for
 
 if TYPE_CHECKING:
     from hailq.observe.process import ProcessSeries
@@ -43,8 +45,10 @@ class FigureRecorder:
         self._slo_of = slo_of
         self._interval = interval
         self._lock = threading.Lock()
-        self._buckets: dict[tuple[str, str, int, float], list[float]] = {}
-        self._rates: dict[tuple[str, int], list[float]] = {}
+        self._tallies: dict[tuple[str, int], _Tally] = {}
+        # What a failed flush could not write, added to the next one (the flusher's own).
+        self._unwritten: tuple[_Buckets, _Rates] = ({}, {})
+        self._flushing = threading.Lock()
         self._bounds: dict[str, tuple[tuple[float, ...], Mapping[int, float]]] = {}
         self._offset = 0.0  # broker clock - this host's clock
         self._offset_read = -CLOCK_EVERY
@@ -64,23 +68,31 @@ class FigureRecorder:
                 ok: bool, inbox: bool = False) -> None:
         """One handler run: its message waited ``wait`` s and ran ``handler`` s; ``inbox``:
         the handler used an inbox or an ack transaction (``hailq doctor``, rule 26)."""
-        wait = max(wait, 0.0)
+        if wait < 0.0:
+            wait = 0.0
         if self._process is not None:
             self._process.observe(queue, handler, ok)
-        bounds, slo = self._bounds_of(queue)
-        target = slo.get(priority)
-        wait_le, handler_le = bucket_of(bounds, wait), bucket_of(bounds, handler)
+        key = (queue, priority)
+        tally = self._tallies.get(key)  # a look first: a new one reads settings unlocked
+        if tally is None:
+            bounds, slo = self._bounds_of(queue)
+            fresh = _Tally(bounds, slo.get(priority))
         with self._lock:
-            for kind, le, value in (("wait", wait_le, wait), ("handler", handler_le, handler)):
-                cell = self._buckets.setdefault((queue, kind, priority, le), [0, 0.0])
-                cell[0] += 1
-                cell[1] += value
-            if inbox:  # counted as a bucket of its own kind: no schema change
-                self._buckets.setdefault((queue, "inbox", priority, 0.0), [0, 0.0])[0] += 1
-            rate = self._rates.setdefault((queue, priority), [0, 0, 0, 0, 0.0])
+            if tally is None or self._tallies.get(key) is not tally:  # new, or flushed since
+                tally = self._tallies.setdefault(key, fresh if tally is None
+                                                 else _Tally(tally.bounds, tally.target))
+            bounds = tally.bounds
+            i = bisect_left(bounds, wait)  # a value equal to a bound is within it (le)
+            tally.waits[i] += 1
+            tally.wait_sums[i] += wait
+            i = bisect_left(bounds, handler)
+            tally.handlers[i] += 1
+            tally.handler_sums[i] += handler
+            tally.inbox += inbox
+            rate = tally.rate
             rate[0] += 1
             rate[1 if ok else 2] += 1
-            if target is not None and wait > target:
+            if tally.target is not None and wait > tally.target:
                 rate[3] += 1
             rate[4] += handler
 
@@ -97,9 +109,16 @@ class FigureRecorder:
 
     def flush(self) -> None:
         """Write what was counted since the last flush (and sample the queues' counters)."""
+        with self._flushing:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
-            buckets, self._buckets = self._buckets, {}
-            rates, self._rates = self._rates, {}
+            tallies, self._tallies = self._tallies, {}
+        buckets, rates = self._unwritten
+        self._unwritten = ({}, {})
+        for (queue, priority), tally in tallies.items():
+            tally.add_to(queue, priority, buckets, rates)
         self._flushes += 1
         sampled = list(self._queues() if callable(self._queues) else self._queues)
         if not (buckets or rates or sampled):
@@ -115,15 +134,7 @@ class FigureRecorder:
         except HailqError as exc:
             log.warning("could not write the figures of %s (%s); kept for the next try",
                         ", ".join(sampled) or "this process", exc)
-            with self._lock:  # back in, to go with the next flush
-                for key, (n, t) in buckets.items():
-                    cell = self._buckets.setdefault(key, [0, 0.0])
-                    cell[0] += n
-                    cell[1] += t
-                for rkey, values in rates.items():
-                    row = self._rates.setdefault(rkey, [0, 0, 0, 0, 0.0])
-                    for i, v in enumerate(values):
-                        row[i] += v
+            self._unwritten = (buckets, rates)  # to go with the next flush
 
     def close(self) -> None:
         """Stop the flusher and write what is left."""
@@ -149,3 +160,37 @@ class FigureRecorder:
                 self.flush()
             except Exception:  # figures must never take a worker down
                 log.exception("writing the figures failed")
+
+
+_Buckets = dict[tuple[str, str, int, float], list[float]]  # (queue, kind, priority, le)
+_Rates = dict[tuple[str, int], list[float]]  # (queue, priority): started ... handler total
+
+
+class _Tally:
+    """What the handlers of one (queue, priority) did since the last flush: counts and
+    sums per bucket index of ``bounds``, and the rates' five figures."""
+
+    __slots__ = ("bounds", "handler_sums", "handlers", "inbox", "rate", "target", "wait_sums",
+                 "waits")
+
+    def __init__(self, bounds: tuple[float, ...], target: float | None) -> None:
+        self.bounds, self.target = bounds, target
+        self.waits, self.wait_sums = [0] * len(bounds), [0.0] * len(bounds)
+        self.handlers, self.handler_sums = [0] * len(bounds), [0.0] * len(bounds)
+        self.inbox = 0
+        self.rate: list[float] = [0, 0, 0, 0, 0.0]  # started, acked, failed, breaches, s
+
+    def add_to(self, queue: str, priority: int, buckets: _Buckets, rates: _Rates) -> None:
+        """Add these counts to a flush's rows (only buckets that saw something)."""
+        for kind, counts, sums in (("wait", self.waits, self.wait_sums),
+                                   ("handler", self.handlers, self.handler_sums)):
+            for le, n, total in zip(self.bounds, counts, sums, strict=True):
+                if n:
+                    cell = buckets.setdefault((queue, kind, priority, le), [0, 0.0])
+                    cell[0] += n
+                    cell[1] += total
+        if self.inbox:  # counted as a bucket of its own kind: no schema change
+            buckets.setdefault((queue, "inbox", priority, 0.0), [0, 0.0])[0] += self.inbox
+        row = rates.setdefault((queue, priority), [0, 0, 0, 0, 0.0])
+        for i, value in enumerate(self.rate):
+            row[i] += value

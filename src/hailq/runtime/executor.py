@@ -140,8 +140,8 @@ class SlotPool:
                 pass  # arrived after the job had caught everything else: its slot was taken
             except Exception:  # jobs handle their own failures; this one did not
                 log.exception("a worker slot's job failed; the slot goes on")
-            with self._lock:
-                if me in self._abandoned:  # a new thread has this slot now
+            if me in self._abandoned:  # a new thread has this slot now (rare: a look first)
+                with self._lock:
                     self._abandoned.discard(me)
                     self._threads.remove(me)
                     return

@@ -9,6 +9,7 @@ one lease length (SPEC rules 8 and 23).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,9 @@ class LeaseKeeper:
         self._held: dict[str, _Held] = {}
         self._wake = threading.Condition()
         self._closing = False
+        # When the thread wakes next (it looks at every lease then): a hold due later
+        # need not wake it, and no hold has to look at the others.
+        self._wakes_at = -math.inf
         self._thread = threading.Thread(target=self._run, name="hailq-leases", daemon=True)
 
     def start(self) -> None:
@@ -47,9 +51,8 @@ class LeaseKeeper:
         """Start renewing ``message``'s lease of ``lease`` seconds."""
         due = self._now() + lease * self._fraction
         with self._wake:
-            soonest = min((h.due for h in self._held.values()), default=None)
             self._held[message.receipt] = _Held(message, lease, due)
-            if soonest is None or due < soonest:
+            if due < self._wakes_at:
                 self._wake.notify()  # otherwise the thread already wakes early enough
 
     def release(self, message: Message) -> None:
@@ -74,6 +77,7 @@ class LeaseKeeper:
                 due = [h for h in self._held.values() if h.due <= now]
                 if not due:
                     soonest = min((h.due for h in self._held.values()), default=now + 60.0)
+                    self._wakes_at = soonest
                     self._wake.wait(max(soonest - now, 0.001))
                     continue
             by_queue: dict[str, list[_Held]] = {}

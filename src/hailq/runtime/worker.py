@@ -210,34 +210,39 @@ class Worker:
             log.debug("message %s of queue %s received (attempt %d of %d)", message.id,
                       message.queue, message.attempt, self._max_attempts(message),
                       extra=about(message))
-        running = Running(message, limit)
-        services.watchdog.watch(running)
+        # Only a handler with a time limit is watched: the others cost no watchdog work.
+        running = None if limit is None else Running(message, limit)
         error: BaseException | None = None
         waited = services.figures.now() - message.available_at  # rule 25: wait and run
         began = time.monotonic()
         inbox_use.begin(message.id)
-        try:
+        if running is None:
             try:
-                call_handler(handler, message, services.loop, running)
-            finally:
-                running.finish()
-        except BaseException as exc:  # a handler's failure, whatever it is, fails the message
-            error = exc
-        services.figures.observe(message.queue, message.priority, waited,
-                                 time.monotonic() - began, error is None,
+                call_handler(handler, message, services.loop)
+            except BaseException as exc:  # a handler's failure, whatever it is, fails it
+                error = exc
+        else:
+            services.watchdog.watch(running)
+            try:
+                try:
+                    call_handler(handler, message, services.loop, running)
+                finally:
+                    running.finish()
+            except BaseException as exc:
+                error = exc
+            services.watchdog.forget(running)
+        ran = time.monotonic() - began
+        services.figures.observe(message.queue, message.priority, waited, ran, error is None,
                                  inbox_use.end(message.id))
-        services.watchdog.forget(running)
         services.keeper.release(message)
         if not self._inflight.settle(message):
-            if running.expired:
+            if running is not None and running.expired:
                 log.debug("message %s of queue %s: the handler ended %.1f s after its time "
                           "limit; what it did then is ignored", message.id, message.queue,
-                          time.monotonic() - running.started - (limit or 0.0),
-                          extra=about(message))
+                          ran - (limit or 0.0), extra=about(message))
             return  # given back after the grace period, or failed by its time limit
         try:
-            self._settle(message, outcome_of(error), services,
-                         ms=(time.monotonic() - running.started) * 1000)
+            self._settle(message, outcome_of(error), services, ms=ran * 1000)
         finally:
             self._inflight.done(message)
 

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import psycopg
@@ -441,7 +442,7 @@ def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str
 
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
-    found.sort(key=lambda r: (r[11], r[10]))  # RETURNING has no order: back to rule 16's
+    found.sort(key=itemgetter(11, 10))  # RETURNING has no order: back to rule 16's
     return [tuple.__new__(ClaimedRow, r) for r in found]
 
 
