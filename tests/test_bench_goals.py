@@ -53,3 +53,16 @@ def test_storage_core_goals_postgres_sends_fills_and_wake_up() -> None:
     assert fast.met and fast.measured == "2.90 ms"
     # SQLite has no send goal of 0.8; its drain and wake-up goals are the same.
     assert [g.name for g in check_goals([sends, fill], postgres=False)] == [drain.name]
+
+
+def test_postgres_send_goal_is_judged_against_the_same_row_with_the_minimal_table_beside() -> None:
+    from hailq.bench.runner import SAME_ROW
+
+    minimal = Figure("send, one by one", "msgs/s", 1_600, 3_200)
+    same_row = Figure(SAME_ROW, "msgs/s", 1_700, 2_000)
+    (send,) = check_goals([minimal, same_row], postgres=True)
+    assert send.met and send.measured == "0.85 (0.50 against the minimal table)"
+    assert "same row" in send.name
+    (short,) = check_goals([minimal, Figure(SAME_ROW, "msgs/s", 1_500, 2_000)], postgres=True)
+    assert not short.met and short.measured.startswith("0.75")
+    assert check_goals([same_row], postgres=False) == []

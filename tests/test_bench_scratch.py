@@ -153,4 +153,6 @@ def test_a_new_schema_is_created_marked_and_a_second_run_starts_it_afresh(
     assert [_comment(n) for n in names] == [SCRATCH_MARK] * 3  # dropped, made and marked
     assert not _execute("SELECT to_regclass(%s)", (f"{schema}.left_over",))[0][0]
     sends = json.loads(out.read_text())["backends"]["postgresql"]
-    assert [f["name"] for f in sends] == ["send, one by one", "send, batches of 100"]
+    assert [f["name"] for f in sends] == [
+        "send, one by one", "send, one by one (vs a bare insert of the same row)",
+        "send, batches of 100"]

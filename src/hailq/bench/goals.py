@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hailq.bench.runner import Figure
+from hailq.bench.runner import SAME_ROW, Figure
 
 MIN_RATIO = 0.5  # receive+ack against the bare driver
 MIN_RATE_4 = 6_000.0  # receive+acks a second with 4 consumer processes
@@ -38,7 +38,15 @@ def check_goals(figures: Sequence[Figure], *, postgres: bool = False) -> list[Go
     by_name = {f.name: f for f in figures}
     goals: list[Goal] = []
     sends = by_name.get("send, one by one")
-    if postgres and sends is not None:
+    same_row = by_name.get(SAME_ROW)
+    if postgres and same_row is not None:
+        # Judged against the loop that stores the same row (docs/performance.md says why);
+        # the minimal table's ratio is shown beside it.
+        beside = "" if sends is None else f" ({sends.ratio:.2f} against the minimal table)"
+        goals.append(Goal(f"send one by one ≥ {MIN_SEND_RATIO_PG:g} × bare insert+commit "
+                          "of the same row", f"{same_row.ratio:.2f}{beside}",
+                          same_row.ratio >= MIN_SEND_RATIO_PG))
+    elif postgres and sends is not None:
         goals.append(Goal(f"send one by one ≥ {MIN_SEND_RATIO_PG:g} × bare insert+commit "
                           "loop", f"{sends.ratio:.2f}", sends.ratio >= MIN_SEND_RATIO_PG))
     one = [by_name[n] for n in ("receive+ack, 1 consumer, batch 1",

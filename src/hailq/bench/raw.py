@@ -8,6 +8,7 @@ PostgreSQL ``synchronous_commit = off``). The SQLite file has hailq's page size.
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any, Protocol
 
 import psycopg
@@ -88,6 +89,8 @@ class RawPostgres:
         self.durable = psycopg.connect(conninfo, autocommit=True)
         self.conn.execute("SET synchronous_commit = off")
         self.t = f'"{schema}".raw_jobs'
+        self._shaped: str | None = None  # a table shaped like hailq's messages, if made
+        self._sent = 0
         self.durable.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         self.durable.execute(f"CREATE TABLE IF NOT EXISTS {self.t} (id bigserial PRIMARY KEY, "
                              "state int NOT NULL, body bytea, lease timestamptz)")
@@ -96,9 +99,29 @@ class RawPostgres:
 
     def reset(self) -> None:
         self.durable.execute(f"TRUNCATE {self.t}")
+        if self._shaped is not None:
+            self.durable.execute(f"TRUNCATE {self._shaped}")
 
     def send_one(self, body: bytes) -> None:
         self.durable.execute(f"INSERT INTO {self.t} (state, body) VALUES (0, %s)", (body,))
+
+    def shape_like(self, messages: str) -> None:
+        """Make a table with the columns, defaults and indexes of hailq's ``messages``
+        (``"schema".messages``), for ``send_one_row``."""
+        self._shaped = self.t.replace("raw_jobs", "raw_messages")
+        self.durable.execute(f"CREATE TABLE IF NOT EXISTS {self._shaped} "
+                             f"(LIKE {messages} INCLUDING ALL)")
+
+    def send_one_row(self, body: bytes) -> None:
+        """Insert one ready message row as hailq's send stores it, computed here: the bare
+        loop of what a send writes, without the queue check, the count and the wake."""
+        now = time.time()
+        self._sent += 1
+        self.durable.execute(
+            f"INSERT INTO {self._shaped} (id, queue, state, body, body_kind, headers, "
+            "priority, sort_key, enqueued_at, available_at) "
+            "VALUES (%s, 'bench', 'ready', %s, 1, NULL, 0, %s, %s, %s)",
+            (f"raw-{self._sent}", body, now, now, now))
 
     def send_batch(self, bodies: list[bytes]) -> None:
         self.durable.execute(f"INSERT INTO {self.t} (state, body) SELECT 0, b "

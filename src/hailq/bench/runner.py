@@ -102,6 +102,9 @@ def _paired_rates(n: int, runs: int, setup: Callable[[], None], hailq_work: Call
     return statistics.median(ours), statistics.median(theirs), ours, theirs
 
 
+SAME_ROW = "send, one by one (vs a bare insert of the same row)"
+
+
 def bench_send(url: str, runs: int, n_one: int, n_batch: int) -> list[Figure]:
     queue = reset_hailq(url)
     raw = open_raw(url)
@@ -124,6 +127,17 @@ def bench_send(url: str, runs: int, n_one: int, n_batch: int) -> list[Figure]:
 
     h, r, hr, rr = _paired_rates(n_one, runs, clear, hailq_one, raw_one)
     figures.append(Figure("send, one by one", "msgs/s", h, r, hr, rr))
+    if isinstance(raw, RawPostgres):
+        # The same loop against a bare insert of the row a send stores, in a table with
+        # the columns and indexes of hailq's: what hailq adds to storing the message.
+        raw.shape_like(f'"{schema_of(url)}".messages')
+
+        def raw_row() -> None:
+            for _ in range(n_one):
+                raw.send_one_row(raw_body)
+
+        h, r, hr, rr = _paired_rates(n_one, runs, clear, hailq_one, raw_row)
+        figures.append(Figure(SAME_ROW, "msgs/s", h, r, hr, rr))
 
     def hailq_batches() -> None:
         for _ in range(n_batch // 100):
