@@ -260,7 +260,10 @@ WITH picked AS (
     SET state = 'leased', attempt = m.attempt + 1,
         token = substr(md5(gen_random_uuid()::text), 1, 16),
         lease_until = {schema}.epoch() + %(lease)s
-    FROM picked WHERE m.id = picked.id
+    -- = ANY(ARRAY(...)), not a join with picked: a generic plan reads its LIMIT as a
+    -- tenth of the table, and once the table was analyzed it joined by a scan of every
+    -- message (4.9 ms against 0.9 at 20,000 waiting, and growing with the backlog).
+    WHERE m.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
               m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
 ), counted AS (
@@ -390,7 +393,10 @@ WITH gone AS (
     SET state = 'leased', attempt = m.attempt + 1,
         token = substr(md5(gen_random_uuid()::text), 1, 16),
         lease_until = {schema}.epoch() + %(lease)s
-    FROM picked WHERE m.id = picked.id
+    -- = ANY(ARRAY(...)), not a join with picked: a generic plan reads its LIMIT as a
+    -- tenth of the table, and once the table was analyzed it joined by a scan of every
+    -- message (4.9 ms against 0.9 at 20,000 waiting, and growing with the backlog).
+    WHERE m.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
               m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
 ), redelivered AS (
