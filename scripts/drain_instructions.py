@@ -13,8 +13,10 @@ messages between is one message's cost in the worker's process (fetch loop, clai
 ack statements on the client side, slot threads, lease keeper, figures), without
 start-up. The database server's work is not counted. ``--off figures`` and ``--off
 inbox`` switch the figures' recording or the inbox marks off (an experiment, not an
-option). Whatever hailq is first on ``PYTHONPATH`` is counted, so the same script
-measures an older checkout. Needs valgrind; not part of ``make test``.
+option). ``--storage`` drains with a plain loop of ``ack_and_receive`` of 8 instead of a
+worker: the storage path's share alone. Whatever hailq is first on ``PYTHONPATH`` is
+counted, so the same script measures an older checkout. Needs valgrind; not part of
+``make test``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def drain(url: str, n: int, off: list[str]) -> None:
         queue = broker.queue("drain")
         for start in range(0, n, 1000):
             queue.send_many([{"i": i} for i in range(start, min(n, start + 1000))])
+        if "storage" in off:
+            done: list[hailq.Message] = []
+            while True:
+                _, done = queue.ack_and_receive(done, 8)
+                if not done:
+                    return
         if "figures" in off:
             from hailq.observe.recorder import FigureRecorder
             FigureRecorder.observe = lambda *args, **kwargs: None  # type: ignore[method-assign]
@@ -64,7 +72,7 @@ def count(url: str, n: int, off: list[str]) -> int:
         if child_url.startswith("postgresql"):
             schema = f"hailq_drain_instr_{os.getpid()}_{n}"
             child_url = f"{url}{'&' if '?' in url else '?'}schema={schema}"
-        offs = [arg for o in off for arg in ("--off", o)]
+        offs = [arg for o in off for arg in (("--storage",) if o == "storage" else ("--off", o))]
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
              __file__, "--child", str(n), "--url", child_url, *offs],
@@ -86,15 +94,19 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1000)
     parser.add_argument("--large", type=int, default=5000)
     parser.add_argument("--off", action="append", default=[], choices=("figures", "inbox"))
+    parser.add_argument("--storage", action="store_true",
+                        help="a loop of ack_and_receive of 8, no worker")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        drain(args.url, args.child, args.off)
+        drain(args.url, args.child, [*args.off, *(["storage"] if args.storage else [])])
         return
     url = args.postgres or "sqlite"
-    small, large = count(url, args.small, args.off), count(url, args.large, args.off)
-    print(f"hailq from {os.path.dirname(hailq.__file__)}, {url.split('?')[0]}, off: "
+    off = [*args.off, *(["storage"] if args.storage else [])]
+    small, large = count(url, args.small, off), count(url, args.large, off)
+    what = "ack_and_receive loop" if args.storage else "worker"
+    print(f"hailq from {os.path.dirname(hailq.__file__)}, {url.split('?')[0]}, {what}, off: "
           f"{', '.join(args.off) or 'nothing'}: {(large - small) / (args.large - args.small):,.0f} "
           "instructions a message")
 

@@ -89,6 +89,7 @@ class RawPostgres:
         self.durable = psycopg.connect(conninfo, autocommit=True)
         self.conn.execute("SET synchronous_commit = off")
         self.t = f'"{schema}".raw_jobs'
+        self._schema = schema
         self._shaped: str | None = None  # a table shaped like hailq's messages, if made
         self._sent = 0
         self.durable.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
@@ -108,7 +109,7 @@ class RawPostgres:
     def shape_like(self, messages: str) -> None:
         """Make a table with the columns, defaults and indexes of hailq's ``messages``
         (``"schema".messages``), for ``send_one_row``."""
-        self._shaped = self.t.replace("raw_jobs", "raw_messages")
+        self._shaped = f'"{self._schema}".raw_messages'
         self.durable.execute(f"CREATE TABLE IF NOT EXISTS {self._shaped} "
                              f"(LIKE {messages} INCLUDING ALL)")
 

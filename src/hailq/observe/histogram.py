@@ -22,10 +22,15 @@ def bounds_for(slo: Mapping[int, float] | None) -> tuple[float, ...]:
     return (*sorted({*DEFAULT_BOUNDS, *(slo or {}).values()}), math.inf)
 
 
+def bucket_index(bounds: tuple[float, ...], value: float) -> int:
+    """The index in ``bounds`` of the bucket ``value`` falls in (a value equal to a bound
+    is within it, as Prometheus' ``le`` says)."""
+    return bisect_left(bounds, value)
+
+
 def bucket_of(bounds: tuple[float, ...], value: float) -> float:
-    """The upper bound of the bucket ``value`` falls in (a value equal to a bound is
-    within it, as Prometheus' ``le`` says)."""
-    return bounds[bisect_left(bounds, value)]
+    """The upper bound of the bucket ``value`` falls in (see ``bucket_index``)."""
+    return bounds[bucket_index(bounds, value)]
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.backends.base import BucketAdd, FiguresRecordParams, RateAdd
 from hailq.broker import Broker
 from hailq.errors import HailqError
-from hailq.observe.histogram import bounds_for
+from hailq.observe.histogram import bounds_for, bucket_index
 
 if TYPE_CHECKING:
     from hailq.observe.process import ProcessSeries
@@ -72,20 +71,15 @@ class FigureRecorder:
             wait = 0.0
         if self._process is not None:
             self._process.observe(queue, handler, ok)
-        key = (queue, priority)
-        tally = self._tallies.get(key)  # a look first: a new one reads settings unlocked
-        if tally is None:
-            bounds, slo = self._bounds_of(queue)
-            fresh = _Tally(bounds, slo.get(priority))
+        bounds, slo = self._bounds_of(queue)  # outside the lock: a first look reads settings
         with self._lock:
-            if tally is None or self._tallies.get(key) is not tally:  # new, or flushed since
-                tally = self._tallies.setdefault(key, fresh if tally is None
-                                                 else _Tally(tally.bounds, tally.target))
-            bounds = tally.bounds
-            i = bisect_left(bounds, wait)  # a value equal to a bound is within it (le)
+            tally = self._tallies.get((queue, priority))
+            if tally is None:  # the first run of this (queue, priority) since the last flush
+                tally = self._tallies[queue, priority] = _Tally(bounds, slo.get(priority))
+            i = bucket_index(tally.bounds, wait)
             tally.waits[i] += 1
             tally.wait_sums[i] += wait
-            i = bisect_left(bounds, handler)
+            i = bucket_index(tally.bounds, handler)
             tally.handlers[i] += 1
             tally.handler_sums[i] += handler
             tally.inbox += inbox

@@ -216,20 +216,17 @@ class Worker:
         waited = services.figures.now() - message.available_at  # rule 25: wait and run
         began = time.monotonic()
         inbox_use.begin(message.id)
-        if running is None:
-            try:
-                call_handler(handler, message, services.loop)
-            except BaseException as exc:  # a handler's failure, whatever it is, fails it
-                error = exc
-        else:
+        if running is not None:
             services.watchdog.watch(running)
+        try:
             try:
-                try:
-                    call_handler(handler, message, services.loop, running)
-                finally:
+                call_handler(handler, message, services.loop, running)
+            finally:
+                if running is not None:
                     running.finish()
-            except BaseException as exc:
-                error = exc
+        except BaseException as exc:  # a handler's failure, whatever it is, fails the message
+            error = exc
+        if running is not None:
             services.watchdog.forget(running)
         ran = time.monotonic() - began
         services.figures.observe(message.queue, message.priority, waited, ran, error is None,
