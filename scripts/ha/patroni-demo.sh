@@ -56,6 +56,17 @@ leader_port() {  # the port of the member whose PostgreSQL accepts writes, if an
     return 1
 }
 
+diagnose() {  # LEADER_PORT: what an operator would look at first, for a failed start
+    as_postgres psql -h 127.0.0.1 -p "$1" -U postgres -d postgres -c \
+        "SELECT application_name, state, sync_state FROM pg_stat_replication" 2>&1 || true
+    patronictl_ list 2>&1 || true
+    for name in m1 m2; do
+        if kill -0 "$(cat "$DIR/$name.pid")" 2>/dev/null; then echo "== $name: running"
+        else echo "== $name: its Patroni exited"; fi
+        tail -n 25 "$DIR/$name.log"
+    done
+}
+
 case "$cmd" in
 start)
     [ "$(id -u)" != 0 ] || chown postgres:postgres "$DIR"
@@ -74,7 +85,7 @@ start)
     start_bg m1 patroni "$DIR/m1.yml"
     # The second member clones the first once it leads (pg_basebackup under Patroni).
     for _ in $(seq 300); do leader_port >/dev/null && break; sleep 0.2; done
-    leader="$(leader_port)" || { echo "no leader after 60 s; see $DIR/m1.log"; exit 1; }
+    leader="$(leader_port)" || { echo "no leader after 60 s:"; tail -n 25 "$DIR/m1.log"; exit 1; }
     start_bg m2 patroni "$DIR/m2.yml"
     as_postgres psql -h 127.0.0.1 -p "$leader" -U postgres -d postgres -qc \
         "SELECT 1" >/dev/null
@@ -89,7 +100,10 @@ start)
              AND application_name <> 'pg_basebackup'")"
         [ "$n" = 1 ] && break; sleep 0.2
     done
-    [ "$n" = 1 ] || { echo "the second member does not stream; see $DIR/m2.log"; exit 1; }
+    if [ "$n" != 1 ]; then
+        echo "the second member does not stream after 120 s; see $DIR/m2.log"
+        diagnose "$leader"; exit 1
+    fi
     patronictl_ list
     ;;
 url)

@@ -24,12 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from needs import unavailable
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ports import free_port
 
 
 @dataclass
@@ -75,7 +70,7 @@ def start_pgbouncer(server_url: str, mode: str) -> PgBouncer:
     assert binary is not None
     parts = urlsplit(server_url)
     folder = Path(tempfile.mkdtemp(prefix=f"hailq-pgbouncer-{mode}-"))
-    port = _free_port()
+    port = free_port()
     roles = sorted({"postgres", parts.username or "postgres"})
     (folder / "userlist.txt").write_text("".join(f'"{r}" ""\n' for r in roles))
     (folder / "pgbouncer.ini").write_text(f"""\

@@ -12,22 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from needs import unavailable
+from ports import free_port
 
 PG_BIN = Path(os.environ.get("HAILQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
-
-
-def free_port() -> int:
-    """A loopback port free now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def as_postgres(args: list[str]) -> list[str]:

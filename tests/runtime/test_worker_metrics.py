@@ -4,22 +4,16 @@ probes Kubernetes asks (deploy/keda/worker.yaml)."""
 from __future__ import annotations
 
 import signal
-import socket
 import urllib.error
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
 import hailq
+from ports import free_port
 
 from .conftest import StartWorker
 from .support import done, wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str) -> tuple[int, str]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ import uvicorn
 import hailq
 from hailq.serve import Tokens, create_app
 from hailq.serve.app import close_app
+from ports import free_port
 
 ADMIN = "admin-token-for-tests"
 READ = "read-token-for-tests"
@@ -38,13 +38,6 @@ class Server:
         made = httpx.Client(base_url=self.base, headers=headers, timeout=60, **options)
         self.clients.append(made)
         return made
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Running:
