@@ -21,6 +21,11 @@ from hailq.runtime.logs import about
 
 log = logging.getLogger("hailq.worker")
 
+# The thread looks at least this often (seconds), so a hold whose renewal is due later
+# does not wake it: an idle worker's next message reaches its handler with no extra
+# thread woken on the way (a wake here competed with the handler's own start).
+_LOOK_EVERY = 1.0
+
 
 @dataclass
 class _Held:
@@ -76,9 +81,9 @@ class LeaseKeeper:
                 now = self._now()
                 due = [h for h in self._held.values() if h.due <= now]
                 if not due:
-                    soonest = min((h.due for h in self._held.values()), default=now + 60.0)
-                    self._wakes_at = soonest
-                    self._wake.wait(max(soonest - now, 0.001))
+                    soonest = min((h.due for h in self._held.values()), default=math.inf)
+                    self._wakes_at = min(soonest, now + _LOOK_EVERY)
+                    self._wake.wait(max(self._wakes_at - now, 0.001))
                     continue
             by_queue: dict[str, list[_Held]] = {}
             for held in due:
