@@ -20,7 +20,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slow" tests
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 -m "not slow" tests
 
 # Everything in the fault suite, the long scenarios (marked slow) included.
 test-faults: $(STAMP)
