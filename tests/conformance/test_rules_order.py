@@ -170,6 +170,35 @@ def test_rule_17_acking_the_heads_of_one_claim_together_frees_each_key(
     assert q.stats().blocked == 0
 
 
+def test_rule_17_acks_alternating_keyed_and_unkeyed_each_answer_and_free_their_key(
+        broker: hailq.Broker) -> None:
+    # A queue whose acks found keys skips the shortcuts for key-less messages: whatever
+    # the mix, one by one or in batches, stale or current, each ack answers for itself.
+    q = broker.queue("claims", lease=30)
+    q.send_many([Envelope(f"{key}-{n}", ordering_key=key) for n in range(3)
+                 for key in ("a", "b")] + [Envelope(f"free-{n}") for n in range(6)])
+    seen: list[str] = []
+    for round_ in range(3):
+        got = q.receive(max_messages=20)
+        assert sorted(m.body for m in got if "-" in m.body and m.body[0] in "ab") == [
+            f"a-{round_}", f"b-{round_}"]
+        keyed = [m for m in got if m.body[0] in "ab"]
+        free = [m for m in got if m.body.startswith("free")]
+        if round_ == 0:  # one at a time, keyed and key-less in turns
+            for m in [keyed[0], *free[:1], keyed[1], *free[1:]]:
+                assert q.ack_many([m]) == [False]
+            with pytest.raises(hailq.LeaseLost):
+                keyed[0].ack()  # acked already: its receipt is stale
+        else:  # a keyed batch, then a mixed one with a stale receipt in it
+            assert q.ack_many(keyed[:1]) == [False]
+            assert q.ack_many([*keyed[1:], *free, keyed[0]]) == [False] * (
+                len(keyed[1:]) + len(free)) + [None]
+        seen += [m.body for m in got]
+    assert sorted(seen) == sorted([f"{k}-{n}" for k in "ab" for n in range(3)]
+                                  + [f"free-{n}" for n in range(6)])
+    assert q.stats().ready == q.stats().blocked == q.stats().in_flight == 0
+
+
 def test_rule_17_continue_lets_the_key_flow_after_its_head_dies(broker: hailq.Broker) -> None:
     q = broker.queue("claims", on_dead="continue", max_attempts=1)
     q.send_many([Envelope("head", ordering_key="acct-1"), Envelope("next", ordering_key="acct-1")])

@@ -39,7 +39,7 @@ from hailq.backends.base import (
     WaitParams,
 )
 from hailq.backends.catalog import CatalogStore
-from hailq.backends.dialect import Dialect, FastPathMissed, Outcome, Tx
+from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
@@ -94,6 +94,10 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
         self._sends = 0
+        # Queues whose last acks found ordering keys: their acks skip the shortcuts for
+        # key-less messages, which would only miss (a wasted statement or transaction
+        # per ack). A guess, never a promise: a missed shortcut falls back as before.
+        self._keyed: set[str] = set()
 
     # -- schema and clock ----------------------------------------------------------------
 
@@ -328,7 +332,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
 
     def _ack_many(self, tx: Tx, receipts: Sequence[Receipt], fast: bool,
                   rerun: bool = False) -> list[bool | None]:
-        if fast and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
+        if fast and receipts[0].queue not in self._keyed \
+                and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
             self._made_room(tx, receipts[0].queue)
             return [False] * len(receipts)
         acked = self._acked(tx, receipts, {})
@@ -339,7 +344,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         """``_ack_many`` for the commonest ack: one receipt."""
         late = None
         if self.dialect.acks_plain_apart:
-            late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
+            if receipt.queue not in self._keyed:
+                late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
             if late is None:
                 with tx.atomic():  # a key's next message is freed in the ack's transaction
                     late = self._ack_keyed(tx, receipt)
@@ -355,9 +361,16 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         found = self.dialect.ack(tx, (receipt,))
         if not found:
             return None
+        self._note_keys(receipt.queue, found)
         if found[0].ordering_key is not None:
             self._release(tx, receipt.queue, [found[0].ordering_key])
         return bool(found[0].late)
+
+    def _note_keys(self, queue: str, found: Sequence[Acked]) -> None:
+        if any(a.ordering_key is not None for a in found):
+            self._keyed.add(queue)
+        else:
+            self._keyed.discard(queue)
 
     def _acked(self, tx: Tx, receipts: Sequence[Receipt], done: Outcome,
                plain_tried: bool = False) -> Outcome:
@@ -365,7 +378,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         need nothing: a fused ack only takes messages without one). Messages without a
         key go first where the dialect acks them outside a transaction (``ack_plain``);
         the rest are acked with their keys' release in one transaction."""
-        if self.dialect.acks_plain_apart and not plain_tried:
+        if self.dialect.acks_plain_apart and not plain_tried \
+                and not all(r.queue in self._keyed for r in receipts):
             plain = self.dialect.ack_plain(tx, receipts)
             if plain:
                 done = {**done, **plain}
@@ -383,6 +397,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         for queue, group in by_queue.items():
             with tx.atomic():
                 found = self.dialect.ack(tx, group)
+                self._note_keys(queue, found)
                 self._release(tx, queue, [a.ordering_key for a in found
                                           if a.ordering_key is not None])
             for a in found:
