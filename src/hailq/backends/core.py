@@ -94,10 +94,6 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
         self._sends = 0
-        # Queues whose last acks found ordering keys: their acks skip the shortcuts for
-        # key-less messages, which would only miss (a wasted statement or transaction
-        # per ack). A guess, never a promise: a missed shortcut falls back as before.
-        self._keyed: set[str] = set()
 
     # -- schema and clock ----------------------------------------------------------------
 
@@ -332,7 +328,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
 
     def _ack_many(self, tx: Tx, receipts: Sequence[Receipt], fast: bool,
                   rerun: bool = False) -> list[bool | None]:
-        if fast and receipts[0].queue not in self._keyed \
+        if fast and receipts[0].queue not in self.dialect.keyed \
                 and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
             self._made_room(tx, receipts[0].queue)
             return [False] * len(receipts)
@@ -344,7 +340,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         """``_ack_many`` for the commonest ack: one receipt."""
         late = None
         if self.dialect.acks_plain_apart:
-            if receipt.queue not in self._keyed:
+            if receipt.queue not in self.dialect.keyed:
                 late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
             if late is None:
                 with tx.atomic():  # a key's next message is freed in the ack's transaction
@@ -368,9 +364,9 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
 
     def _note_keys(self, queue: str, found: Sequence[Acked]) -> None:
         if any(a.ordering_key is not None for a in found):
-            self._keyed.add(queue)
+            self.dialect.keyed.add(queue)
         else:
-            self._keyed.discard(queue)
+            self.dialect.keyed.discard(queue)
 
     def _acked(self, tx: Tx, receipts: Sequence[Receipt], done: Outcome,
                plain_tried: bool = False) -> Outcome:
@@ -379,7 +375,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         key go first where the dialect acks them outside a transaction (``ack_plain``);
         the rest are acked with their keys' release in one transaction."""
         if self.dialect.acks_plain_apart and not plain_tried \
-                and not all(r.queue in self._keyed for r in receipts):
+                and not all(r.queue in self.dialect.keyed for r in receipts):
             plain = self.dialect.ack_plain(tx, receipts)
             if plain:
                 done = {**done, **plain}

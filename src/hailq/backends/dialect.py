@@ -4,6 +4,7 @@ happens in which order; a dialect only says how, in its own database's idiom."""
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -94,6 +95,13 @@ class Dialect(ABC):
         """A durable transaction whose connection the caller also writes its effect with."""
 
     # -- fast paths ----------------------------------------------------------------------
+
+    @functools.cached_property
+    def keyed(self) -> set[str]:
+        """Queues whose last acks found ordering keys (the core notes them after each
+        ``ack``). Their acks skip the shortcuts for messages without a key, which would
+        only miss: a guess, never a promise, since a missed shortcut falls back."""
+        return set()
 
     @abstractmethod
     def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:

@@ -108,7 +108,6 @@ class SQLiteDialect(Dialect):
         self._poll_interval = poll_interval
         self._local = Local()
         self._writer = ForkSafeLock()
-        self._keyed: set[str] = set()  # queues whose last single ack found a key
 
     # -- connections -------------------------------------------------------------------
 
@@ -330,17 +329,11 @@ class SQLiteDialect(Dialect):
             one = receipts[0]
             args = {"seq": one.seq, "id": one.message_id, "token": one.token,
                     "queue": queue, "now": now}
-            if one.seq is not None and queue not in self._keyed \
+            if one.seq is not None and queue not in self.keyed \
                     and conn.execute(Q["message_ack_in_time"], args).rowcount:
                 # tuple.__new__: a NamedTuple's own __new__ is a Python frame
                 return [tuple.__new__(Acked, (one.message_id, one.token, None, False))]
             found = [Acked(*r) for r in conn.execute(Q["message_ack_one"], args)]
-            # A queue of keyed messages skips the key-less shortcut, which would only miss
-            # (a guess: the shortcut is tried again once an ack finds no key).
-            if found and found[0].ordering_key is not None:
-                self._keyed.add(queue)
-            else:
-                self._keyed.discard(queue)
         else:
             known = [r for r in receipts if r.seq is not None]  # found by position
             found = []
