@@ -89,16 +89,26 @@ class Watchdog:
     @contextlib.contextmanager
     def watch(self, conn: psycopg.Connection[Any], deadline: float) -> Iterator[Watch]:
         """Bound what runs on ``conn`` inside the block by ``deadline`` (monotonic)."""
-        w = Watch(conn, deadline)
-        self.renew(w, deadline)
+        w = self.arm(conn, deadline)
         try:
             yield w
         finally:
-            with self._lock:
-                self._armed.pop(id(w), None)
-            if w.fired:
-                # It fired as the call finished: never hand a half-shut connection on.
-                conn.close()
+            self.disarm(w)
+
+    def arm(self, conn: psycopg.Connection[Any], deadline: float) -> Watch:
+        """Bound what runs on ``conn`` from now by ``deadline`` (monotonic), until
+        ``disarm``: ``watch`` without a generator, for the calls on the hot path."""
+        w = Watch(conn, deadline)
+        self.renew(w, deadline)
+        return w
+
+    def disarm(self, w: Watch) -> None:
+        """End ``w``; a connection it dropped as the call finished is closed, never
+        handed on half-shut."""
+        with self._lock:
+            self._armed.pop(id(w), None)
+        if w.fired:
+            w.conn.close()
 
     def renew(self, w: Watch, deadline: float) -> None:
         """(Re)arm ``w`` for ``deadline``."""
