@@ -19,6 +19,7 @@ from hailq.backends.base import (
     NewMessage,
     PeekParams,
     PublishParams,
+    SendParams,
 )
 from hailq.errors import QueueNotFound
 from hailq.models import Subscription, WorkerInfo
@@ -144,6 +145,18 @@ def test_a_queue_never_saved_is_not_found_and_nothing_is_made_up(store: Store) -
     with pytest.raises(QueueNotFound):
         backend.queue_stats("undeclared")
     assert backend.message_peek(PeekParams("undeclared")) == []
+
+
+def test_a_batch_naming_a_missing_queue_writes_nothing_in_the_others(store: Store) -> None:
+    """A batch is all or none (rule 2) across queues too: one message for a queue without a
+    row fails the whole batch, whichever form the dialect inserts a batch with."""
+    backend = store.backend
+    save(backend, "present")
+    batch = [message("present", 1), message("undeclared", 2), message("present", 3)]
+    with pytest.raises(QueueNotFound):
+        backend.message_send(SendParams(batch))
+    assert backend.message_peek(PeekParams("present")) == []
+    assert send(backend, "present", 4, 5) and len(claim(backend, "present", 5)) == 2
 
 
 # -- topics -------------------------------------------------------------------------------------

@@ -191,7 +191,10 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         skips message ids that are stored already."""
         ids: list[str] = []
         fresh: list[NewMessage] = []
-        plain = all(m.dedup_id is None and m.ordering_key is None for m in messages)
+        # One statement without a transaction only for one queue: across queues, one
+        # without a row (deleted) must undo the others' rows (a batch is all or none).
+        plain = all(m.dedup_id is None and m.ordering_key is None for m in messages) and (
+            len(messages) == 1 or len({m.queue for m in messages}) == 1)
         with tx.atomic() if not plain else nullcontext():
             for m in messages:
                 if m.dedup_id is not None:

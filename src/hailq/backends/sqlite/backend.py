@@ -292,13 +292,20 @@ class SQLiteDialect(Dialect):
 
     def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
         conn, now = tx.conn, float(tx.now or 0.0)
-        # In order, one row at a time as far as SQLite is concerned: a keyed message sees
-        # the earlier ones of the same batch.
-        inserted = conn.executemany(Q["message_insert"], [{
+        rows = [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": sort_key(m.priority, now + m.delay, m.aging),
-            "now": now, "delay": m.delay} for m in messages])
+            "now": now, "delay": m.delay} for m in messages]
+        if len(rows) == 1:
+            inserted = conn.execute(Q["message_insert_one"], rows[0])
+        else:
+            # Each queue looked up once, not once a row: in the unit of work's write
+            # transaction no other writer can delete it before the inserts.
+            for queue in {m.queue for m in messages}:
+                if conn.execute(Q["queue_live"], {"queue": queue}).fetchone() is None:
+                    return 0  # a queue without a row: the caller says which
+            inserted = conn.executemany(Q["message_insert"], rows)
         for queue, n in Counter(m.queue for m in messages).items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})
         return int(inserted.rowcount)
