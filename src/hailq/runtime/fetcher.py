@@ -60,6 +60,7 @@ class Fetcher:
 
     def _run(self) -> None:
         failures = 0
+        waited = False  # the last round found nothing and waited
         while not self._flag.stopping:
             free = self._inflight.wait_free(0.1)
             if not free or self._flag.stopping:
@@ -68,6 +69,12 @@ class Fetcher:
                 got = self._fetch(free)
                 if not got:
                     self._wait()
+                elif waited:
+                    # Woken from idle: let the slots just handed messages take the GIL
+                    # before this thread prepares its next claim (docs/performance.md,
+                    # workers). Not while draining, where the next claim comes first.
+                    time.sleep(0)
+                waited = not got
                 failures = 0
             except Exception as exc:  # the loop must outlive any storage trouble
                 failures += 1
