@@ -51,6 +51,22 @@ def test_a_send_whose_answer_was_lost_is_stored_once(
     assert stats.sent == 2 and stats.ready == 0 and stats.in_flight == 1
 
 
+def test_a_batch_whose_answer_was_lost_is_stored_once(
+        relayed: hailq.Broker, relay: ReplyLosingProxy) -> None:
+    """A batch's first try inserts without ON CONFLICT; its re-run skips what it stored."""
+    q = relayed.queue("claims")
+    q.send({"warm": True})
+    [warm] = q.receive()
+    warm.ack()
+    relay.lose_next_reply()
+    sent = q.send_many([{"claim": 1}, {"claim": 2}, {"claim": 3}])
+    assert relay.lost == 1
+    got = q.receive(max_messages=10)
+    assert sorted(m.id for m in got) == sorted(sent)
+    stats = q.stats()
+    assert stats.sent == 4 and stats.ready == 0 and stats.in_flight == 3
+
+
 def test_an_ack_whose_answer_was_lost_reports_acked(
         relayed: hailq.Broker, relay: ReplyLosingProxy) -> None:
     q = relayed.queue("claims")

@@ -211,7 +211,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                          if m.ordering_key is not None]
                 if keyed:  # sends and releases of one key take turns (rule 17)
                     tx.also("keys_lock", {"keys": sorted(set(keyed))})
-                if self.dialect.insert(tx, fresh) < len(fresh):
+                if self.dialect.insert(tx, fresh, rerun) < len(fresh):
                     # A queue without a row inserts nothing (a deleted queue is never
                     # made up again); otherwise a re-run found its first try's rows.
                     for queue in sorted({m.queue for m in fresh}):

@@ -104,9 +104,10 @@ class Dialect(ABC):
         return set()
 
     @abstractmethod
-    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
+    def insert(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool = False) -> int:
         """Insert new messages (dedup already settled) and count them as sent; return how
-        many rows were inserted (none for a queue without a row: it was deleted)."""
+        many rows were inserted (none for a queue without a row: it was deleted). With
+        ``rerun`` (a first try's commit is unknown) rows stored already are skipped."""
 
     @abstractmethod
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:

@@ -320,7 +320,7 @@ class PostgresDialect(PooledCalls, Dialect):
 
     # -- fast paths --------------------------------------------------------------------
 
-    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
+    def insert(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool = False) -> int:
         if len(messages) == 1 and messages[0].ordering_key is None:
             m = messages[0]
             found = tx.run("message_insert_one", {
@@ -328,7 +328,8 @@ class PostgresDialect(PooledCalls, Dialect):
                 "headers": m.headers, "priority": m.priority, "delay": m.delay,
                 "aging": m.aging})
         else:
-            found = tx.run("message_insert", _insert_args(messages))
+            found = tx.run("message_insert_again" if rerun else "message_insert",
+                           _insert_args(messages))
         return int(found[0][0])
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
@@ -437,7 +438,13 @@ _RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NO
 def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str]:
     parts = {"schema": sql.Identifier(schema), "channel": sql.Literal(channel),
              "relaxed": relaxed}
-    return {name: sql.SQL(text).format(**parts).as_string(None) for name, text in _RAW.items()}
+    rendered = {name: sql.SQL(text).format(again=sql.SQL(""), **parts).as_string(None)
+                for name, text in _RAW.items()}
+    # A batch's re-run (its first try's commit unknown) skips the rows that try stored;
+    # a first try has no ids to skip and saves the speculative inserts ON CONFLICT makes.
+    rendered["message_insert_again"] = sql.SQL(_RAW["message_insert"]).format(
+        again=sql.SQL("ON CONFLICT (id) DO NOTHING"), **parts).as_string(None)
+    return rendered
 
 
 

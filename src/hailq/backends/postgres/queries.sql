@@ -148,9 +148,10 @@ WITH inserted AS (
     -- No row of the queue (deleted): nothing inserted; the caller says QueueNotFound.
     WHERE EXISTS (SELECT 1 FROM {schema}.queues qq WHERE qq.name = b.queue)
     ORDER BY b.ord
-    -- A send re-run after its connection broke may find its own rows committed: they
-    -- are neither stored twice nor counted twice.
-    ON CONFLICT (id) DO NOTHING
+    -- The line below is empty on a first try. As message_insert_again (backend.py) it
+    -- skips conflicting ids, for a send re-run after its connection broke, which may
+    -- find its own rows committed: they are neither stored twice nor counted twice.
+    {again}
     RETURNING queue, state
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, sent)

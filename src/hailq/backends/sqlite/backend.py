@@ -290,7 +290,8 @@ class SQLiteDialect(Dialect):
 
     # -- fast paths --------------------------------------------------------------------
 
-    def insert(self, tx: Tx, messages: Sequence[NewMessage]) -> int:
+    def insert(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool = False) -> int:
+        # rerun: never here, SQLite has no connection to lose mid-commit
         conn, now = tx.conn, float(tx.now or 0.0)
         rows = [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
