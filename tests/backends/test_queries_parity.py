@@ -44,6 +44,7 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "message_ack_claim",  # acks and a claim in one round trip
         "messages_present",  # after a lost connection, what the first try did
         "wait_begin",  # SQLite looks with claimable instead
+        "message_insert_one",  # SQLite has no plan to keep generic
         "message_ack_plain",  # SQLite has no round trips to save
         "queue_lock",  # a declaration and an operator's change take turns; SQLite's
         # single writer does that already

@@ -165,8 +165,8 @@ WITH inserted AS (
 SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM woken);
 
 -- name: message_insert_one
--- The commonest send, one message without a key, as message_insert without its
--- arrays, window and sort: plain parameters and a plan that stays generic
+-- PostgreSQL only: the commonest send, one message without a key, as message_insert
+-- without its arrays, window and sort: plain parameters and a plan that stays generic
 -- (the array form was planned again for every call on some connections), 0.4 to 0.5 of
 -- a bare insert loop's rate instead of 0.4 (docs/performance.md).
 WITH inserted AS (

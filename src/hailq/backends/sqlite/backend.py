@@ -298,15 +298,12 @@ class SQLiteDialect(Dialect):
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": sort_key(m.priority, now + m.delay, m.aging),
             "now": now, "delay": m.delay} for m in messages]
-        if len(rows) == 1:
-            inserted = conn.execute(Q["message_insert_one"], rows[0])
-        else:
-            # Each queue looked up once, not once a row: in the unit of work's write
-            # transaction no other writer can delete it before the inserts.
-            for queue in {m.queue for m in messages}:
-                if conn.execute(Q["queue_live"], {"queue": queue}).fetchone() is None:
-                    return 0  # a queue without a row: the caller says which
-            inserted = conn.executemany(Q["message_insert"], rows)
+        # Each queue looked up once, not once a row: in the unit of work's write
+        # transaction no other writer can delete it before the inserts.
+        for queue in {m.queue for m in messages}:
+            if conn.execute(Q["queue_live"], {"queue": queue}).fetchone() is None:
+                return 0  # a queue without a row: the caller says which
+        inserted = conn.executemany(Q["message_insert"], rows)
         for queue, n in Counter(m.queue for m in messages).items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})
         return int(inserted.rowcount)
