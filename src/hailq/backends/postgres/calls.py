@@ -119,14 +119,14 @@ class PooledCalls:
             prepared = False  # this try's connection may prepare statements
             try:
                 wait = max(min(retry_until, deadline) - time.monotonic(), 0.5)
-                # getconn/putconn and arm/disarm, not their context managers: four
-                # generator frames less on every statement of the hot path.
+                # getconn/putconn and arm/disarm, not their context managers: the pool's
+                # connection() block also commits on the way out, a no-op under
+                # autocommit that still takes the connection's lock, on every call.
                 conn = pool.getconn(timeout=min(wait, _ASK_POOL_EVERY))
                 try:
                     watch = self._watchdog.arm(conn, deadline)
                     try:
-                        if not self._prepare:
-                            self._unprepared(conn)
+                        self._unprepared(conn)
                         prepared = conn.prepare_threshold is not None
                         if started and rerun is not None:
                             return rerun(conn)

@@ -293,17 +293,16 @@ class SQLiteDialect(Dialect):
     def insert(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool = False) -> int:
         # rerun: never here, SQLite has no connection to lose mid-commit
         conn, now = tx.conn, float(tx.now or 0.0)
-        rows = [{
-            "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
-            "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
-            "sort_key": sort_key(m.priority, now + m.delay, m.aging),
-            "now": now, "delay": m.delay} for m in messages]
         # Each queue looked up once, not once a row: in the unit of work's write
         # transaction no other writer can delete it before the inserts.
         for queue in {m.queue for m in messages}:
             if conn.execute(Q["queue_live"], {"queue": queue}).fetchone() is None:
                 return 0  # a queue without a row: the caller says which
-        inserted = conn.executemany(Q["message_insert"], rows)
+        inserted = conn.executemany(Q["message_insert"], [{
+            "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
+            "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
+            "sort_key": sort_key(m.priority, now + m.delay, m.aging),
+            "now": now, "delay": m.delay} for m in messages])
         for queue, n in Counter(m.queue for m in messages).items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})
         return int(inserted.rowcount)
