@@ -328,6 +328,47 @@ def test_ack_a_whole_claim_in_one_batch(backend: Backend) -> None:
     assert backend.queue_stats("q").acked == 4
 
 
+@pytest.mark.parametrize("batch", [1, 2], ids=["one by one", "one claim"])
+def test_ack_of_keyed_messages_frees_each_key_once_and_in_order(
+        backend: Backend, batch: int) -> None:
+    """Rule 17 through every ack path: each ack frees its key's next message, a keyed
+    queue's message without a key is acked too, and a delayed successor waits its turn."""
+    save(backend, "q")
+    a1, b1, free = message("q", "a1", ordering_key="a"), message("q", "b1", ordering_key="b"), \
+        message("q", "free")
+    a2, b2 = message("q", "a2", ordering_key="a"), message("q", "b2", ordering_key="b", delay=60.0)
+    a3 = message("q", "a3", ordering_key="a")
+    backend.message_send(SendParams([a1, b1, free, a2, b2, a3]))
+    for _ in range(2):  # the second round finds the queue known to hold keys
+        got = claim(backend, "q", 10)
+        receipts = [receipt("q", r) for r in got]
+        for start in range(0, len(receipts), batch):
+            assert backend.message_ack(AckParams(receipts[start:start + batch])) == \
+                [False] * len(receipts[start:start + batch])
+        if got[0].id == a1.id:
+            assert [r.id for r in got] == [a1.id, b1.id, free.id]
+            assert states(backend, "q") == {a2.id: "ready", b2.id: "scheduled",
+                                            a3.id: "blocked"}
+    assert [r.id for r in got] == [a2.id]
+    assert states(backend, "q") == {b2.id: "scheduled", a3.id: "ready"}
+    assert backend.queue_stats("q").acked == 4
+
+
+def test_ack_of_one_claims_keyed_messages_with_one_already_acked(backend: Backend) -> None:
+    """A batch of one claim in which one receipt misses: the other is acked and frees its
+    key once, and the missed one's key is not freed a second time."""
+    save(backend, "q")
+    a1, b1 = message("q", "a1", ordering_key="a"), message("q", "b1", ordering_key="b")
+    a2, b2 = message("q", "a2", ordering_key="a"), message("q", "b2", ordering_key="b")
+    a3 = message("q", "a3", ordering_key="a")
+    backend.message_send(SendParams([a1, b1, a2, b2, a3]))
+    ra, rb = (receipt("q", r) for r in claim(backend, "q", 10))
+    assert backend.message_ack(AckParams([ra])) == [False]
+    assert backend.message_ack(AckParams([ra, rb])) == [None, False]
+    assert states(backend, "q") == {a2.id: "ready", b2.id: "ready", a3.id: "blocked"}
+    assert [r.id for r in claim(backend, "q", 10)] == [a2.id, b2.id]
+
+
 def test_ack_duplicates_of_one_receipt_answer_alike(backend: Backend) -> None:
     save(backend, "q")
     send(backend, "q", 1, 2)

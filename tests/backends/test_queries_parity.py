@@ -34,6 +34,8 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "count_sent",
         "message_ack_claim_in_time",  # fast paths without RETURNING
         "message_ack_in_time",
+        "key_release_acked",  # their keys' release, before the delete: no RETURNING
+        "keys_release_acked",
         "message_ack_pairs",  # receipts from before receipts named the row's position
         "message_claim_mark",  # the second half of SQLite's claim
     }),

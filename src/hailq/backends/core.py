@@ -331,8 +331,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
 
     def _ack_many(self, tx: Tx, receipts: Sequence[Receipt], fast: bool,
                   rerun: bool = False) -> list[bool | None]:
-        if fast and receipts[0].queue not in self.dialect.keyed \
-                and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
+        if fast and self.dialect.ack_in_time(tx, receipts):  # the commonest batch
             self._made_room(tx, receipts[0].queue)
             return [False] * len(receipts)
         acked = self._acked(tx, receipts, {})
@@ -348,6 +347,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
             if late is None:
                 with tx.atomic():  # a key's next message is freed in the ack's transaction
                     late = self._ack_keyed(tx, receipt)
+        elif self.dialect.ack_in_time(tx, (receipt,)):  # keys freed where it has any
+            late = False
         else:  # the unit of work is one transaction already
             late = self._ack_keyed(tx, receipt)
         if late is None:

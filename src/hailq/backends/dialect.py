@@ -118,10 +118,12 @@ class Dialect(ABC):
         """Delete the rows the receipts still lease (their late acks counted)."""
 
     def ack_in_time(self, tx: Tx, receipts: Sequence[Receipt]) -> bool:
-        """The commonest batch ack as a shortcut, where the dialect has one: several
-        receipts of one claim, every message still leased in time and without a key.
-        True: all of them were acked; False: not tried. Raises FastPathMissed when some
-        were not acked, to be acked through ``ack`` in a fresh transaction."""
+        """The commonest ack as a shortcut, where the dialect has one: one receipt, or
+        several of one claim, every message still leased in time; keys are freed in the
+        same transaction (rule 17) where the dialect frees them itself, or else only
+        messages without one are taken. True: all of them were acked; False: not tried,
+        or none was acked and nothing changed. Raises FastPathMissed when only some were
+        acked, to be acked through ``ack`` in a fresh transaction."""
         return False
 
     def ack_plain(self, tx: Tx, receipts: Sequence[Receipt]) -> Outcome:

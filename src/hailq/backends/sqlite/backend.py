@@ -325,19 +325,14 @@ class SQLiteDialect(Dialect):
         return [tuple.__new__(ClaimedRow, r) for r in found]
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
-        """Receipts of one queue. One message whose lease holds and that has no key: a
-        delete that returns nothing. Otherwise by receipt."""
+        """Receipts of one queue, by receipt (``ack_in_time`` has the shortcuts)."""
         conn, now = tx.conn, tx.now
         queue = receipts[0].queue
         if len(receipts) == 1:  # one message, the most common ack: nothing to group
             one = receipts[0]
-            args = {"seq": one.seq, "id": one.message_id, "token": one.token,
-                    "queue": queue, "now": now}
-            if one.seq is not None and queue not in self.keyed \
-                    and conn.execute(Q["message_ack_in_time"], args).rowcount:
-                # tuple.__new__: a NamedTuple's own __new__ is a Python frame
-                return [tuple.__new__(Acked, (one.message_id, one.token, None, False))]
-            found = [Acked(*r) for r in conn.execute(Q["message_ack_one"], args)]
+            found = [Acked(*r) for r in conn.execute(Q["message_ack_one"], {
+                "seq": one.seq, "id": one.message_id, "token": one.token,
+                "queue": queue, "now": now})]
         else:
             known = [r for r in receipts if r.seq is not None]  # found by position
             found = []
@@ -358,16 +353,35 @@ class SQLiteDialect(Dialect):
         return found
 
     def ack_in_time(self, tx: Tx, receipts: Sequence[Receipt]) -> bool:
-        """A batch of one claim: deletes that return nothing, checked by their count."""
+        """Deletes that return nothing, checked by their count. In a queue whose acks
+        found keys, a statement before each delete frees the next message of the keys
+        it deletes (rule 17), so keyed acks skip RETURNING too; elsewhere the delete
+        takes messages without a key only, and a keyed one goes through ``ack``."""
+        conn, now, queue = tx.conn, tx.now, receipts[0].queue
+        freed = queue in self.keyed
+        if len(receipts) == 1:  # nothing to roll back on a miss: the statements agree
+            one = receipts[0]
+            if one.seq is None:
+                return False
+            args = {"seq": one.seq, "id": one.message_id, "token": one.token,
+                    "queue": queue, "now": now, "keys_freed": freed}
+            if freed:
+                conn.execute(Q["key_release_acked"], args)
+            return bool(conn.execute(Q["message_ack_in_time"], args).rowcount)
         if not _one_claim(receipts):
             return False
-        conn, now, queue = tx.conn, tx.now, receipts[0].queue
         for start in range(0, len(receipts), _ACK_CHUNK):
             part = receipts[start:start + _ACK_CHUNK]
-            deleted = conn.execute(_for_rows("message_ack_claim_in_time", len(part)), [
-                *[r.seq for r in part], part[0].token, *[r.message_id for r in part],
-                queue, now]).rowcount
+            seqs = [r.seq for r in part]
+            params = [*seqs, part[0].token, *[r.message_id for r in part], queue, now]
+            if freed:
+                conn.execute(_for_rows("keys_release_acked", len(part)),
+                             [now, *params, queue, *seqs])
+            deleted = conn.execute(_for_rows("message_ack_claim_in_time", len(part)),
+                                   [*params, freed]).rowcount
             if deleted != len(part):
+                if not deleted and not start:  # nothing changed
+                    return False
                 raise FastPathMissed
         return True
 

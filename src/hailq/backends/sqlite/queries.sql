@@ -188,12 +188,37 @@ INSERT INTO hailq_counters (queue, redelivered) VALUES (:queue, :n)
 ON CONFLICT (queue) DO UPDATE SET redelivered = redelivered + excluded.redelivered;
 
 -- name: message_ack_in_time
--- SQLite only: the common ack, a message without a key whose lease still holds, needs
--- nothing back (RETURNING costs an ack about a fifth). No row changed: the caller asks
--- message_ack_one what happened.
+-- SQLite only: the common ack, a message whose lease still holds, needs nothing back
+-- (RETURNING stages its rows in a temporary table: a page allocated and a fifth more
+-- work per ack). A message with a key only where key_release_acked freed that key just
+-- before (:keys_freed). No row changed: the caller asks message_ack_one what happened.
 DELETE FROM hailq_messages
 WHERE seq = :seq AND id = :id AND token = :token AND queue = :queue
-  AND state = 'leased' AND lease_until >= :now AND ordering_key IS NULL;
+  AND state = 'leased' AND lease_until >= :now AND (:keys_freed OR ordering_key IS NULL);
+
+-- name: key_release_acked
+-- SQLite only: key_release for the message message_ack_in_time is about to delete, in
+-- the same transaction, so that a keyed ack needs no RETURNING either (see there). It
+-- frees the next message of the key of the message this receipt still leases in time,
+-- as if that message were gone already; the two statements match the same row or none.
+-- No WITH, and OR instead of IN (...): either would build a temporary table per ack.
+UPDATE hailq_messages
+SET state = CASE WHEN available_at > :now THEN 'scheduled' ELSE 'ready' END
+WHERE seq = (
+    SELECT m.seq FROM hailq_messages AS m
+    WHERE m.queue = :queue AND m.state = 'blocked' AND m.ordering_key = (
+        SELECT a.ordering_key FROM hailq_messages AS a
+        WHERE a.seq = :seq AND a.id = :id AND a.token = :token AND a.queue = :queue
+          AND a.state = 'leased' AND a.lease_until >= :now)
+    ORDER BY m.seq LIMIT 1
+)
+AND NOT EXISTS (
+    SELECT 1 FROM hailq_messages AS m
+    WHERE m.queue = :queue AND m.ordering_key = hailq_messages.ordering_key
+      AND m.seq <> :seq
+      AND (m.state = 'ready' OR m.state = 'scheduled' OR m.state = 'leased'
+           OR (m.state = 'dead' AND m.parked = 1))
+);
 
 -- name: message_ack_one
 -- Rows are found by position (seq); a receipt made before receipts named it is found by a
@@ -213,7 +238,8 @@ INSERT INTO hailq_counters (queue, purged) VALUES (:queue, :n)
 ON CONFLICT (queue) DO UPDATE SET purged = purged + excluded.purged;
 
 -- name: key_release
--- Release the next message of a key once nothing earlier holds it (rule 17).
+-- Release the next message of a key once nothing earlier holds it (rule 17). OR, not
+-- IN (...): SQLite builds a temporary table for an IN list on every run.
 UPDATE hailq_messages
 SET state = CASE WHEN available_at > :now THEN 'scheduled' ELSE 'ready' END
 WHERE seq = (
@@ -224,7 +250,8 @@ WHERE seq = (
 AND NOT EXISTS (
     SELECT 1 FROM hailq_messages
     WHERE queue = :queue AND ordering_key = :key
-      AND (state IN ('ready', 'scheduled', 'leased') OR (state = 'dead' AND parked = 1))
+      AND (state = 'ready' OR state = 'scheduled' OR state = 'leased'
+           OR (state = 'dead' AND parked = 1))
 );
 
 -- name: keys_release
@@ -239,7 +266,7 @@ WHERE seq IN (
     WHERE NOT EXISTS (
         SELECT 1 FROM hailq_messages m
         WHERE m.queue = :queue AND m.ordering_key = k.value
-          AND (m.state IN ('ready', 'scheduled', 'leased')
+          AND (m.state = 'ready' OR m.state = 'scheduled' OR m.state = 'leased'
                OR (m.state = 'dead' AND m.parked = 1)))
 );
 
@@ -256,17 +283,44 @@ WHERE seq IN ({marks}) AND (seq, id, token) IN (VALUES {receipts})
 RETURNING id, token, ordering_key, state <> 'leased' OR lease_until < ? AS late;
 
 -- name: message_ack_claim_in_time
--- SQLite only: a batch of one claim's receipts (one lease token), all without a key and
--- still leased in time: nothing needs returning, so no row is staged for RETURNING.
+-- SQLite only: a batch of one claim's receipts (one lease token), all still leased in
+-- time and without a key, unless keys_release_acked freed their keys just before (the
+-- last parameter): nothing needs returning, so no row is staged for RETURNING.
 -- {marks} stands for one ? per message; the parameters are the seqs, the token, the ids,
--- then queue and now. The caller compares the count of deleted rows with the batch and,
--- when they differ, rolls the transaction back and acks through message_ack. A row that
+-- then queue, now and whether keys were freed. The caller compares the count of deleted
+-- rows with the batch and, when they differ, rolls the transaction back and acks through
+-- message_ack. A row that
 -- holds the token at one of the seqs is the message that claim leased there (positions
 -- of live rows do not change, tokens are drawn per claim), and its id must be one of the
 -- batch's. The unary + keeps the planner on the seqs instead of the leased index.
 DELETE FROM hailq_messages
 WHERE seq IN ({marks}) AND token = ? AND id IN ({marks})
-  AND queue = ? AND +state = 'leased' AND +lease_until >= ? AND ordering_key IS NULL;
+  AND queue = ? AND +state = 'leased' AND +lease_until >= ? AND (? OR ordering_key IS NULL);
+
+-- name: keys_release_acked
+-- SQLite only: key_release_acked for a batch of one claim, run just before
+-- message_ack_claim_in_time: the next message of each key of the messages the batch
+-- still leases in time is freed, as if those messages were gone already. The
+-- parameters, in the order they appear: now, the seqs, the token, the ids, queue, now,
+-- queue and the seqs again.
+UPDATE hailq_messages
+SET state = CASE WHEN available_at > ? THEN 'scheduled' ELSE 'ready' END
+WHERE seq IN (
+    SELECT (SELECT m.seq FROM hailq_messages AS m
+            WHERE m.queue = a.queue AND m.ordering_key = a.ordering_key
+              AND m.state = 'blocked'
+            ORDER BY m.seq LIMIT 1)
+    FROM hailq_messages AS a
+    WHERE a.seq IN ({marks}) AND a.token = ? AND a.id IN ({marks}) AND a.queue = ?
+      AND +a.state = 'leased' AND +a.lease_until >= ?
+)
+AND NOT EXISTS (
+    SELECT 1 FROM hailq_messages AS m
+    WHERE m.queue = ? AND m.ordering_key = hailq_messages.ordering_key
+      AND m.seq NOT IN ({marks})
+      AND (m.state = 'ready' OR m.state = 'scheduled' OR m.state = 'leased'
+           OR (m.state = 'dead' AND m.parked = 1))
+);
 
 -- name: message_ack_pairs
 -- SQLite only: receipts made before receipts named the row's position, a JSON array of
