@@ -341,16 +341,13 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
     def _ack_one(self, tx: Tx, receipt: Receipt) -> list[bool | None]:
         """``_ack_many`` for the commonest ack: one receipt."""
         late = None
-        if self.dialect.acks_plain_apart:
-            if receipt.queue not in self.dialect.keyed:
-                late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
-            if late is None:
-                with tx.atomic():  # a key's next message is freed in the ack's transaction
-                    late = self._ack_keyed(tx, receipt)
-        elif self.dialect.ack_in_time(tx, (receipt,)):  # keys freed where it has any
+        if self.dialect.acks_plain_apart and receipt.queue not in self.dialect.keyed:
+            late = self.dialect.ack_plain(tx, (receipt,)).get(receipt[:3])
+        elif self.dialect.ack_in_time(tx, (receipt,)):  # its key freed too
             late = False
-        else:  # the unit of work is one transaction already
-            late = self._ack_keyed(tx, receipt)
+        if late is None:
+            with tx.atomic():  # a key's next message is freed in the ack's transaction
+                late = self._ack_keyed(tx, receipt)
         if late is None:
             return [None]
         self._made_room(tx, receipt.queue)
