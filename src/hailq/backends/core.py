@@ -12,7 +12,9 @@ Per-key order (rule 17) lives in three places a reader can find: a keyed
 message is inserted ``blocked`` behind an earlier live one of its key
 (``message_insert``), every step that ends a key's head calls ``_release``
 below, and ``key_release`` / ``keys_release`` in each ``queries.sql`` free the
-next message once nothing earlier holds the key.
+next message once nothing earlier holds the key. SQLite's in-time acks free it
+themselves (``key_release_acked`` / ``keys_release_acked``, just before their
+delete), so that they need not return the rows they delete.
 """
 
 from __future__ import annotations
