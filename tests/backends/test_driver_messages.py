@@ -331,8 +331,9 @@ def test_ack_a_whole_claim_in_one_batch(backend: Backend) -> None:
 @pytest.mark.parametrize("batch", [1, 2], ids=["one by one", "one claim"])
 def test_ack_of_keyed_messages_frees_each_key_once_and_in_order(
         backend: Backend, batch: int) -> None:
-    """Rule 17 through every ack path: each ack frees its key's next message, a keyed
-    queue's message without a key is acked too, and a delayed successor waits its turn."""
+    """Rule 17 through acks one by one and of a whole claim, before and after an ack
+    found a key in the queue: each ack frees its key's next message, a keyed queue's
+    message without a key is acked too, and a delayed successor waits its turn."""
     save(backend, "q")
     a1, b1, free = message("q", "a1", ordering_key="a"), message("q", "b1", ordering_key="b"), \
         message("q", "free")
@@ -352,6 +353,25 @@ def test_ack_of_keyed_messages_frees_each_key_once_and_in_order(
     assert [r.id for r in got] == [a2.id]
     assert states(backend, "q") == {b2.id: "scheduled", a3.id: "ready"}
     assert backend.queue_stats("q").acked == 4
+
+
+def test_ack_of_one_claims_keyed_messages_frees_each_successor(backend: Backend) -> None:
+    """A whole claim of keyed heads acked in one batch, after an earlier ack found a key
+    in the queue (so a dialect that guesses which queues hold keys guesses right)."""
+    save(backend, "q")
+    [first] = send(backend, "q", "first", ordering_key="w")
+    [w] = claim(backend, "q")
+    assert w.id == first
+    assert backend.message_ack(AckParams([receipt("q", w)])) == [False]
+    a1, b1, c1 = (message("q", k + "1", ordering_key=k) for k in "abc")
+    free, a2 = message("q", "free"), message("q", "a2", ordering_key="a")
+    b2 = message("q", "b2", ordering_key="b", delay=60.0)
+    backend.message_send(SendParams([a1, b1, c1, free, a2, b2]))
+    got = claim(backend, "q", 10)
+    assert [r.id for r in got] == [a1.id, b1.id, c1.id, free.id]
+    assert backend.message_ack(AckParams([receipt("q", r) for r in got])) == [False] * 4
+    assert states(backend, "q") == {a2.id: "ready", b2.id: "scheduled"}
+    assert [r.id for r in claim(backend, "q", 10)] == [a2.id]
 
 
 def test_ack_of_one_claims_keyed_messages_with_one_already_acked(backend: Backend) -> None:
@@ -421,6 +441,18 @@ def test_ack_receipt_of_another_queue_beside_the_current_one_is_lost(
         assert backend.message_ack(AckParams(batch)) == [False, None]
     else:
         assert backend.message_claim(ClaimParams("q", 1, acks=batch)).acked == [False, None]
+
+
+def test_ack_of_one_claim_with_a_receipt_naming_another_queue(backend: Backend) -> None:
+    """Two messages of one claim: the receipt that names another queue is lost, and its
+    message stays leased, though the batch otherwise looks like one claim's."""
+    save(backend, "q")
+    save(backend, "other")
+    x, y = send(backend, "q", "x", "y")
+    rx, ry = claim(backend, "q", 2)
+    assert backend.message_ack(AckParams([receipt("q", rx), receipt("other", ry)])) == [
+        False, None]
+    assert states(backend, "q") == {y: "leased"}
 
 
 def test_ack_answers_are_booleans_or_none(backend: Backend) -> None:

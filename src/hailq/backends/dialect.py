@@ -100,7 +100,8 @@ class Dialect(ABC):
     def keyed(self) -> set[str]:
         """Queues whose last acks found ordering keys (the core notes them after each
         ``ack``). Their acks skip the shortcuts for messages without a key, which would
-        only miss: a guess, never a promise, since a missed shortcut falls back."""
+        only miss, or take those that free keys themselves (SQLite's ``ack_in_time``):
+        a guess, never a promise, since a missed shortcut falls back."""
         return set()
 
     @abstractmethod

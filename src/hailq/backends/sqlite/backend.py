@@ -470,10 +470,13 @@ _SEQ = operator.itemgetter(ClaimedRow._fields.index("seq"))
 
 
 def _one_claim(receipts: Sequence[Receipt]) -> bool:
-    """Several receipts of one claim (their positions known), each message named once."""
+    """Several receipts of one claim (their positions known), each message named once,
+    all naming one queue (a receipt naming another is lost, which the shortcut's one
+    queue parameter would not say)."""
     seqs = {r.seq for r in receipts}
     return (len(receipts) > 1 and None not in seqs and len(seqs) == len(receipts)
-            and len({r.token for r in receipts}) == 1)
+            and len({r.token for r in receipts}) == 1
+            and len({r.queue for r in receipts}) == 1)
 
 
 @functools.lru_cache(maxsize=256)
