@@ -448,7 +448,7 @@ def test_ack_of_one_claim_with_a_receipt_naming_another_queue(backend: Backend) 
     message stays leased, though the batch otherwise looks like one claim's."""
     save(backend, "q")
     save(backend, "other")
-    x, y = send(backend, "q", "x", "y")
+    _, y = send(backend, "q", "x", "y")
     rx, ry = claim(backend, "q", 2)
     assert backend.message_ack(AckParams([receipt("q", rx), receipt("other", ry)])) == [
         False, None]
