@@ -294,18 +294,22 @@ class SQLiteDialect(Dialect):
         # rerun: never here, SQLite has no connection to lose mid-commit
         conn, now = tx.conn, float(tx.now or 0.0)
         # Each queue looked up once, not once a row: in the unit of work's write
-        # transaction no other writer can delete it before the inserts.
-        for queue in {m.queue for m in messages}:
-            if conn.execute(Q["queue_live"], {"queue": queue}).fetchone() is None:
-                return 0  # a queue without a row: the caller says which
-        inserted = conn.executemany(Q["message_insert"], [{
+        # transaction no other writer can delete it before the inserts. The count
+        # looks for one queue; several are looked up first, so that one without a row
+        # leaves the others' counts as they were. A queue without a row: the caller
+        # says which.
+        counts = Counter(m.queue for m in messages)
+        if len(counts) > 1 and any(conn.execute(Q["queue_live"], {"queue": q}).fetchone()
+                                   is None for q in counts):
+            return 0
+        for queue, n in counts.items():
+            if not conn.execute(Q["count_sent"], {"queue": queue, "n": n}).rowcount:
+                return 0
+        return int(conn.executemany(Q["message_insert"], [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": sort_key(m.priority, now + m.delay, m.aging),
-            "now": now, "delay": m.delay} for m in messages])
-        for queue, n in Counter(m.queue for m in messages).items():
-            conn.execute(Q["count_sent"], {"queue": queue, "n": n})
-        return int(inserted.rowcount)
+            "now": now, "delay": m.delay} for m in messages]).rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
         conn = tx.conn

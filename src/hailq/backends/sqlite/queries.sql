@@ -115,8 +115,11 @@ VALUES (:id, :queue,
 
 -- name: count_sent
 -- SQLite only: it has no data-modifying WITH, so what PostgreSQL counts inside the
--- statement that changed the rows is a statement of its own here.
-INSERT INTO hailq_counters (queue, sent) VALUES (:queue, :n)
+-- statement that changed the rows is a statement of its own here. It is also the send's
+-- check that its queue still has a row, before the insert: nothing counted, the queue
+-- was deleted (or never declared), and nothing is inserted.
+INSERT INTO hailq_counters (queue, sent)
+SELECT name, :n FROM hailq_queues WHERE name = :queue
 ON CONFLICT (queue) DO UPDATE SET sent = sent + excluded.sent;
 
 -- name: claimable
