@@ -6,6 +6,7 @@ Each test calls the backend directly with the params objects the public API buil
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import replace
 from typing import Any, cast
@@ -749,6 +750,32 @@ def test_ack_transaction_raising_inside_rolls_the_ack_back(store: Store) -> None
     assert _effects(store) == 0
     assert list(states(backend, "q").values()) == ["leased"]
     assert backend.message_ack(AckParams([receipt("q", r)])) == [False]
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+def test_ack_transaction_of_a_keyed_message_frees_its_key_if_and_only_if_it_commits(
+        store: Store, commit: bool) -> None:
+    backend = store.backend
+    _effect_table(store)
+    save(backend, "q")
+    for round_ in range(2):  # the second round finds the queue known to hold keys
+        head, tail = send(backend, "q", "head", "tail", ordering_key=f"k{round_}")
+        [r] = claim(backend, "q")
+        assert r.id == head
+        with contextlib.suppress(RuntimeError), \
+                backend.message_ack_transaction(receipt("q", r)) as conn:
+            conn.execute(f"INSERT INTO {store.table} VALUES ('done')")
+            if not commit:
+                raise RuntimeError("handler failed")
+        if commit:
+            assert states(backend, "q") == {tail: "ready"}
+        else:
+            assert states(backend, "q") == {head: "leased", tail: "blocked"}
+            assert backend.message_ack(AckParams([receipt("q", r)])) == [False]
+        [t] = claim(backend, "q")
+        assert t.id == tail
+        assert backend.message_ack(AckParams([receipt("q", t)])) == [False]
+    assert _effects(store) == (2 if commit else 0)
 
 
 def test_ack_transaction_with_a_lost_lease_raises_lease_lost(store: Store) -> None:
