@@ -94,11 +94,12 @@ DELETE FROM hailq_dedup WHERE (queue, dedup_id) IN (
 );
 
 -- name: message_insert
--- After the caller found each queue of the send in this transaction (queue_live;
--- SQLite's one writer means none is deleted before the inserts): VALUES, not a probe
--- of the queue inside every row's INSERT ... SELECT, which cost half as much again a
--- row. In order, one row at a time: a keyed message waits (blocked) while its key has
--- an earlier live or parked message, one of the same batch included.
+-- After the caller found each queue of the send in this transaction (count_sent, and
+-- queue_live first for several queues; SQLite's one writer means none is deleted
+-- before the inserts): VALUES, not a probe of the queue inside every row's INSERT ...
+-- SELECT, which cost half as much again a row. In order, one row at a time: a keyed
+-- message waits (blocked) while its key has an earlier live or parked message, one of
+-- the same batch included.
 INSERT INTO hailq_messages (id, queue, state, body, body_kind, headers, priority,
                             ordering_key, sort_key, enqueued_at, available_at)
 VALUES (:id, :queue,
@@ -292,10 +293,10 @@ RETURNING id, token, ordering_key, state <> 'leased' OR lease_until < ? AS late;
 -- {marks} stands for one ? per message; the parameters are the seqs, the token, the ids,
 -- then queue, now and whether keys were freed. The caller compares the count of deleted
 -- rows with the batch and, when they differ, rolls the transaction back and acks through
--- message_ack. A row that
--- holds the token at one of the seqs is the message that claim leased there (positions
--- of live rows do not change, tokens are drawn per claim), and its id must be one of the
--- batch's. The unary + keeps the planner on the seqs instead of the leased index.
+-- message_ack. A row that holds the token at one of the seqs is the message that claim
+-- leased there (positions of live rows do not change, tokens are drawn per claim), and
+-- its id must be one of the batch's. The unary + keeps the planner on the seqs instead
+-- of the leased index.
 DELETE FROM hailq_messages
 WHERE seq IN ({marks}) AND token = ? AND id IN ({marks})
   AND queue = ? AND +state = 'leased' AND +lease_until >= ? AND (? OR ordering_key IS NULL);
