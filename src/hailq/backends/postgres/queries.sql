@@ -254,7 +254,7 @@ WITH picked AS (
     SELECT id FROM {schema}.messages
     WHERE queue = %(queue)s AND state = 'ready' AND {relaxed}
     ORDER BY sort_key, seq
-    LIMIT %(n)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE {schema}.messages m
@@ -367,7 +367,8 @@ SELECT queue, id, token, late FROM gone;
 -- or lost) go through message_ack next.
 WITH gone AS (
     DELETE FROM {schema}.messages m
-    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[])
+    USING unnest((SELECT %(queues)s::text[]), (SELECT %(ids)s::text[]),
+                 (SELECT %(tokens)s::text[]), (SELECT %(seqs)s::bigint[]))
           AS a(queue, id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
       AND (a.seq IS NULL OR m.seq = a.seq)
@@ -387,7 +388,7 @@ WITH gone AS (
     WHERE queue = %(queue)s AND state = 'ready' AND id NOT IN (SELECT id FROM gone)
       AND {relaxed}
     ORDER BY sort_key, seq
-    LIMIT %(n)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE {schema}.messages m
