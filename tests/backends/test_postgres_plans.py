@@ -67,37 +67,71 @@ def test_rule_16_an_analyzed_backlog_is_claimed_by_key_not_scanned(pg_url: str,
         assert [m.body["claim"] for m in more] == [3, 4]
 
 
+def _plans(dialect: object, names: tuple[str, ...]) -> dict[str, list[int]]:
+    """Generic and custom plans so far of statements ``names``, over the fast pool's
+    connections (matched by their text up to the first parameter)."""
+    heads = {name: dialect._q[name].split("%(")[0] for name in names}  # type: ignore[attr-defined]
+    plans = {name: [0, 0] for name in names}
+    pool = dialect._fast  # type: ignore[attr-defined]
+    conns = [pool.getconn() for _ in range(pool.get_stats()["pool_size"])]
+    try:
+        for conn in conns:
+            for generic, custom, text in conn.execute(
+                    "SELECT generic_plans, custom_plans, statement FROM pg_prepared_statements"):
+                for name, head in heads.items():
+                    if text.startswith(head):
+                        plans[name][0] += generic
+                        plans[name][1] += custom
+    finally:
+        for conn in conns:
+            pool.putconn(conn)
+    return plans
+
+
+def _analyzed(pg_url: str, broker: hailq.Broker, keyed: bool = False) -> hailq.Queue:
+    queue = broker.queue("claims")
+    for _ in range(5):
+        queue.send_many([hailq.Envelope({"claim": i}, ordering_key=f"k{i % 300}" if keyed
+                                        else None) for i in range(1000)])
+    schema = broker.backend.dialect.schema  # type: ignore[attr-defined]
+    with psycopg.connect(pg_url.split("?")[0], autocommit=True) as conn:
+        conn.execute(f'ANALYZE "{schema}".messages')
+    return queue
+
+
+def _kept(plans: dict[str, list[int]]) -> None:
+    for name, (generic, custom) in plans.items():
+        # psycopg prepares a statement on its sixth run; PostgreSQL then makes five plans
+        # for the values to compare with, and keeps the generic one.
+        assert generic >= 5 and custom <= 10, (name, generic, custom)
+
+
 def test_claims_of_an_analyzed_backlog_keep_one_plan(pg_url: str) -> None:
     with hailq.connect(pg_url) as broker:
-        queue = broker.queue("claims")
-        for _ in range(5):
-            queue.send_many([{"claim": i} for i in range(1000)])
-        dialect = broker.backend.dialect  # type: ignore[attr-defined]
-        with psycopg.connect(pg_url.split("?")[0], autocommit=True) as conn:
-            conn.execute(f'ANALYZE "{dialect.schema}".messages')
+        queue = _analyzed(pg_url, broker)
         for _ in range(20):
             queue.ack_many(queue.receive(1))
         got = queue.receive(2)
         for _ in range(20):
             _, got = queue.ack_and_receive(got, 2)
-        # The text each prepared statement starts with, up to its first parameter.
-        heads = {name: dialect._q[name].split("%(")[0] for name in CLAIMS}
-        plans = {name: [0, 0] for name in CLAIMS}
-        pool = dialect._fast
-        conns = [pool.getconn() for _ in range(pool.get_stats()["pool_size"])]
-        try:
-            for conn in conns:
-                for generic, custom, text in conn.execute(
-                        "SELECT generic_plans, custom_plans, statement "
-                        "FROM pg_prepared_statements"):
-                    for name, head in heads.items():
-                        if text.startswith(head):
-                            plans[name][0] += generic
-                            plans[name][1] += custom
-        finally:
-            for conn in conns:
-                pool.putconn(conn)
-        for name, (generic, custom) in plans.items():
-            # psycopg prepares a statement on its sixth run; PostgreSQL then makes five
-            # plans for the values to compare with, and keeps the generic one.
-            assert generic >= 5 and custom <= 10, (name, generic, custom)
+        _kept(_plans(broker.backend.dialect, CLAIMS))  # type: ignore[attr-defined]
+
+
+def test_small_batches_of_an_analyzed_backlog_keep_one_plan(pg_url: str) -> None:
+    with hailq.connect(pg_url) as broker:
+        queue = _analyzed(pg_url, broker)
+        for _ in range(20):
+            got = queue.receive(3)
+            queue.extend_many(got, 30)
+            queue.ack_many(got)
+        _kept(_plans(broker.backend.dialect,  # type: ignore[attr-defined]
+                     ("message_ack_plain", "message_extend")))
+
+
+def test_batches_of_keyed_acks_of_an_analyzed_backlog_keep_one_plan(pg_url: str) -> None:
+    with hailq.connect(pg_url) as broker:
+        queue = _analyzed(pg_url, broker, keyed=True)
+        for _ in range(20):
+            queue.ack_many(queue.receive(3))
+        _kept(_plans(broker.backend.dialect,  # type: ignore[attr-defined]
+                     ("message_ack", "keys_release")))

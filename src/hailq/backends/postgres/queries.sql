@@ -5,6 +5,11 @@
 -- one only causes a redelivery). Set per transaction, never per session, so no setting
 -- stays on a connection that a transaction pooler hands to a send next. The variant
 -- that commits a caller's effect with its ack renders it as plain true.
+-- Plans: statements run prepared, and PostgreSQL keeps a generic plan only if it costs
+-- no more than the plans for each call's values. So a claim's {limit} is written into
+-- its text (a LIMIT parameter reads as a tenth of the table), and batches pass their
+-- arrays as (SELECT %(x)s) (an array parameter reads as ten rows): otherwise these
+-- statements were planned anew on every call once the table was analyzed.
 
 -- name: queue_save
 INSERT INTO {schema}.queues (name, settings, created_at, lease, max_attempts, max_in_flight,
@@ -302,17 +307,19 @@ SELECT pg_notify({channel}, %(queue)s) FROM released WHERE state = 'ready';
 
 -- name: keys_release
 -- key_release for the keys of a batch in one statement, not one round trip per key
--- (for a single key key_release is faster: its plan is a direct index probe).
+-- (for a single key key_release is faster: its plan is a direct index probe). The queue
+-- is hidden from the planner like the keys: for a queue it knows, it costed a plan a
+-- little lower than the generic one and planned every call anew.
 WITH keys AS (
-    SELECT DISTINCT k FROM unnest(%(keys)s::text[]) AS k
+    SELECT DISTINCT k FROM unnest((SELECT %(keys)s::text[])) AS k
 ), heads AS (
     SELECT (SELECT m.id FROM {schema}.messages m
-            WHERE m.queue = %(queue)s AND m.ordering_key = keys.k AND m.state = 'blocked'
+            WHERE m.queue = (SELECT %(queue)s::text) AND m.ordering_key = keys.k AND m.state = 'blocked'
             ORDER BY m.seq LIMIT 1) AS id
     FROM keys
     WHERE NOT EXISTS (
         SELECT 1 FROM {schema}.messages m
-        WHERE m.queue = %(queue)s AND m.ordering_key = keys.k
+        WHERE m.queue = (SELECT %(queue)s::text) AND m.ordering_key = keys.k
           AND (m.state IN ('ready', 'scheduled', 'leased') OR (m.state = 'dead' AND m.parked))
     )
 ), released AS (
@@ -327,7 +334,8 @@ FROM (SELECT 1 FROM released WHERE state = 'ready' LIMIT 1) AS woken;
 -- name: message_ack
 WITH gone AS (
     DELETE FROM {schema}.messages m
-    USING unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[]) AS a(id, token, seq)
+    USING unnest((SELECT %(ids)s::text[]), (SELECT %(tokens)s::text[]),
+                 (SELECT %(seqs)s::bigint[])) AS a(id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.queue = %(queue)s AND m.state <> 'blocked' AND {relaxed}
     RETURNING m.id, m.token, m.ordering_key,
@@ -347,7 +355,8 @@ SELECT id, token, ordering_key, late FROM gone;
 -- not ack (a key's, or lost) go through message_ack in a transaction with the release.
 WITH gone AS (
     DELETE FROM {schema}.messages m
-    USING unnest(%(queues)s::text[], %(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[])
+    USING unnest((SELECT %(queues)s::text[]), (SELECT %(ids)s::text[]),
+                 (SELECT %(tokens)s::text[]), (SELECT %(seqs)s::bigint[]))
           AS a(queue, id, token, seq)
     WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
       AND (a.seq IS NULL OR m.seq = a.seq)
@@ -489,7 +498,8 @@ SELECT state, ordering_key, parked FROM nacked, (SELECT count(*) FROM woken) AS 
 -- ended on the last attempt: that message is dead (rule 13), whether or not upkeep has
 -- marked it yet.
 UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + e.seconds
-FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(seqs)s::bigint[], %(seconds)s::float8[])
+FROM unnest((SELECT %(ids)s::text[]), (SELECT %(tokens)s::text[]), (SELECT %(seqs)s::bigint[]),
+            (SELECT %(seconds)s::float8[]))
      AS e(id, token, seq, seconds)
 WHERE m.id = e.id AND m.token = e.token AND (e.seq IS NULL OR m.seq = e.seq)
   AND m.queue = %(queue)s AND {relaxed}
