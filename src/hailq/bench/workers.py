@@ -38,7 +38,7 @@ from typing import Any
 
 import hailq
 from hailq.bench.processes import QUEUE, WorkerProcesses
-from hailq.bench.runner import Figure, vacuum
+from hailq.bench.runner import Figure, analyze, vacuum
 from hailq.url import parse_url
 
 GATED_NOOP = "hailq.bench.handlers:noop_after_go"
@@ -173,6 +173,7 @@ def drain_once(url: str, n: int, *, procs: int, concurrency: int, log_dir: Path,
         queue = _fresh_queue(broker, url)
         before = queue.stats().acked
         fill_seconds = fill_queue(url, n, body, fill=fill, producers=producers)
+        analyze(url)  # statistics as autovacuum gathers them after a fill (not a VACUUM: below)
         with WorkerProcesses(url, GATED_NOOP, procs=procs, concurrency=concurrency,
                              log_dir=log_dir):
             # The threads take their first messages and wait at the gate. Nothing else
