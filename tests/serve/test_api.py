@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 import hailq
 
@@ -347,3 +348,19 @@ def test_unknown_route_and_method_answer_json(admin: httpx.Client) -> None:
     _error(admin.get("/api/nothing-here"), 404)
     r = admin.request("PATCH", "/api/topics")
     assert r.status_code == 405 and "error" in r.json()
+
+
+def test_a_topic_deleted_while_the_topics_are_listed_is_left_out(
+        admin: httpx.Client, broker: hailq.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker.topic("kept").subscribe("audit")
+    broker.topic("gone")
+    listed = broker.topics()  # the names, read just before an operator deletes one
+    broker.delete_topic("gone")
+    monkeypatch.setattr(type(broker), "topics", lambda self: listed)
+    r = admin.get("/api/topics")
+    assert r.status_code == 200, r.text
+    assert r.json()["topics"] == [
+        {"name": "kept", "subscriptions": [{"queue": "audit", "filter": None}]}]
+    from hailq.serve.pages_data import topics
+
+    assert [t["name"] for t in topics(broker)] == ["kept"]

@@ -23,13 +23,13 @@ from hailq.serve.api_io import (
     settings_of,
     text,
 )
+from hailq.serve.pages_data import listed_topics
 
 
 def _topics(broker: Broker) -> list[dict[str, Any]]:
-    return [{"name": name,
-             "subscriptions": [{"queue": s.queue, "filter": s.filter}
-                               for s in broker.get_topic(name).subscriptions()]}
-            for name in broker.topics()]
+    return [{"name": name, "subscriptions": [{"queue": s.queue, "filter": s.filter}
+                                             for s in subs]}
+            for name, subs in listed_topics(broker)]
 
 
 async def list_topics(request: Request) -> Response:

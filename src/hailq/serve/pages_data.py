@@ -15,11 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hailq.broker import Broker
+from hailq.errors import TopicNotFound
 from hailq.models import (
     AttemptError,
     AutoscalerInfo,
     DeadMessage,
     PeekedMessage,
+    Subscription,
     WorkerInfo,
 )
 from hailq.observe.figures import ALIVE_FOR, QueueFigures
@@ -231,10 +233,21 @@ def dead_page(broker: Broker, name: str, chosen: DeadFilter, limit: int) -> Dead
 
 # -- topics, workers, autoscalers --------------------------------------------------------
 
-def topics(broker: Broker) -> list[dict[str, Any]]:
+def listed_topics(broker: Broker) -> list[tuple[str, list[Subscription]]]:
+    """Each topic with its subscriptions. A topic deleted while the list is read is left
+    out, not an error: a look at the topics never fails because an operator acts."""
     out = []
     for name in broker.topics():
-        subs = broker.get_topic(name).subscriptions()
+        try:
+            out.append((name, broker.get_topic(name).subscriptions()))
+        except TopicNotFound:
+            continue
+    return out
+
+
+def topics(broker: Broker) -> list[dict[str, Any]]:
+    out = []
+    for name, subs in listed_topics(broker):
         out.append({"name": name, "subscriptions": [
             {"queue": s.queue, "filter": None if not s.filter else json.dumps(
                 s.filter, ensure_ascii=False, sort_keys=True)} for s in subs]})
