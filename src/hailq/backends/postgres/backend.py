@@ -97,7 +97,11 @@ class _Tx(Tx):
 
     def limited(self, name: str, n: int) -> str:
         """The name of statement ``name`` with ``n`` written in as its ``LIMIT {limit}``,
-        rendered on first use (see ``_limited``)."""
+        rendered on first use. Written in, not passed: after five runs PostgreSQL keeps
+        a prepared statement's generic plan only if it costs no more than the plans made
+        for each run's values, and a generic plan reads a LIMIT parameter as a tenth of
+        the table. Once the table was analyzed the claim was planned anew on every call,
+        half of its time on the server; now once per connection and batch size."""
         key = f"{name} {n}"
         if key not in self._q:
             self._q[key] = self._q[name].replace("{limit}", str(int(n)))
@@ -341,7 +345,7 @@ class PostgresDialect(PooledCalls, Dialect):
         return int(found[0][0])
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
-        return _claimed_rows(tx.run(_limited(tx, "message_claim", n),
+        return _claimed_rows(tx.run(cast(_Tx, tx).limited("message_claim", n),
                                     {"queue": queue, "lease": lease}))
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
@@ -369,7 +373,7 @@ class PostgresDialect(PooledCalls, Dialect):
 
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
                   lease: float) -> tuple[Outcome, list[ClaimedRow]]:
-        found = tx.run(_limited(tx, "message_ack_claim", n), {
+        found = tx.run(cast(_Tx, tx).limited("message_ack_claim", n), {
             "queue": queue, "lease": lease,
             "queues": [r.queue for r in receipts], "ids": [r.message_id for r in receipts],
             "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})
@@ -438,16 +442,6 @@ class PostgresDialect(PooledCalls, Dialect):
 def PostgresBackend(conninfo: str, **options: Any) -> SqlBackend:
     """hailq in one PostgreSQL schema: the storage core over the PostgreSQL dialect."""
     return SqlBackend(PostgresDialect(conninfo, **options))
-
-
-def _limited(tx: Tx, name: str, n: int) -> str:
-    """Statement ``name`` with its LIMIT ``n`` written in, not passed. After five runs
-    PostgreSQL keeps a prepared statement's generic plan only if it costs no more than
-    the plans made for each run's values. A generic plan reads a LIMIT parameter as a
-    tenth of the table and costs far more than a plan for LIMIT 1, so once the table
-    was analyzed the claim was planned anew on every call: half of its time on the
-    server. With the number in the text it is planned once per connection and size."""
-    return cast(_Tx, tx).limited(name, n)
 
 
 _RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL")

@@ -314,7 +314,8 @@ WITH keys AS (
     SELECT DISTINCT k FROM unnest((SELECT %(keys)s::text[])) AS k
 ), heads AS (
     SELECT (SELECT m.id FROM {schema}.messages m
-            WHERE m.queue = (SELECT %(queue)s::text) AND m.ordering_key = keys.k AND m.state = 'blocked'
+            WHERE m.queue = (SELECT %(queue)s::text) AND m.ordering_key = keys.k
+              AND m.state = 'blocked'
             ORDER BY m.seq LIMIT 1) AS id
     FROM keys
     WHERE NOT EXISTS (
