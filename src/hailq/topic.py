@@ -38,7 +38,7 @@ class Topic:
         are copied in.
         """
         check_name(subscription, "subscription name")
-        checked = _check_filter(filter)
+        checked = check_filter(filter)
         queue = self._broker.queue(subscription, **settings)
         self._broker.backend.subscription_save(Subscription(self.name, subscription, checked))
         self._settings[subscription] = queue.settings
@@ -128,7 +128,8 @@ class Topic:
         return f"<Topic {self.name}>"
 
 
-def _check_filter(filter: object) -> dict[str, str | list[str]] | None:
+def check_filter(filter: object) -> dict[str, str | list[str]] | None:
+    """A subscription's filter, checked: header name -> value or list of values."""
     if filter is None:
         return None
     if not isinstance(filter, dict) or not filter:

@@ -32,6 +32,7 @@ from hailq.cli.failure import run_safely
 LAZY_COMMANDS = {
     "worker": ("hailq.cli.worker", "worker_command"),
     "autoscale": ("hailq.cli.commands_autoscale", "autoscale_command"),
+    "declare": ("hailq.cli.commands_declare", "declare_command"),
     "bench": ("hailq.bench.command", "bench_command"),
     "demo": ("hailq.demo.command", "demo_command"),
     "doctor": ("hailq.cli.commands_doctor", "doctor"),

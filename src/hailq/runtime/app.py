@@ -6,7 +6,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Duration
@@ -35,6 +35,9 @@ class Route:
     handler: Handler
     settings: Mapping[str, Any] = field(default_factory=dict)
     time_limit: float | None = None  # seconds; None: the worker's --time-limit, if any
+    # A subscriber's queue is its subscription of this topic, with this filter (rule 19).
+    topic: str | None = None
+    filter: Mapping[str, str | list[str]] | None = None
 
 
 class App:
@@ -75,6 +78,29 @@ class App:
             return function
 
         return register
+
+    def subscriber(self, topic: str, subscription: str, *,
+                   filter: dict[str, Any] | None = None, time_limit: float | None = None,
+                   **settings: Any) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the consumer of ``subscription`` of ``topic``
+        (seed 004): the worker declares the topic and the subscription (idempotently,
+        with ``filter`` and the queue ``settings``) before it consumes the subscription's
+        queue, which is named ``subscription``. A publish reaches only subscriptions that
+        exist (rule 19): run ``hailq declare TARGET`` before producers start. Returns the
+        function unchanged."""
+        from hailq.topic import check_filter
+
+        check_name(topic, "topic name")
+        checked = check_filter(filter)
+        register = self.handler(subscription, time_limit=time_limit, **settings)
+
+        def subscribe(function: Handler) -> Handler:
+            register(function)
+            self._routes[subscription] = replace(self._routes[subscription], topic=topic,
+                                                 filter=checked)
+            return function
+
+        return subscribe
 
     def add(self, queue: str, function: Handler, *, time_limit: float | None = None,
             **settings: Any) -> None:

@@ -37,6 +37,7 @@ from hailq.observe.recorder import FigureRecorder
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
 from hailq.runtime.app import App, Handler, app_for
+from hailq.runtime.declare import declare_queues
 from hailq.runtime.executor import LoopThread, SlotPool, call_handler
 from hailq.runtime.fetcher import Fetcher
 from hailq.runtime.heartbeat import LeaseKeeper
@@ -147,8 +148,7 @@ class Worker:
         In the main thread, ``signals`` (SIGTERM and SIGINT) stop the worker, unless
         ``handle_signals`` is False.
         """
-        self._queues = {name: self.broker.queue(name, **self.app.route(name).settings)
-                        for name in self.order.queues}
+        self._queues = declare_queues(self.broker, self.app, self.order.queues)
         services = _Services(self)
         # The signal handlers come first: once the registry lists this worker as running,
         # a SIGTERM must already mean "drain", not death by the default handler.

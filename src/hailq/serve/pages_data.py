@@ -246,11 +246,23 @@ def listed_topics(broker: Broker) -> list[tuple[str, list[Subscription]]]:
 
 
 def topics(broker: Broker) -> list[dict[str, Any]]:
+    """Each topic with its subscriptions, each with its queue's backlog (ready, in flight,
+    dead; capped as the overview caps them, "1,000+")."""
+    listed = listed_topics(broker)
+    backlog = {g.name: g for g in broker.overview(COUNT_LIMIT)} if listed else {}
     out = []
-    for name, subs in listed_topics(broker):
-        out.append({"name": name, "subscriptions": [
-            {"queue": s.queue, "filter": None if not s.filter else json.dumps(
-                s.filter, ensure_ascii=False, sort_keys=True)} for s in subs]})
+    for name, subs in listed:
+        rows = []
+        for s in subs:
+            glance = backlog.get(s.queue)
+            counts = None if glance is None else {
+                k: (f"{glance.limit:,}+" if k in glance.capped else
+                    f"{getattr(glance.figures.stats, k):,}")
+                for k in ("ready", "in_flight", "dead")}
+            rows.append({"queue": s.queue, "backlog": counts,
+                         "filter": None if not s.filter else json.dumps(
+                             s.filter, ensure_ascii=False, sort_keys=True)})
+        out.append({"name": name, "subscriptions": rows})
     return out
 
 
