@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
 from hailq.models import WorkerInfo
+from hailq.runtime.service import Service
 
 if TYPE_CHECKING:
     from hailq.broker import Broker
@@ -29,22 +29,21 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class RegistryReporter:
+class RegistryReporter(Service):
     """Saves a WorkerInfo now and then; thread-safe. ``start()``, ``set_state()``, ``close()``."""
+
+    name = "hailq-registry"
 
     def __init__(self, broker: Broker, *, worker_id: str, queues: Sequence[str],
                  concurrency: int, in_flight: Callable[[], int], interval: float = 3.0) -> None:
+        super().__init__(interval, wait_first=True)
         self.worker_id = worker_id
         self._broker = broker
         self._queues = list(queues)
         self._concurrency = concurrency
         self._in_flight = in_flight
-        self._interval = interval
         self._state = "running"
         self._started_at = 0.0
-        self._wake = threading.Condition()
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="hailq-registry", daemon=True)
 
     def start(self) -> None:
         try:
@@ -52,30 +51,21 @@ class RegistryReporter:
         except HailqError:
             self._started_at = 0.0
         self._save()
-        self._thread.start()
+        super().start()
 
     def set_state(self, state: str) -> None:
         """Record a new state now (``running``, ``draining`` or ``stopped``)."""
-        with self._wake:
+        with self.lock:
             self._state = state
         self._save()
 
-    def close(self) -> None:
-        """Stop reporting and record ``stopped``."""
-        with self._wake:
-            self._closing = True
-            self._wake.notify()
-        if self._thread.is_alive():
-            self._thread.join(5.0)
-        self.set_state("stopped")
+    def tick(self) -> float | None:
+        self._save()
+        return None
 
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                self._wake.wait(self._interval)
-                if self._closing:
-                    return
-            self._save()
+    def closed(self) -> None:
+        """Stopped reporting: record ``stopped``."""
+        self.set_state("stopped")
 
     def _save(self) -> None:
         info = WorkerInfo(

@@ -15,13 +15,13 @@ The clock is the broker's (the database's on PostgreSQL) unless one is given
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable
 
 from hailq._time import Clock
 from hailq.broker import Broker
 from hailq.models import ScheduleInfo
 from hailq.policy import slots
+from hailq.runtime.service import Service
 from hailq.schedule import (
     DECLARE_EVERY,
     SCHEDULE_HEADER,
@@ -36,7 +36,7 @@ log = logging.getLogger("hailq.scheduler")
 __all__ = ["SCHEDULE_HEADER", "SLOT_HEADER", "Scheduler"]
 
 
-class Scheduler:
+class Scheduler(Service):
     """Sends due slots of every stored schedule; declares ``periodics`` as it runs.
 
     ``run_once()`` does one pass (tests call it with an injected ``clock``);
@@ -47,13 +47,11 @@ class Scheduler:
 
     def __init__(self, broker: Broker, periodics: Iterable[Periodic] = (), *,
                  clock: Clock | None = None, tick: float = 1.0) -> None:
+        super().__init__(max(float(tick), 0.01))
         self.broker = broker
         self.periodics = list(periodics)
         self._clock = clock or broker.now
-        self._tick = max(float(tick), 0.01)
         self._declared_at: float | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- one pass ----------------------------------------------------------------------
 
@@ -100,27 +98,19 @@ class Scheduler:
 
     # -- as a service ------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name="hailq-scheduler", daemon=True)
-        self._thread.start()
+    def tick(self) -> float | None:
+        """A pass, then sleep until the next slot due, at most ``tick`` seconds."""
+        try:
+            self.run_once()
+            upcoming = self.next_due()
+        except Exception as exc:  # the database may be away: look again later
+            log.warning("scheduler pass failed (%s: %s); trying again",
+                        type(exc).__name__, exc)
+            return max(self.interval, 1.0)
+        if upcoming is None:
+            return None
+        return min(self.interval, max(upcoming - self._clock(), 0.0) + 0.01)
 
     def run(self) -> None:
-        """Pass after pass until ``close()``; a failing pass is logged and retried."""
-        while not self._stop.is_set():
-            wait = self._tick
-            try:
-                self.run_once()
-                upcoming = self.next_due()
-                if upcoming is not None:
-                    wait = min(wait, max(upcoming - self._clock(), 0.0) + 0.01)
-            except Exception as exc:  # the database may be away: look again later
-                log.warning("scheduler pass failed (%s: %s); trying again",
-                            type(exc).__name__, exc)
-                wait = max(wait, 1.0)
-            self._stop.wait(wait)
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(5.0)
-
+        """Pass after pass until ``close()`` (in the calling thread)."""
+        self._run()

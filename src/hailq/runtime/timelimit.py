@@ -32,6 +32,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Literal
 
+from hailq.runtime.service import Service
+
 log = logging.getLogger("hailq.worker")
 
 EXIT_TIME_LIMIT = 86
@@ -114,7 +116,7 @@ class Running:
             return "interrupted"
 
 
-class Watchdog:
+class Watchdog(Service):
     """Calls ``expire(running)`` in its own thread when a handler's limit has passed.
 
     ``watch`` at the start of a handler, ``forget`` when it ends (whichever comes
@@ -122,62 +124,53 @@ class Watchdog:
     handler ended already). ``start()`` then ``close()``.
     """
 
+    name = "hailq-time-limits"
+
     def __init__(self, expire: Callable[[Running], None], *,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(60.0)
         self._expire = expire
         self._now = monotonic
         self._due: list[tuple[float, int, Running]] = []
         self._live: set[int] = set()
         self._seq = itertools.count()
-        self._wake = threading.Condition()
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="hailq-time-limits",
-                                        daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
 
     def watch(self, running: Running) -> None:
         if running.limit is None:
             return
-        with self._wake:
+        with self.lock:
             heapq.heappush(self._due, (running.started + running.limit, next(self._seq),
                                        running))
             self._live.add(id(running))
-            if self._due[0][2] is running:
-                self._wake.notify()
+            soonest = self._due[0][2] is running
+        if soonest:
+            self.wake()
 
     def forget(self, running: Running) -> None:
         if running.limit is None:
             return
-        with self._wake:
+        with self.lock:
             self._live.discard(id(running))
 
-    def close(self) -> None:
-        with self._wake:
-            self._closing = True
+    def closed(self) -> None:
+        with self.lock:
             self._due.clear()
             self._live.clear()
-            self._wake.notify()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(5.0)
 
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                if self._closing:
-                    return
-                while self._due and id(self._due[0][2]) not in self._live:
-                    heapq.heappop(self._due)  # ended in time
-                now = self._now()
-                if not self._due or self._due[0][0] > now:
-                    wait = self._due[0][0] - now if self._due else 60.0
-                    self._wake.wait(max(wait, 0.001))
-                    continue
-                _, _, running = heapq.heappop(self._due)
-                self._live.discard(id(running))
-            try:
-                self._expire(running)
-            except Exception:  # the watchdog must outlive a failure to record one
-                log.exception("message %s: could not act on its time limit",
-                              getattr(running.message, "id", "?"))
+    def tick(self) -> float | None:
+        with self.lock:
+            while self._due and id(self._due[0][2]) not in self._live:
+                heapq.heappop(self._due)  # ended in time
+            if not self._due:
+                return None
+            wait = self._due[0][0] - self._now()
+            if wait > 0.0:
+                return max(wait, 0.001)
+            _, _, running = heapq.heappop(self._due)
+            self._live.discard(id(running))
+        try:
+            self._expire(running)
+        except Exception:  # the watchdog must outlive a failure to record one
+            log.exception("message %s: could not act on its time limit",
+                          getattr(running.message, "id", "?"))
+        return 0.0
