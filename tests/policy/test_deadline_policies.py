@@ -24,7 +24,7 @@ from hailq.policy.simulation import (
 DEADLINE, STRICT = Order("deadline"), Order("strict")
 
 
-def test_named_targets_are_kept_and_the_others_interpolated_geometrically() -> None:
+def test_rule_41_named_targets_are_kept_and_the_others_interpolated_geometrically() -> None:
     t = targets_of({9: 10, 0: 3600})
     assert t[9] == 10 and t[0] == 3600
     assert t[5] == pytest.approx(3600 * (10 / 3600) ** (5 / 9))  # 137 s, not 1,606
@@ -73,7 +73,7 @@ def _brute_force_slots(ages: list[tuple[int, float]], slo: dict[int, float],
                 min_size=1, max_size=6),
        st.sampled_from([{9: 5.0, 5: 20.0, 0: 60.0}, {9: 2.0, 0: 12.0}, {5: 8.0}]),
        st.sampled_from([1.0, 2.5]))
-def test_smallest_pool_matches_brute_force(ages: list[tuple[int, float]],
+def test_rule_41_smallest_pool_matches_brute_force(ages: list[tuple[int, float]],
                                            slo: dict[int, float], h: float) -> None:
     now = 1000.0
     need = Need(now=now, slo=slo, handler_time=h,
@@ -95,7 +95,7 @@ def test_more_slots_never_breach_more_in_deadline_order(seed: int, slots: int) -
     assert simulate(jobs, slots + 1, DEADLINE, slo).breaches <= fewer
 
 
-def test_no_pool_says_why_and_names_the_largest_useful_one() -> None:
+def test_rule_41_no_pool_says_why_and_names_the_largest_useful_one() -> None:
     now, slo = 100.0, {9: 10.0, 0: 60.0}
     late = smallest_pool(Need(now=now, slo=slo, handler_time=1.0,
                               ready=[Waiting(9, now - 30.0), Waiting(0, now, count=4)]))
@@ -122,7 +122,7 @@ def test_arrivals_and_processes_size_the_pool() -> None:
     assert idle.met and idle.workers == 0
 
 
-def test_the_published_load_separates_the_orders() -> None:
+def test_rule_41_the_published_load_separates_the_orders() -> None:
     """docs/concepts/priorities.md: at 44 slots strict priority breaches priority 5,
     deadline order meets every target, and no aging value meets them all."""
     jobs = scenario(seed=1)

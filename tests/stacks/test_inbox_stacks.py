@@ -116,7 +116,7 @@ def mysql_effects(place: Place) -> Callable[[], list[str]]:
 
 # -- blocking stacks -------------------------------------------------------------------------
 
-def test_sqlite3(sqlite_place: Place) -> None:
+def test_rule_38_sqlite3(sqlite_place: Place) -> None:
     conn = sqlite3.connect(sqlite_place.sqlite)  # type: ignore[arg-type]
 
     @contextlib.contextmanager
@@ -128,7 +128,7 @@ def test_sqlite3(sqlite_place: Place) -> None:
     conn.close()
 
 
-def test_psycopg(pg_place: Place) -> None:
+def test_rule_38_psycopg(pg_place: Place) -> None:
     import psycopg
 
     with psycopg.connect(pg_place.pg_dsn) as conn:
@@ -140,7 +140,7 @@ def test_psycopg(pg_place: Place) -> None:
         scenario(transaction, pg_effects(pg_place))
 
 
-def test_psycopg2(pg_place: Place) -> None:
+def test_rule_38_psycopg2(pg_place: Place) -> None:
     import psycopg2
 
     conn = psycopg2.connect(pg_place.pg_dsn)
@@ -166,7 +166,7 @@ def _mysql(place: Place, driver: str = "pymysql") -> Any:
 
 
 @pytest.mark.parametrize("driver", ["pymysql", "mysqlclient"])
-def test_mysql_drivers(mysql_place: Place, driver: str) -> None:
+def test_rule_38_mysql_drivers(mysql_place: Place, driver: str) -> None:
     conn = _mysql(mysql_place, driver)
     hailq.inbox(conn, "billing")  # at start-up, outside a transaction: makes the table
 
@@ -184,7 +184,7 @@ def test_mysql_drivers(mysql_place: Place, driver: str) -> None:
     conn.close()
 
 
-def test_mysql_creates_its_table_only_outside_a_transaction(mysql_place: Place) -> None:
+def test_rule_38_mysql_creates_its_table_only_outside_a_transaction(mysql_place: Place) -> None:
     conn = _mysql(mysql_place)
     conn.begin()
     _execute(conn, "INSERT INTO effects (message_id) VALUES (%s)", ("before",))
@@ -211,7 +211,7 @@ EFFECTS_OF = {"sqlite_place": sqlite_effects, "pg_place": pg_effects,
 
 @pytest.mark.parametrize("kind", ["Connection", "Session"])
 @pytest.mark.parametrize("db", sorted(SA_SYNC_URLS))
-def test_sqlalchemy(db: str, kind: str, request: pytest.FixtureRequest) -> None:
+def test_rule_38_sqlalchemy(db: str, kind: str, request: pytest.FixtureRequest) -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
@@ -237,7 +237,7 @@ def test_sqlalchemy(db: str, kind: str, request: pytest.FixtureRequest) -> None:
     engine.dispose()
 
 
-def test_django_needs_an_atomic_block_and_keeps_to_it(sqlite_place: Place, pg_place: Place,
+def test_rule_38_django_needs_an_atomic_block_and_keeps_to_it(sqlite_place: Place, pg_place: Place,
                                                        mysql_place: Place) -> None:
     from stacks.django_setup import configure
 
@@ -272,7 +272,7 @@ def _connected(wrapper: Any) -> Any:
     return wrapper.connection
 
 
-def test_anything_else_is_refused_naming_what_is_accepted() -> None:
+def test_rule_38_anything_else_is_refused_naming_what_is_accepted() -> None:
     with pytest.raises(hailq.InvalidArgument, match="SQLAlchemy Connection, Session"):
         hailq.inbox(object(), "billing")
 
@@ -285,7 +285,7 @@ async def _run_format(conn: Any, sql: str, params: tuple[Any, ...]) -> None:
     await cur.close()
 
 
-def test_psycopg_async(pg_place: Place) -> None:
+def test_rule_38_psycopg_async(pg_place: Place) -> None:
     import psycopg
 
     async def main() -> None:
@@ -300,7 +300,7 @@ def test_psycopg_async(pg_place: Place) -> None:
     asyncio.run(main())
 
 
-def test_asyncpg(pg_place: Place) -> None:
+def test_rule_38_asyncpg(pg_place: Place) -> None:
     import asyncpg
 
     async def run(conn: Any, sql: str, params: tuple[Any, ...]) -> None:
@@ -332,7 +332,7 @@ SA_ASYNC_URLS = {"sqlite": lambda p: f"sqlite+aiosqlite:///{p.sqlite}",
 
 @pytest.mark.parametrize("kind", ["AsyncConnection", "AsyncSession"])
 @pytest.mark.parametrize("db", sorted(SA_ASYNC_URLS))
-def test_sqlalchemy_async(db: str, kind: str, request: pytest.FixtureRequest) -> None:
+def test_rule_38_sqlalchemy_async(db: str, kind: str, request: pytest.FixtureRequest) -> None:
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
     place: Place = request.getfixturevalue(PLACE_OF[db])
