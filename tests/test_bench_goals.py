@@ -1,9 +1,17 @@
-"""The broker goals that ``hailq bench`` checks under each backend's figures."""
+"""The project's goals (scripts/bench_goals.py), checked against ``hailq bench`` figures."""
 
 from __future__ import annotations
 
-from hailq.bench.goals import check_goals, render_goals
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
 from hailq.bench.runner import Figure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from bench_goals import check_goals, main, render_goals
 
 
 def _cycle(consumers: str, batch: int, hailq: float, raw: float) -> Figure:
@@ -66,3 +74,15 @@ def test_postgres_send_goal_is_judged_against_the_same_row_with_the_minimal_tabl
     (short,) = check_goals([minimal, Figure(SAME_ROW, "msgs/s", 1_500, 2_000)], postgres=True)
     assert not short.met and short.measured.startswith("0.75")
     assert check_goals([same_row], postgres=False) == []
+
+
+def test_the_script_reads_a_bench_json_file(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    report = {"backends": {"sqlite": [
+        _cycle("1 consumer", 1, 2_000, 2_100).as_json(),
+        _cycle(FOUR, 1, 1_000, 4_100).as_json()]}}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(report))
+    assert main([str(path)]) == 1  # 4 processes: 0.24 of the bare driver, 1,000/s
+    out = capsys.readouterr().out
+    assert out.startswith("sqlite") and "NOT met" in out

@@ -135,7 +135,7 @@ def test_bench_workers_figures_and_their_json(url: str, backend_name: str) -> No
     assert single.producers == PRODUCERS[backend_of(url)] and single.messages == 200
     assert two.name == "worker drain, 2 processes × 4 threads (vs peer)"
 
-    report: dict[str, Any] = {"backends": {}, "goals": {}}
+    report: dict[str, Any] = {"backends": {}}
     _record(report, backend_name, figures)
     written = json.loads(json.dumps(report))["backends"][backend_name]
     (fills,) = [f for f in written if "single_send_fill" in f]

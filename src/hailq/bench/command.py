@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
 
-from hailq.bench.goals import check_goals, render_goals
 from hailq.bench.runner import (
     Figure,
     bench_cycle,
@@ -95,7 +93,6 @@ def render(backend: str, figures: list[Figure]) -> str:
     workers = [f for f in figures if isinstance(f, WorkerFigure)]
     keyed = [f for f in figures if "order keys" in f.name]
     overview = [f for f in figures if f.name.startswith("overview ")]
-    everything = figures
     figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
                and f not in overview]
     lines: list[str] = []
@@ -120,14 +117,11 @@ def render(backend: str, figures: list[Figure]) -> str:
                   f"{'figure (median)':<48}{'overview':>12}{'one by one':>12}{'ratio':>8}"]
         lines += [f"{f.name:<48}{f.hailq:>9.1f} ms{f.raw:>9.1f} ms{f.ratio:>8.2f}"
                   for f in overview]
-    return ("\n".join(lines) + (render_workers(backend, workers) if workers else "")
-            + render_goals(check_goals(everything, postgres=backend.startswith("PostgreSQL"))))
+    return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
 
 
 def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None:
     report["backends"][backend] = [f.as_json() for f in figures]
-    report["goals"][backend] = [asdict(g) for g in check_goals(
-        figures, postgres=backend.startswith("PostgreSQL"))]
 
 
 @click.command("bench")
@@ -178,7 +172,7 @@ def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,
         # anything else is done.
         prepare_schemas(pg)
     report: dict[str, Any] = {"machine": machine(), "runs": runs, "quick": quick,
-                              "backends": {}, "goals": {}}
+                              "backends": {}}
     if use_sqlite:
         with tempfile.TemporaryDirectory(prefix="hailq-bench-") as tmp:
             click.echo("SQLite …", err=True)

@@ -1,4 +1,8 @@
-"""The goals, checked against the figures of one ``hailq bench`` backend.
+"""The project's development goals, checked against a ``hailq bench --json`` file.
+
+    hailq bench --runs 3 --json bench.json
+    .venv/bin/python scripts/bench_goals.py bench.json
+
 
 How they are read is written in docs/performance.md: the ratio goal is for the
 one-message cycle (``receive()`` then ``ack()``), the throughput goal may be met in
@@ -91,3 +95,27 @@ def render_goals(goals: Sequence[Goal]) -> str:
     lines = ["goals"] + [f"  {'met' if g.met else 'NOT met':<8}{g.name}: {g.measured}"
                          for g in goals]
     return "\n" + "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print each backend's goals, met or not; exit 1 when one is not met."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description="hailq bench's figures against the goals")
+    parser.add_argument("report", type=Path, help="the file of hailq bench --json FILE")
+    args = parser.parse_args(argv)
+    report = json.loads(args.report.read_text())
+    missed = False
+    for backend, rows in report["backends"].items():
+        figures = [Figure(r["name"], r["unit"], r["hailq"], r["raw"], r.get("runs", []),
+                          r.get("raw_runs", [])) for r in rows]
+        goals = check_goals(figures, postgres=backend.startswith("postgres"))
+        print(backend + render_goals(goals))
+        missed = missed or not all(g.met for g in goals)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
