@@ -39,6 +39,7 @@ LAZY_COMMANDS = {
     "schedules": ("hailq.cli.commands_schedules", "schedules"),
     "scheduler": ("hailq.cli.commands_schedules", "scheduler"),
     "serve": ("hailq.cli.commands_serve", "serve"),
+    "top": ("hailq.cli.commands_top", "top_command"),
 }
 
 
