@@ -6,6 +6,8 @@
 >>> claims.send({"claim": 8311})
 """
 
+from typing import TYPE_CHECKING, Any
+
 from hailq.broker import Broker, connect
 from hailq.checks import Envelope
 from hailq.errors import (
@@ -40,9 +42,11 @@ from hailq.models import (
     WorkerInfo,
 )
 from hailq.queue import Queue
-from hailq.runtime import App, Worker
 from hailq.settings import QueueSettings, RetryPolicy
 from hailq.topic import Topic
+
+if TYPE_CHECKING:
+    from hailq.runtime import App, Worker
 
 __all__ = [
     "App",
@@ -84,3 +88,13 @@ __all__ = [
     "inbox",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``App`` and ``Worker`` load the worker runtime on first use, not with ``import
+    hailq``: a producer never pays for it."""
+    if name in ("App", "Worker"):
+        import hailq.runtime
+
+        return getattr(hailq.runtime, name)
+    raise AttributeError(f"module 'hailq' has no attribute {name!r}")
