@@ -17,6 +17,7 @@ from hailq.errors import (
     InvalidArgument,
     LeaseLost,
     MessageTooLarge,
+    NotFound,
     OutcomeUnknown,
     QueueNotEmpty,
     QueueNotFound,
@@ -47,6 +48,7 @@ from hailq.topic import Topic
 
 if TYPE_CHECKING:
     from hailq.runtime import App, Worker
+    from hailq.runtime.timelimit import TimeLimitExceeded
 
 __all__ = [
     "App",
@@ -64,6 +66,7 @@ __all__ = [
     "Message",
     "MessageDetails",
     "MessageTooLarge",
+    "NotFound",
     "OutcomeUnknown",
     "PeekedMessage",
     "Queue",
@@ -79,6 +82,7 @@ __all__ = [
     "StorageError",
     "Subscription",
     "SubscriptionNotFound",
+    "TimeLimitExceeded",
     "Topic",
     "TopicHasSubscriptions",
     "TopicNotFound",
@@ -91,10 +95,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """``App`` and ``Worker`` load the worker runtime on first use, not with ``import
-    hailq``: a producer never pays for it."""
+    """``App``, ``Worker`` and ``TimeLimitExceeded`` load the worker runtime on first use,
+    not with ``import hailq``: a producer never pays for it."""
     if name in ("App", "Worker"):
         import hailq.runtime
 
         return getattr(hailq.runtime, name)
+    if name == "TimeLimitExceeded":
+        from hailq.runtime.timelimit import TimeLimitExceeded
+
+        return TimeLimitExceeded
     raise AttributeError(f"module 'hailq' has no attribute {name!r}")

@@ -1,4 +1,7 @@
-"""The exception tree. Every error hailq raises on purpose is a ``HailqError``."""
+"""The exception tree. Every error hailq raises on purpose is a ``HailqError``, but one:
+``TimeLimitExceeded`` (``hailq/runtime/timelimit.py``), raised into a handler past its
+time limit, is a ``BaseException`` so that a handler's ``except Exception`` cannot
+swallow the stop; it is exported here with the others a handler may see."""
 
 from __future__ import annotations
 
@@ -26,18 +29,20 @@ class BackendUnavailable(HailqError):
     """
 
 
-class QueueNotFound(HailqError, LookupError):
-    """The named queue has never been declared."""
+class NotFound(HailqError, LookupError):
+    """Something named does not exist: the parent of each "not found" below, which are
+    siblings (catch this one for any of them)."""
 
 
-class TopicNotFound(QueueNotFound):
-    """The named topic has never been declared.
-
-    A ``QueueNotFound`` too, so code that catches that for both keeps working.
-    """
+class QueueNotFound(NotFound):
+    """The named queue has never been declared (or was deleted)."""
 
 
-class SubscriptionNotFound(QueueNotFound):
+class TopicNotFound(NotFound):
+    """The named topic has never been declared (or was deleted)."""
+
+
+class SubscriptionNotFound(NotFound):
     """The named queue is not a subscription of the topic."""
 
 
@@ -107,5 +112,5 @@ class DeadLetter(HailqError):
         self.reason = reason
 
 
-class ScheduleNotFound(HailqError, LookupError):
+class ScheduleNotFound(NotFound):
     """No periodic schedule has that name."""

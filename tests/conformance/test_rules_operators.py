@@ -207,7 +207,7 @@ def test_rule_32_unsubscribe_stops_the_copies_and_keeps_the_queue(broker: hailq.
     assert broker.get_queue("audit").stats().ready == 0
     with pytest.raises(hailq.SubscriptionNotFound):
         topic.unsubscribe("audit")
-    with pytest.raises(hailq.QueueNotFound):  # SubscriptionNotFound is one
+    with pytest.raises(hailq.NotFound):  # SubscriptionNotFound is one
         topic.unsubscribe("nobody")
 
 

@@ -52,7 +52,11 @@ def test_rule_01_unknown_queues_and_topics_are_named_errors_and_write_nothing(
         broker.get_topic("claims")
 
     assert broker.queues() == [] and broker.topics() == []
-    assert issubclass(hailq.TopicNotFound, hailq.QueueNotFound)
+    # Siblings under one parent: a missing topic is no missing queue.
+    assert not issubclass(hailq.TopicNotFound, hailq.QueueNotFound)
+    assert all(issubclass(e, hailq.NotFound) for e in (
+        hailq.QueueNotFound, hailq.TopicNotFound, hailq.SubscriptionNotFound,
+        hailq.ScheduleNotFound))
 
 
 def test_rule_01_durations_may_be_given_as_timedelta(broker: hailq.Broker) -> None:

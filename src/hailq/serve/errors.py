@@ -22,9 +22,8 @@ from hailq.errors import (
     InvalidArgument,
     LeaseLost,
     MessageTooLarge,
+    NotFound,
     QueueNotEmpty,
-    QueueNotFound,
-    ScheduleNotFound,
     StorageError,
     TopicHasSubscriptions,
 )
@@ -36,8 +35,7 @@ log = logging.getLogger("hailq.serve")
 _MAPPING: tuple[tuple[type[HailqError], int, str], ...] = (
     (MessageTooLarge, 413, "message_too_large"),
     (InvalidArgument, 400, "invalid_argument"),
-    (QueueNotFound, 404, "not_found"),  # topics and subscriptions too
-    (ScheduleNotFound, 404, "not_found"),
+    (NotFound, 404, "not_found"),  # queues, topics, subscriptions, schedules
     (QueueNotEmpty, 409, "queue_not_empty"),
     (TopicHasSubscriptions, 409, "topic_has_subscriptions"),
     (LeaseLost, 409, "lease_lost"),
