@@ -34,7 +34,7 @@ from hailq.errors import InvalidArgument
 from hailq.observe.process import ProcessServer, forget_process, shared_series
 from hailq.runtime import logs
 from hailq.runtime.app import App, Handler, app_for, load_target
-from hailq.runtime.order import StrictOrder, WeightedOrder
+from hailq.runtime.order import OrderName, make_order
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT
 
@@ -67,6 +67,7 @@ class WorkerSpec:
     target: str
     queues: tuple[str, ...] = ()
     weights: Mapping[str, int] = field(default_factory=dict)
+    order: OrderName | None = None  # None: round-robin, unless weights are given
     concurrency: int = 1
     grace: float = 30.0
     poll: float = 1.0
@@ -83,8 +84,7 @@ class WorkerSpec:
         loaded: App | Handler = load_target(self.target)
         names = list(self.queues or self.weights)
         app = app_for(loaded, names)
-        order = WeightedOrder(self.weights) if self.weights else \
-            StrictOrder(names or app.queues)
+        order = make_order(names or app.queues, self.weights, self.order)
         for name in order.queues:
             app.route(name)
         return app
@@ -107,6 +107,7 @@ class WorkerSpec:
                             "expected messages there, check the URL", broker.url)
             broker.migrate()
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
+                   order=self.order,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
                    registry_interval=self.registry_interval, time_limit=self.time_limit,
                    stuck="exit" if child else "replace",
