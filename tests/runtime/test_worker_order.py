@@ -13,7 +13,7 @@ from hailq.runtime import RoundRobinOrder
 from hailq.runtime.order import make_order
 
 from .conftest import HERE, SRC, StartWorker
-from .support import started, wait_for
+from .support import rows, started, wait_for
 
 NOTIFY = ("notify-email", "notify-sms")
 
@@ -82,8 +82,10 @@ def _fill_claims_and_notifications(broker: hailq.Broker) -> None:
 
 
 def _starts(effects: str, total: int) -> list[str]:
+    """The queues of the handler starts in the order they started: by the time each
+    handler took before it waited for the effects file (several slots write at once)."""
     wait_for(lambda: len(started(effects)) >= total, timeout=120, what=f"{total} messages")
-    return [queue for _, _, queue, *_ in started(effects)]
+    return [queue for (queue,) in rows(effects, "SELECT queue FROM events ORDER BY at, seq")]
 
 
 @pytest.mark.parametrize("slots", ["1", "4"])
@@ -95,17 +97,30 @@ def test_round_robin_by_default_serves_small_queues_beside_a_backlog(
     start_worker("handlers:seen", "-q", "claims", "-q", "notify-email", "-q", "notify-sms",
                  "--concurrency", slots)
     order = _starts(effects, 240)
-    # Every notification started while claims still had a backlog (its last claim came
-    # after them all), and most of them in the first 60 starts, where their fair share
-    # is 40. With several slots a handler's start can be recorded a little out of
-    # claim order (threads contend for the effects file), hence the margins.
+    # Every notification started while claims still had a backlog of at least 40 (in
+    # strict order the first one would be start 200), and most of them in the first 60
+    # starts, where their fair share is 40. With several slots, handlers start a little
+    # out of claim order (threads race), hence the margins.
     last_notification = max(i for i, q in enumerate(order) if q in NOTIFY)
-    assert last_notification < max(i for i, q in enumerate(order) if q == "claims")
+    assert last_notification < 200, " ".join(q[:2] for q in order)
     assert sum(q in NOTIFY for q in order[:60]) >= 30, " ".join(q[:2] for q in order)
     if slots == "1":  # one slot: exactly one pick per turn, in the ring's order
         assert order[:60] == ["claims", "notify-email", "notify-sms"] * 20
     assert order.count("claims") == 200
     assert order.count("notify-email") == order.count("notify-sms") == 20
+
+
+def test_round_robin_shares_alike_when_a_queue_between_is_empty(
+        broker: hailq.Broker, start_worker: StartWorker, effects: str) -> None:
+    """notify-email is empty: its turns pass on, yet claims and notify-sms still
+    alternate one for one (sms does not get email's turn and its own)."""
+    broker.queue("claims").send_many([{"n": n} for n in range(60)])
+    broker.queue("notify-email")
+    broker.queue("notify-sms").send_many([{"n": n} for n in range(20)])
+    start_worker("handlers:seen", "-q", "claims", "-q", "notify-email", "-q", "notify-sms")
+    order = _starts(effects, 80)
+    assert order[:40] == ["claims", "notify-sms"] * 20, order[:40]
+    assert order[40:] == ["claims"] * 40
 
 
 @pytest.mark.parametrize("pool", ["thread", "process"])
@@ -128,6 +143,18 @@ def test_round_robin_plan_turns_the_ring() -> None:
     assert order.plan(4) == [("b", 2), ("c", 1), ("a", 1)]
     assert order.plan(2) == [("c", 1), ("a", 1), ("b", 0)]
     assert order.plan(0) == [("b", 0), ("c", 0), ("a", 0)]
+    # An empty queue's turn taken by the next: the ring goes on after the one that took
+    # it, so that one does not also have the next turn.
+    order = RoundRobinOrder(["a", "b", "c"])
+    assert order.plan(1)[0] == ("a", 1)
+    order.served({"a": 1, "b": 0, "c": 0})
+    assert order.plan(1)[0] == ("b", 1)
+    order.served({"a": 0, "b": 0, "c": 1})  # b was empty, c took its turn
+    assert order.plan(1)[0] == ("a", 1)
+    order.served({"a": 1, "b": 0, "c": 0})
+    assert order.plan(1)[0] == ("b", 1)
+    order.served({"a": 0, "b": 0, "c": 0})  # nothing anywhere: the ring moves on
+    assert order.plan(1)[0] == ("c", 1)
 
 
 def test_order_is_round_robin_unless_asked_and_refuses_nonsense() -> None:

@@ -32,6 +32,10 @@ class Order(Protocol):
         """Shares of ``free`` slots, in the order the queues should be asked."""
         ...
 
+    def served(self, counts: Mapping[str, int]) -> None:
+        """What each queue of the last plan gave (its share, and what it took over)."""
+        ...
+
 
 class StrictOrder:
     """Drain the first queue, then the next: a later queue gets only what earlier ones lack."""
@@ -46,6 +50,9 @@ class StrictOrder:
     def plan(self, free: int) -> Plan:
         return [(q, free if i == 0 else 0) for i, q in enumerate(self._queues)]
 
+    def served(self, counts: Mapping[str, int]) -> None:
+        pass
+
 
 class RoundRobinOrder:
     """Give every queue its turn: the default for a worker of several queues.
@@ -53,12 +60,15 @@ class RoundRobinOrder:
     Each plan starts one queue further on than the last one's picks reached and
     shares the free slots one by one around the ring, so with ``n`` queues a
     queue with ready work heads a plan at least once every ``n`` picks. A turn
-    whose queue is empty passes on to the next queue in the ring.
+    whose queue is empty passes on to the next queue in the ring; the next plan
+    then starts after the queue that took it, so that queue does not get the
+    empty queue's turn and its own too: queues with work share alike.
     """
 
     def __init__(self, queues: Sequence[str]) -> None:
         self._queues = _unique(queues)
         self._next = 0
+        self._last: Plan = []
 
     @property
     def queues(self) -> list[str]:
@@ -69,8 +79,16 @@ class RoundRobinOrder:
         start = self._next
         self._next = (start + max(free, 0)) % n
         base, extra = divmod(max(free, 0), n)
-        return [(self._queues[(start + i) % n], base + (1 if i < extra else 0))
-                for i in range(n)]
+        self._last = [(self._queues[(start + i) % n], base + (1 if i < extra else 0))
+                      for i in range(n)]
+        return list(self._last)
+
+    def served(self, counts: Mapping[str, int]) -> None:
+        if all(counts.get(q, 0) >= share for q, share in self._last):
+            return  # every turn was taken: the ring moved on by the free slots
+        took = [q for q, _ in self._last if counts.get(q, 0) > 0]
+        if took:
+            self._next = (self._queues.index(took[-1]) + 1) % len(self._queues)
 
 
 class WeightedOrder:
@@ -111,6 +129,9 @@ class WeightedOrder:
             shares[queue] = shares.get(queue, 0) + 1
         rest = [q for q in self._queues if q not in shares]
         return [*shares.items(), *((q, 0) for q in rest)]
+
+    def served(self, counts: Mapping[str, int]) -> None:
+        pass
 
 
 def make_order(queues: Sequence[str], weights: Mapping[str, int] | None = None,
