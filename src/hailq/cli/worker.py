@@ -57,11 +57,10 @@ from hailq.url import parse_url
               help="Do not send periodic messages from this worker (by default every "
                    "worker runs a scheduler; each slot is sent once however many run).")
 @common_options
-def worker_command(target: str, queues: tuple[str, ...], order: OrderName | None,
-                   weights: str | None,
+def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
                    metrics: str | None, time_limit: float | None, log_level: str,
-                   no_scheduler: bool) -> int:
+                   no_scheduler: bool, order: OrderName | None) -> int:
     """Run the handlers of TARGET (module:function or module:app) until stopped.
 
     A handler takes the received message. It acks by returning, nacks with the

@@ -34,7 +34,7 @@ from hailq.errors import InvalidArgument
 from hailq.observe.process import ProcessServer, forget_process, shared_series
 from hailq.runtime import logs
 from hailq.runtime.app import App, Handler, app_for, load_target
-from hailq.runtime.order import OrderName, make_order
+from hailq.runtime.order import StrictOrder, WeightedOrder
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT
 
@@ -67,7 +67,7 @@ class WorkerSpec:
     target: str
     queues: tuple[str, ...] = ()
     weights: Mapping[str, int] = field(default_factory=dict)
-    order: OrderName | None = None  # None: round-robin, unless weights are given
+    order: str | None = None  # "strict" or "round-robin" (None: the default, or weights)
     concurrency: int = 1
     grace: float = 30.0
     poll: float = 1.0
@@ -84,7 +84,8 @@ class WorkerSpec:
         loaded: App | Handler = load_target(self.target)
         names = list(self.queues or self.weights)
         app = app_for(loaded, names)
-        order = make_order(names or app.queues, self.weights, self.order)
+        order = WeightedOrder(self.weights) if self.weights else \
+            StrictOrder(names or app.queues)
         for name in order.queues:
             app.route(name)
         return app

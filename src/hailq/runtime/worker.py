@@ -42,7 +42,7 @@ from hailq.runtime.fetcher import Fetcher
 from hailq.runtime.heartbeat import LeaseKeeper
 from hailq.runtime.inflight import InFlight
 from hailq.runtime.logs import about
-from hailq.runtime.order import Order, OrderName, make_order
+from hailq.runtime.order import Order, make_order
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
 from hailq.runtime.scheduler import Scheduler
@@ -82,7 +82,7 @@ class Worker:
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
                  queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
-                 order: OrderName | None = None,
+                 order: str | None = None,
                  concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
                  registry_interval: float = 3.0, worker_id: str | None = None,
                  time_limit: float | None = None,
