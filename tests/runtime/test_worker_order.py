@@ -182,3 +182,16 @@ def test_order_option_mistakes_fail_clearly(sqlite_url: str, args: list[str],
     assert result.returncode == 2, result.stderr
     assert says in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_python_api_takes_the_order_by_name(broker: hailq.Broker) -> None:
+    def handle(message: hailq.Message) -> None: ...
+
+    handlers = {"claims": handle, "notify-email": handle}
+    assert isinstance(hailq.Worker(broker, handlers).order, RoundRobinOrder)
+    strict = hailq.Worker(broker, handlers, queues=["notify-email", "claims"], order="strict")
+    assert strict.order.plan(2) == [("notify-email", 2), ("claims", 0)]
+    with pytest.raises(hailq.InvalidArgument, match="order must be one of"):
+        hailq.Worker(broker, handlers, order="fifo")
+    with pytest.raises(hailq.InvalidArgument, match="not both"):
+        hailq.Worker(broker, handlers, weights={"claims": 2}, order="strict")
