@@ -359,8 +359,8 @@ def run_worker(broker: hailq.Broker, handlers: Mapping[str, Callable[[hailq.Mess
 
 def test_rule_18_strict_order_drains_the_first_queue_before_the_next(
         broker: hailq.Broker) -> None:
-    """``queues=[high, low]``: every high message before any low one, and a high message
-    that arrives while low is being drained is the very next one taken."""
+    """``queues=[high, low], order="strict"``: every high message before any low one, and a
+    high message that arrives while low is being drained is the very next one taken."""
     high = broker.queue("claims.high")
     low = broker.queue("claims.low")
     low.send_many([f"low {n}" for n in range(4)])
@@ -373,11 +373,43 @@ def test_rule_18_strict_order_drains_the_first_queue_before_the_next(
             high.send("high late")
 
     run_worker(broker, {"claims.low": handle, "claims.high": handle}, 9, handled,
-               queues=["claims.high", "claims.low"])
+               queues=["claims.high", "claims.low"], order="strict")
 
     assert handled == ["high 0", "high 1", "high 2", "high 3",
                        "low 0", "high late", "low 1", "low 2", "low 3"]
     assert wait_until(lambda: (high.stats().acked, low.stats().acked) == (5, 4))
+
+
+def test_rule_18_round_robin_by_default_gives_every_queue_with_work_its_turn(
+        broker: hailq.Broker) -> None:
+    """``queues=[claims, email, sms]`` and no order: with a backlog in claims, each of the
+    other two is served every third pick, not once claims is empty; a queue that runs
+    dry gives its turns to the others, and one that gets work again is served at its
+    next turn."""
+    claims = broker.queue("claims")
+    email = broker.queue("notify.email")
+    sms = broker.queue("notify.sms")
+    claims.send_many([f"claims {n}" for n in range(12)])
+    email.send_many([f"email {n}" for n in range(3)])
+    sms.send_many([f"sms {n}" for n in range(3)])
+    handled: list[str] = []
+
+    def handle(m: hailq.Message) -> None:
+        handled.append(m.body)
+        if m.body == "claims 5":
+            email.send("email late")
+
+    run_worker(broker, {"claims": handle, "notify.email": handle, "notify.sms": handle},
+               19, handled, queues=["claims", "notify.email", "notify.sms"])
+
+    assert handled[:9] == ["claims 0", "email 0", "sms 0", "claims 1", "email 1", "sms 1",
+                           "claims 2", "email 2", "sms 2"], handled
+    # email and sms are empty: claims takes their turns until "email late" arrives.
+    late = handled.index("email late")
+    assert handled[9:late] == [f"claims {n}" for n in range(3, 3 + late - 9)], handled
+    assert late <= handled.index("claims 5") + 3, f"email late waited too long: {handled}"
+    assert [b for b in handled if b.startswith("claims")] == [f"claims {n}" for n in range(12)]
+    assert wait_until(lambda: claims.stats().acked == 12)
 
 
 def test_rule_18_weights_share_the_worker_and_bound_each_queues_wait(

@@ -24,7 +24,7 @@ CLAIMS = {"lease": 2, "max_attempts": 3, "retry": {"base": 0.05, "jitter": 0}}
     ["handlers:work", "--queue", "claims"],
     ["handlers:order_app", "--queue", "high", "--queue", "low", "--concurrency", "8"],
     ["handlers:order_app", "--weights", "high=3,low=1", "--concurrency", "8"],
-], ids=["one-queue", "strict-two-queues", "weighted-two-queues"])
+], ids=["one-queue", "two-queues-in-turns", "weighted-two-queues"])
 def test_an_idle_worker_uses_under_2_percent_cpu(
         broker: hailq.Broker, start_worker: StartWorker, target: list[str]) -> None:
     worker = start_worker(*target)

@@ -12,7 +12,7 @@ import click
 import hailq
 from hailq.cli.context import Finite, common_options, current_app
 from hailq.runtime import logs
-from hailq.runtime.order import parse_weights
+from hailq.runtime.order import ORDERS, OrderName, parse_weights
 from hailq.runtime.supervisor import MAX_PROCESSES, ProcessPool, WorkerSpec
 from hailq.url import parse_url
 
@@ -20,8 +20,13 @@ from hailq.url import parse_url
 @click.command("worker")
 @click.argument("target")
 @click.option("--queue", "-q", "queues", multiple=True, metavar="Q",
-              help="A queue to consume; repeat for several, taken in strict order (drain "
-                   "the first, then the next). Default: every queue of the app.")
+              help="A queue to consume; repeat for several. Each queue with ready work "
+                   "gets its turn (round-robin) unless --order strict is given. Default: "
+                   "every queue of the app.")
+@click.option("--order", type=click.Choice(ORDERS), default=None,
+              help="How several queues share the slots: round-robin (the default; no queue "
+                   "starves) or strict (drain the first queue, then the next; later queues "
+                   "wait while an earlier one has work).")
 @click.option("--weights", metavar="Q=N,...",
               help="Share slots among queues by weight instead, e.g. high=3,low=1.")
 @click.option("--concurrency", "-c", type=click.IntRange(1, 1000), default=1, show_default=True,
@@ -55,7 +60,7 @@ from hailq.url import parse_url
 def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
                    metrics: str | None, time_limit: float | None, log_level: str,
-                   no_scheduler: bool) -> int:
+                   no_scheduler: bool, order: OrderName | None) -> int:
     """Run the handlers of TARGET (module:function or module:app) until stopped.
 
     A handler takes the received message. It acks by returning, nacks with the
@@ -69,7 +74,9 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     message, and queue, message_id and attempt on lines about a message).
     """
     if queues and weights:
-        raise click.UsageError("give --queue (strict order) or --weights, not both")
+        raise click.UsageError("give --queue or --weights, not both")
+    if order and weights:
+        raise click.UsageError("give --order or --weights, not both (weights set the order)")
     try:
         weight_map = parse_weights(weights) if weights else {}
     except hailq.InvalidArgument as exc:
@@ -79,7 +86,7 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     url = worker_url(app.url)
     level = log_level.upper()
     logs.configure(level, json_lines=app.out.json)
-    spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map,
+    spec = WorkerSpec(url=url, target=target, queues=queues, weights=weight_map, order=order,
                       concurrency=1 if pool == "process" else concurrency, grace=grace,
                       poll=poll, log_level=level, json_logs=app.out.json,
                       time_limit=time_limit, scheduler=not no_scheduler, metrics=address)

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from hailq.broker import Broker
 from hailq.observe.figures import QueueFigures
 from hailq.observe.histogram import Histogram
+from hailq.observe.limits import LimitCollector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STATES = ("ready", "scheduled", "in_flight", "blocked", "dead")
@@ -109,6 +110,7 @@ def exposition(figures: list[QueueFigures]) -> bytes:
     """The Prometheus text format of these figures."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueCollector(lambda: figures))
+    registry.register(LimitCollector(lambda: figures))  # what alert rules compare with
     return generate_latest(registry)
 
 

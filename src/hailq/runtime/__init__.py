@@ -10,7 +10,7 @@ The command line runs the same: ``hailq worker module:app --concurrency 8``.
 """
 
 from hailq.runtime.app import App, Handler, Route, load_target
-from hailq.runtime.order import StrictOrder, WeightedOrder, parse_weights
+from hailq.runtime.order import RoundRobinOrder, StrictOrder, WeightedOrder, parse_weights
 from hailq.runtime.outcome import Outcome, outcome_of, short_traceback
 from hailq.runtime.supervisor import ProcessPool, WorkerSpec
 from hailq.runtime.timelimit import TimeLimitExceeded
@@ -21,6 +21,7 @@ __all__ = [
     "Handler",
     "Outcome",
     "ProcessPool",
+    "RoundRobinOrder",
     "Route",
     "StrictOrder",
     "TimeLimitExceeded",

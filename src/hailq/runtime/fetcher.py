@@ -92,12 +92,14 @@ class Fetcher:
         got = 0
         short: set[str] = set()
         plan = self._order.plan(free)
+        served = dict.fromkeys((name for name, _ in plan), 0)  # the order learns who gave
         carry = 0
         with self._handover() as finished:
             for name, share in plan:
                 want = share + carry
                 received = self._receive(name, want, finished)
                 finished = []
+                served[name] += received
                 got += received
                 carry = want - received
                 if received < want:
@@ -107,8 +109,10 @@ class Fetcher:
                 break
             if name not in short:
                 received = self._receive(name, carry, [])
+                served[name] += received
                 got += received
                 carry -= received
+        self._order.served(served)
         return got
 
     def _handover(self) -> AbstractContextManager[list[Message]]:

@@ -1,5 +1,9 @@
 """Which queue a free slot takes its next message from (SPEC rule 18). Pure, no I/O.
 
+Three orders: round-robin (the default: every queue with ready work gets its
+turn), weights (``high=3,low=1``) and strict (drain the first queue, then the
+next; asked for by name, since later queues can starve behind a backlog).
+
 A plan is an ordered list of ``(queue, share)``: the fetcher asks each queue
 for its share plus whatever the queues before it could not give, so a slot
 never stays idle while any queue has work.
@@ -8,12 +12,14 @@ never stays idle while any queue has work.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from hailq.errors import InvalidArgument
 from hailq.settings import check_name
 
 Plan = list[tuple[str, int]]
+OrderName = Literal["round-robin", "strict"]
+ORDERS: tuple[OrderName, ...] = ("round-robin", "strict")
 
 
 class Order(Protocol):
@@ -24,6 +30,10 @@ class Order(Protocol):
 
     def plan(self, free: int) -> Plan:
         """Shares of ``free`` slots, in the order the queues should be asked."""
+        ...
+
+    def served(self, counts: Mapping[str, int]) -> None:
+        """What each queue of the last plan gave (its share, and what it took over)."""
         ...
 
 
@@ -39,6 +49,46 @@ class StrictOrder:
 
     def plan(self, free: int) -> Plan:
         return [(q, free if i == 0 else 0) for i, q in enumerate(self._queues)]
+
+    def served(self, counts: Mapping[str, int]) -> None:
+        pass
+
+
+class RoundRobinOrder:
+    """Give every queue its turn: the default for a worker of several queues.
+
+    Each plan starts one queue further on than the last one's picks reached and
+    shares the free slots one by one around the ring, so with ``n`` queues a
+    queue with ready work heads a plan at least once every ``n`` picks. A turn
+    whose queue is empty passes on to the next queue in the ring; the next plan
+    then starts after the queue that took it, so that queue does not get the
+    empty queue's turn and its own too: queues with work share alike.
+    """
+
+    def __init__(self, queues: Sequence[str]) -> None:
+        self._queues = _unique(queues)
+        self._next = 0
+        self._last: Plan = []
+
+    @property
+    def queues(self) -> list[str]:
+        return list(self._queues)
+
+    def plan(self, free: int) -> Plan:
+        n = len(self._queues)
+        start = self._next
+        self._next = (start + max(free, 0)) % n
+        base, extra = divmod(max(free, 0), n)
+        self._last = [(self._queues[(start + i) % n], base + (1 if i < extra else 0))
+                      for i in range(n)]
+        return list(self._last)
+
+    def served(self, counts: Mapping[str, int]) -> None:
+        if all(counts.get(q, 0) >= share for q, share in self._last):
+            return  # every turn was taken: the ring moved on by the free slots
+        took = [q for q, _ in self._last if counts.get(q, 0) > 0]
+        if took:
+            self._next = (self._queues.index(took[-1]) + 1) % len(self._queues)
 
 
 class WeightedOrder:
@@ -79,6 +129,27 @@ class WeightedOrder:
             shares[queue] = shares.get(queue, 0) + 1
         rest = [q for q in self._queues if q not in shares]
         return [*shares.items(), *((q, 0) for q in rest)]
+
+    def served(self, counts: Mapping[str, int]) -> None:
+        pass
+
+
+def make_order(queues: Sequence[str], weights: Mapping[str, int] | None = None,
+               order: str | None = None) -> Order:
+    """The order a worker of ``queues`` uses (SPEC rule 18).
+
+    ``weights`` share slots by weight; otherwise ``order`` is ``"round-robin"``
+    (the default) or ``"strict"``. Weights with an order, or an unknown order,
+    raise InvalidArgument.
+    """
+    if order is not None and order not in ORDERS:
+        raise InvalidArgument(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if weights:
+        if order is not None:
+            raise InvalidArgument("weights set the order themselves: give weights or an "
+                                  "order, not both")
+        return WeightedOrder(weights)
+    return StrictOrder(queues) if order == "strict" else RoundRobinOrder(queues)
 
 
 def parse_weights(text: str) -> dict[str, int]:

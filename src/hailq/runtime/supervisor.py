@@ -67,6 +67,7 @@ class WorkerSpec:
     target: str
     queues: tuple[str, ...] = ()
     weights: Mapping[str, int] = field(default_factory=dict)
+    order: str | None = None  # "strict" or "round-robin" (None: the default, or weights)
     concurrency: int = 1
     grace: float = 30.0
     poll: float = 1.0
@@ -107,6 +108,7 @@ class WorkerSpec:
                             "expected messages there, check the URL", broker.url)
             broker.migrate()
             Worker(broker, app, queues=self.queues or None, weights=self.weights or None,
+                   order=self.order,
                    concurrency=self.concurrency, grace=self.grace, poll=self.poll,
                    registry_interval=self.registry_interval, time_limit=self.time_limit,
                    stuck="exit" if child else "replace",

@@ -43,7 +43,7 @@ from hailq.runtime.fetcher import Fetcher
 from hailq.runtime.heartbeat import LeaseKeeper
 from hailq.runtime.inflight import InFlight
 from hailq.runtime.logs import about
-from hailq.runtime.order import Order, StrictOrder, WeightedOrder
+from hailq.runtime.order import Order, make_order
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
 from hailq.runtime.scheduler import Scheduler
@@ -60,7 +60,8 @@ class Worker:
 
     ``handlers`` is an ``App``, a mapping queue -> handler, or one handler
     function (then ``queues`` is required). ``queues`` picks and orders the
-    app's queues for strict order (drain the first, then the next);
+    app's queues; by default each queue with ready work gets its turn
+    (round-robin), ``order="strict"`` drains the first, then the next, and
     ``weights`` (``{"high": 3, "low": 1}``) shares slots by weight instead.
     Queues are declared with the app's settings when ``run()`` starts.
 
@@ -82,6 +83,7 @@ class Worker:
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
                  queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
+                 order: str | None = None,
                  concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
                  registry_interval: float = 3.0, worker_id: str | None = None,
                  time_limit: float | None = None,
@@ -98,15 +100,15 @@ class Worker:
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise InvalidArgument(f"{what} must be a number of seconds >= 0, got {value!r}")
         if queues and weights:
-            raise InvalidArgument("give queues (strict order) or weights, not both")
+            raise InvalidArgument("give queues or weights, not both")
         if stuck not in ("replace", "exit"):
             raise InvalidArgument(f"stuck must be 'replace' or 'exit', got {stuck!r}")
         self.time_limit = check_time_limit(time_limit)
         self.stuck = stuck
         self.broker = broker
         self.app = app_for(handlers, list(queues or weights or []))
-        self.order: Order = (WeightedOrder(weights) if weights
-                             else StrictOrder(list(queues) if queues else self.app.queues))
+        self.order: Order = make_order(list(queues) if queues else self.app.queues,
+                                       weights, order)
         for name in self.order.queues:
             self.app.route(name)  # every consumed queue needs a handler
         self.concurrency = concurrency
