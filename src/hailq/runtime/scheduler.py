@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable
 
 from hailq._time import Clock
+from hailq.backends.outage import covers
 from hailq.broker import Broker
 from hailq.models import ScheduleInfo
 from hailq.policy import slots
@@ -114,8 +115,9 @@ class Scheduler:
                 if upcoming is not None:
                     wait = min(wait, max(upcoming - self._clock(), 0.0) + 0.01)
             except Exception as exc:  # the database may be away: look again later
-                log.warning("scheduler pass failed (%s: %s); trying again",
-                            type(exc).__name__, exc)
+                if not covers(exc):  # the outage's lines say it (backends/outage.py)
+                    log.warning("scheduler pass failed (%s: %s); trying again",
+                                type(exc).__name__, exc)
                 wait = max(wait, 1.0)
             self._stop.wait(wait)
 
