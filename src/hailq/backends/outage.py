@@ -12,6 +12,7 @@ periodic line counts what failed meanwhile.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -38,8 +39,10 @@ class Outage:
         self._lock = threading.Lock()
         self._reached = False  # an outage is a database lost, not one never found
         self.since: float | None = None  # when the outage began; None while reachable
+        self._back = -math.inf  # when the last one ended
         self._said = 0.0  # when the last line about it was written
         self._calls = self._attempts = 0  # failed since the last line
+        self._cause = ""  # why, as the last of them said (an attempt's word first)
         self._all_calls = self._all_attempts = 0  # failed since the outage began
         _ALL.add(self)
 
@@ -52,32 +55,42 @@ class Outage:
         """The database answered a connection: from now on, losing it is an outage."""
         self._reached = True
 
-    def failed(self, error: str, *, attempt: bool = False) -> None:
+    def failed(self, error: str, *, attempt: bool = False, began: float | None = None,
+               ) -> None:
         """A call (or with ``attempt``, a connection attempt) failed because the database
-        could not be reached; ``error`` says why. Logs when the outage begins, then at most
-        once every ``every`` seconds."""
+        could not be reached; ``error`` says why, ``began`` when the call started (on the
+        ``clock``). Logs when the outage begins, then at most once every ``every`` s."""
         with self._lock:
             if not self._reached:
                 return  # never reached: the caller's own error says it all
             now = self._clock()
+            if self.since is None and began is not None and began <= self._back:
+                # A call the last outage held up past its deadline: no new outage.
+                return
             if attempt:
                 self._attempts += 1
                 self._all_attempts += 1
             else:
                 self._calls += 1
                 self._all_calls += 1
+            if attempt or not self._attempts:
+                # A failed connection attempt names the cause (refused, unknown host...);
+                # a call that found no connection in time only says it waited.
+                self._cause = error
             if self.since is None:
                 self.since = self._said = now
                 self._calls = self._attempts = 0
+                self._cause = ""
                 self._log.warning(
                     "%s is unreachable: %s; hailq keeps trying, and says so here at most "
                     "every %g s until it answers", self._what, error, self._every)
             elif now - self._said >= self._every:
                 self._log.warning("%s still unreachable after %.0f s: %s (%s failed in the "
-                                  "last %.0f s)", self._what, now - self.since, error,
+                                  "last %.0f s)", self._what, now - self.since, self._cause,
                                   _counts(self._calls, self._attempts), now - self._said)
                 self._said = now
                 self._calls = self._attempts = 0
+                self._cause = ""
 
     def succeeded(self) -> None:
         """A call to the database went through: an outage, if one was under way, ends."""
@@ -90,6 +103,7 @@ class Outage:
                               self._clock() - self.since,
                               _counts(self._all_calls, self._all_attempts))
             self.since = None
+            self._back = self._clock()
             self._calls = self._attempts = self._all_calls = self._all_attempts = 0
 
 

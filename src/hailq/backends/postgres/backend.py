@@ -300,6 +300,7 @@ class PostgresDialect(PooledCalls, Dialect):
         pool = self._pools()[0]
         watch = None
         committing = False
+        began = time.monotonic()
         try:
             with pool.connection(timeout=min(5.0, self._timeout)) as conn, \
                     self._watchdog.watch(conn, time.monotonic() + self._timeout) as watch, \
@@ -314,8 +315,9 @@ class PostgresDialect(PooledCalls, Dialect):
                 committing = True
         except psycopg.OperationalError as exc:
             if watch is not None and watch.fired:
-                raise self._unreachable(self._timed_out(committing)) from None
-            raise self._unreachable(self._storage_error(exc, committing), exc) from None
+                raise self._unreachable(self._timed_out(committing), began=began) from None
+            raise self._unreachable(self._storage_error(exc, committing), exc,
+                                    began=began) from None
         except NOT_PREPARED:
             self._stop_preparing()  # the caller's retry then runs unprepared
             raise

@@ -159,7 +159,8 @@ class PooledCalls:
                     # A server that stopped answering: its other idle connections would
                     # each hold the next calls until their deadlines. Replace them all.
                     pool.drain()
-                    raise self._unreachable(self._timed_out(started and writes)) from None
+                    raise self._unreachable(self._timed_out(started and writes),
+                                            began=now) from None
                 if isinstance(exc, PoolTimeout) and time.monotonic() < min(retry_until,
                                                                            deadline):
                     continue  # ask again: the pool then tries a new connection
@@ -168,11 +169,12 @@ class PooledCalls:
                         if deadline - time.monotonic() < _PROBE_TAKES:
                             raise self._unreachable(StorageError(
                                 f"PostgreSQL {self.url_for_display}: no connection within "
-                                f"{self._timeout:g} s (the URL's timeout option)")) from None
+                                f"{self._timeout:g} s (the URL's timeout option)"),
+                                began=now) from None
                         # Names the cause (refused, unknown host...) if it can.
                         self._probe(deadline - time.monotonic())
                     raise self._unreachable(self._storage_error(exc, started and writes),
-                                            exc) from None
+                                            exc, began=now) from None
                 pool.check()  # drop every broken idle connection, not just this one
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -194,12 +196,14 @@ class PooledCalls:
             conn.prepare_threshold = None
 
     def _unreachable(self, error: StorageError, exc: BaseException | None = None,
-                     ) -> StorageError:
+                     began: float | None = None) -> StorageError:
         """``error``, reported to the outage log first where it says the database could
-        not be reached: always without ``exc``, else as ``exc``'s SQLSTATE says."""
+        not be reached: always without ``exc``, else as ``exc``'s SQLSTATE says.
+        ``began``: when the failed call started (``time.monotonic()``)."""
         state = getattr(exc, "sqlstate", None)
         if exc is None or state is None or state.startswith(_UNREACHABLE):
-            self._outage.failed(str(error).removeprefix(f"PostgreSQL {self.url_for_display}: "))
+            self._outage.failed(
+                str(error).removeprefix(f"PostgreSQL {self.url_for_display}: "), began=began)
         return error
 
     def _storage_error(self, exc: BaseException, unknown: bool = False) -> StorageError:

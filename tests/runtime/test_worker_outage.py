@@ -1,0 +1,78 @@
+"""A database outage in a worker's log (issue 33, point 7): one line when it begins, one
+when it ends, nothing from the driver's pool and no line per failed receive in between.
+
+The worker reaches PostgreSQL through a relay that the test takes down for 12 s, long
+enough for every loop of the worker to fail a few times (today's code wrote over 500
+lines for it). The throttle's 30-s cadence is tested on a clock of its own in
+tests/backends/test_outage_log.py.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import hailq
+from backends.pgproxy import ReplyLosingProxy
+
+from .conftest import StartWorker
+from .support import done, wait_for
+
+CUT = 12.0  # seconds the database is out of the worker's reach
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"])
+def test_an_outage_makes_one_line_when_it_begins_and_one_when_it_ends(
+        url: str, broker: hailq.Broker, start_worker: StartWorker, effects: str,
+        tmp_path: Path) -> None:
+    relay = ReplyLosingProxy(url)
+    # A password the server (trust) ignores and the log must not show.
+    through = relay.url.replace("postgres@", "postgres:s3cret@", 1) + "&timeout=5"
+    q = broker.queue("outage", lease=5)
+    worker = start_worker("handlers:work", "-q", "outage", "--url", through,
+                          log_name="worker-outage.log")
+    log_path = tmp_path / "worker-outage.log"
+    q.send({"n": 1})
+    wait_for(lambda: q.stats().acked == 1, what="the first message handled")
+    try:
+        relay.cut()
+        cut_at = time.monotonic()
+        for n in range(2, 6):  # sent meanwhile, past the relay
+            q.send({"n": n})
+        wait_for(lambda: "unreachable" in log_path.read_text(), timeout=CUT,
+                 what="the outage's first line")
+        time.sleep(max(CUT - (time.monotonic() - cut_at), 0))
+        relay.restore()
+        wait_for(lambda: done(effects) == [1, 2, 3, 4, 5], timeout=30,
+                 what="the messages sent during the outage handled")
+        wait_for(lambda: "reconnected after" in log_path.read_text(), timeout=10,
+                 what="the reconnected line")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+    finally:
+        relay.close()  # (after the worker: its last writes go through the relay)
+    log = log_path.read_text()
+    lines = log.splitlines()  # psycopg's own messages would take several lines each
+
+    assert not [line for line in lines if "psycopg" in line], log
+    assert "s3cret" not in log
+    (down,) = [i for i, line in enumerate(lines) if "unreachable" in line]
+    (up,) = [i for i, line in enumerate(lines) if "reconnected after" in line]
+    shown = re.escape(relay.url.replace("postgres@", "postgres:***@", 1) + "&timeout=5")
+    assert re.search(rf" WARNING hailq\.postgres: PostgreSQL {shown} is unreachable: "
+                     r"connection failed: .+; hailq keeps trying", lines[down])
+    took = re.search(rf" WARNING hailq\.postgres: PostgreSQL {shown} reconnected after "
+                     r"(\d+\.\d) s \(\d+ calls? and (\d+) connection attempts? failed "
+                     r"meanwhile\)$", lines[up])
+    assert took, lines[up]
+    assert CUT - 1 <= float(took[1]) <= CUT + 10 and int(took[2]) > 0, lines[up]
+    # Nothing else in between (at most a line every 30 s: none in 12 s), and nothing else
+    # above INFO from start to end: the failed receives, lease renewals, figures and
+    # registry writes of the outage are in its two lines.
+    assert up == down + 1, "\n".join(lines[down:up + 1])
+    loud = [line for line in lines if re.search(r" (WARNING|ERROR|CRITICAL) ", line)]
+    assert loud == [lines[down], lines[up]], log
