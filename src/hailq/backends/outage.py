@@ -29,10 +29,15 @@ class Outage:
     """The reachability of one database, as this process's calls to it find it."""
 
     def __init__(self, what: str, log: logging.Logger, *, every: float = REPORT_EVERY,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, lost: str = "unreachable",
+                 back: str = "reconnected") -> None:
         """``what``: the database as the log names it (no password), e.g.
-        ``PostgreSQL postgresql://app@db/prod``; ``clock``: monotonic seconds."""
+        ``PostgreSQL postgresql://app@db/prod``; ``clock``: monotonic seconds; ``lost``
+        and ``back``: what the lines call the outage and its end (a file is not reached
+        over a network: ``unavailable``, ``available again``)."""
         self._what = what
+        self._lost = lost
+        self._back_word = back
         self._log = log
         self._every = every
         self._clock = clock
@@ -82,11 +87,11 @@ class Outage:
                 self._calls = self._attempts = 0
                 self._cause = ""
                 self._log.warning(
-                    "%s is unreachable: %s; hailq keeps trying, and says so here at most "
-                    "every %g s until it answers", self._what, error, self._every)
+                    "%s is %s: %s; hailq keeps trying, and says so here at most every %g s "
+                    "until it answers", self._what, self._lost, error, self._every)
             elif now - self._said >= self._every:
-                self._log.warning("%s still unreachable after %.0f s: %s (%s failed in the "
-                                  "last %.0f s)", self._what, now - self.since, self._cause,
+                self._log.warning("%s still %s after %.0f s: %s (%s failed in the last "
+                                  "%.0f s)", self._what, self._lost, now - self.since, self._cause,
                                   _counts(self._calls, self._attempts), now - self._said)
                 self._said = now
                 self._calls = self._attempts = 0
@@ -99,8 +104,8 @@ class Outage:
         with self._lock:
             if self.since is None:
                 return
-            self._log.warning("%s reconnected after %.1f s (%s failed meanwhile)", self._what,
-                              self._clock() - self.since,
+            self._log.warning("%s %s after %.1f s (%s failed meanwhile)", self._what,
+                              self._back_word, self._clock() - self.since,
                               _counts(self._all_calls, self._all_attempts))
             self.since = None
             self._back = self._clock()
@@ -114,5 +119,7 @@ def covers(exc: BaseException) -> bool:
 
 
 def _counts(calls: int, attempts: int) -> str:
-    return (f"{calls} call{'' if calls == 1 else 's'} and {attempts} connection "
-            f"attempt{'' if attempts == 1 else 's'}")
+    said = f"{calls} call{'' if calls == 1 else 's'}"
+    if attempts:  # (none where nothing connects: a file)
+        said += f" and {attempts} connection attempt{'' if attempts == 1 else 's'}"
+    return said
