@@ -59,26 +59,19 @@ def test_an_outage_makes_one_line_when_it_begins_and_one_when_it_ends(
     finally:
         relay.close()  # (after the worker: its last writes go through the relay)
     log = log_path.read_text()
-    lines = log.splitlines()  # psycopg's own messages would take several lines each
-
-    assert not [line for line in lines if "psycopg" in line], log
+    assert not [line for line in log.splitlines() if "psycopg" in line], log
     assert "s3cret" not in log
-    (down,) = [i for i, line in enumerate(lines) if "unreachable" in line]
-    (up,) = [i for i, line in enumerate(lines) if "reconnected after" in line]
+    # Nothing in between (at most a line every 30 s: none in 12 s), and nothing else above
+    # INFO from start to end: the failed receives, figures, registry and scheduler writes
+    # of the outage are in its two lines, and so are the pool's hundreds of warnings.
+    down, up, took = _outage_lines(log, "unreachable", "reconnected")
     shown = re.escape(relay.url.replace("postgres@", "postgres:***@", 1) + "&timeout=5")
     assert re.search(rf" WARNING hailq\.postgres: PostgreSQL {shown} is unreachable: "
-                     r"connection failed: .+; hailq keeps trying", lines[down])
-    took = re.search(rf" WARNING hailq\.postgres: PostgreSQL {shown} reconnected after "
-                     r"(\d+\.\d) s \(\d+ calls? and (\d+) connection attempts? failed "
-                     r"meanwhile\)$", lines[up])
-    assert took, lines[up]
-    assert CUT - 1 <= float(took[1]) <= CUT + 10 and int(took[2]) > 0, lines[up]
-    # Nothing else in between (at most a line every 30 s: none in 12 s), and nothing else
-    # above INFO from start to end: the failed receives, lease renewals, figures and
-    # registry writes of the outage are in its two lines.
-    assert up == down + 1, "\n".join(lines[down:up + 1])
-    loud = [line for line in lines if re.search(r" (WARNING|ERROR|CRITICAL) ", line)]
-    assert loud == [lines[down], lines[up]], log
+                     r".+; hailq keeps trying", down), down
+    attempts = re.search(rf" WARNING hailq\.postgres: PostgreSQL {shown} reconnected after "
+                         r".* and (\d+) connection attempts? failed meanwhile\)$", up)
+    assert attempts and int(attempts[1]) > 0, up
+    assert CUT - 1 <= took <= CUT + 10, up
 
 
 def _outage_lines(log: str, lost: str, back: str) -> tuple[str, str, float]:
