@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.backends.base import BucketAdd, FiguresRecordParams, RateAdd
+from hailq.backends.outage import covers
 from hailq.broker import Broker
 from hailq.errors import HailqError
 from hailq.observe.histogram import bounds_for, bucket_index
@@ -126,8 +127,9 @@ class FigureRecorder:
         try:
             self._broker.backend.figures_record(params)
         except HailqError as exc:
-            log.warning("could not write the figures of %s (%s); kept for the next try",
-                        ", ".join(sampled) or "this process", exc)
+            if not covers(exc):  # the outage's lines say it (backends/outage.py)
+                log.warning("could not write the figures of %s (%s); kept for the next try",
+                            ", ".join(sampled) or "this process", exc)
             self._unwritten = (buckets, rates)  # to go with the next flush
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, replace
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING
 
+from hailq.backends.outage import covers
 from hailq.errors import HailqError
 from hailq.models import AutoscalerInfo
 from hailq.policy.autoscale import Decision, Limits, Observation, State, decide
@@ -145,8 +146,9 @@ class Autoscaler:
                         next_tick = now + self.interval
                         self._tick()
                 except HailqError as exc:  # the database may come back: keep the pool
-                    log.warning("autoscale tick failed, keeping %d worker(s): %s",
-                                len(self._live()), exc)
+                    if not covers(exc):  # the outage's lines say it (backends/outage.py)
+                        log.warning("autoscale tick failed, keeping %d worker(s): %s",
+                                    len(self._live()), exc)
                 time.sleep(0.1)
         finally:
             self._drain_all()
@@ -213,7 +215,8 @@ class Autoscaler:
         try:
             self.broker.record_autoscale(info)
         except HailqError as exc:
-            log.warning("could not store the autoscale decision: %s", exc)
+            if not covers(exc):  # the outage's lines say it (backends/outage.py)
+                log.warning("could not store the autoscale decision: %s", exc)
 
     def _record_stop(self) -> None:
         """A last row, so no one reads the last decision as a pool still running; the

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
+from hailq.backends.outage import covers
 from hailq.errors import HailqError
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
@@ -79,8 +80,9 @@ class Fetcher:
             except Exception as exc:  # the loop must outlive any storage trouble
                 failures += 1
                 delay = min(0.1 * 2 ** failures, 5.0)
-                log.error("receiving failed (%s); retrying in %.1f s", exc, delay,
-                          exc_info=not isinstance(exc, HailqError))
+                if not covers(exc):  # an outage has lines of its own (backends/outage.py)
+                    log.error("receiving failed (%s); retrying in %.1f s", exc, delay,
+                              exc_info=not isinstance(exc, HailqError))
                 self._sleep(delay)
 
     def _fetch(self, free: int) -> int:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hailq.backends.outage import covers
 from hailq.errors import HailqError
 from hailq.queue import Message
 from hailq.runtime.logs import about
@@ -98,10 +99,12 @@ class LeaseKeeper:
         try:
             results = queue.extend_many([h.message for h in group], lease)
         except HailqError as exc:
+            quiet = covers(exc)  # the outage's lines say it (backends/outage.py)
             for held in group:
-                log.warning("message %s of queue %s: could not extend its lease (%s); "
-                            "retrying", held.message.id, held.message.queue, exc,
-                            extra=about(held.message))
+                if not quiet:
+                    log.warning("message %s of queue %s: could not extend its lease (%s); "
+                                "retrying", held.message.id, held.message.queue, exc,
+                                extra=about(held.message))
                 held.due = self._now() + min(1.0, held.lease * self._fraction / 3)
             return
         for held, until in zip(group, results, strict=True):

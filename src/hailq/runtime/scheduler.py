@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterable
 
 from hailq._time import Clock
+from hailq.backends.outage import covers
 from hailq.broker import Broker
 from hailq.models import ScheduleInfo
 from hailq.policy import slots
@@ -104,8 +105,9 @@ class Scheduler(Service):
             self.run_once()
             upcoming = self.next_due()
         except Exception as exc:  # the database may be away: look again later
-            log.warning("scheduler pass failed (%s: %s); trying again",
-                        type(exc).__name__, exc)
+            if not covers(exc):  # the outage's lines say it (backends/outage.py)
+                log.warning("scheduler pass failed (%s: %s); trying again",
+                            type(exc).__name__, exc)
             return max(self.interval, 1.0)
         if upcoming is None:
             return None

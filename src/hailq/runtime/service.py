@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Iterable
 
+from hailq.backends.outage import covers
+
 log = logging.getLogger("hailq.worker")
 
 
@@ -71,9 +73,10 @@ class Service:
         while self._sleep(wait):
             try:
                 wait = self.tick()
-            except Exception:  # the duty must outlive a failure: log it, go on later
-                log.exception("%s: a round failed; trying again in %g s", self.name,
-                              self.retry)
+            except Exception as exc:  # the duty must outlive a failure: log it, go on
+                if not covers(exc):  # an outage has lines of its own (backends/outage.py)
+                    log.exception("%s: a round failed; trying again in %g s", self.name,
+                                  self.retry)
                 wait = self.retry
 
     def _sleep(self, wait: float | None) -> bool:

@@ -9,10 +9,12 @@ causes a redelivery. Connection failures (a restarted server, killed sessions)
 are retried on fresh connections for a few seconds, then reported as
 StorageError; a call whose outcome the failure left unknown is never re-run
 blindly (see ``core.Dialect.work``). No call outlives its ``timeout``
-(``deadline.py``). Nothing relies on session state, so a transaction pooler
-(PgBouncer) may hand each statement to another server connection; through one,
-prepared statements are off and LISTEN takes a direct connection or none; a URL that
-does not say so turns prepared statements off at the pooler's first complaint.
+(``deadline.py``). An outage is logged once when it begins, at most every 30 s while it
+lasts, and once when it ends (``backends/outage.py``). Nothing relies on session state,
+so a transaction pooler (PgBouncer) may hand each statement to another server
+connection; through one, prepared statements are off and LISTEN takes a direct
+connection or none; a URL that does not say so turns prepared statements off at the
+pooler's first complaint.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ from psycopg_pool import ConnectionPool
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
+from hailq.backends.outage import Outage
 from hailq.backends.postgres.calls import NOT_PREPARED, Owned, PooledCalls
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
+from hailq.backends.postgres.poollog import PoolLogs
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, SchemaError
 
@@ -134,6 +138,8 @@ class PostgresDialect(PooledCalls, Dialect):
         self._prepare = prepare
         self._watchdog = Watchdog()
         self.url_for_display = display
+        self._outage = Outage(f"PostgreSQL {display}", log)
+        self._pool_logs = PoolLogs(self._outage)
         self.schema = _check_schema(schema)
         self._pool_size = max(int(pool_size), 1)
         self._poll_interval = poll_interval
@@ -173,7 +179,8 @@ class PostgresDialect(PooledCalls, Dialect):
         self._pools()
         if self._listener is None and self._listen_to is not None:
             self._listener = Listener(self._listen_to, self.channel,
-                                      answer_within=min(self._timeout, 5.0))
+                                      answer_within=min(self._timeout, 5.0),
+                                      outage=self._outage if self._listen_here else None)
             self._owned.items.append(self._listener)
         return self._listener
 
@@ -293,6 +300,7 @@ class PostgresDialect(PooledCalls, Dialect):
         pool = self._pools()[0]
         watch = None
         committing = False
+        began = time.monotonic()
         try:
             with pool.connection(timeout=min(5.0, self._timeout)) as conn, \
                     self._watchdog.watch(conn, time.monotonic() + self._timeout) as watch, \
@@ -307,8 +315,9 @@ class PostgresDialect(PooledCalls, Dialect):
                 committing = True
         except psycopg.OperationalError as exc:
             if watch is not None and watch.fired:
-                raise self._timed_out(committing) from None
-            raise self._storage_error(exc, committing) from None
+                raise self._unreachable(self._timed_out(committing), began=began) from None
+            raise self._unreachable(self._storage_error(exc, committing), exc,
+                                    began=began) from None
         except NOT_PREPARED:
             self._stop_preparing()  # the caller's retry then runs unprepared
             raise

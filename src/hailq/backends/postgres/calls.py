@@ -1,7 +1,9 @@
 """Calls on pooled PostgreSQL connections: two pools per process (durable sends,
 relaxed leases and acks), retries through connection failures that never re-run a call
-blindly, one deadline per call, and errors that name their cause. A mixin of the
-PostgreSQL dialect (``backend.py``), which brings the settings it reads."""
+blindly, one deadline per call, and errors that name their cause; calls that could not
+reach the database, and the first one that did again, go to the outage report
+(``backends/outage.py``). A mixin of the PostgreSQL dialect (``backend.py``), which
+brings the settings it reads."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ import psycopg
 import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from hailq.backends.outage import Outage
 from hailq.backends.postgres.deadline import Watchdog
 from hailq.backends.postgres.listener import Listener
+from hailq.backends.postgres.poollog import PoolLogs
 from hailq.errors import OutcomeUnknown, StorageError
 
 T = TypeVar("T")
@@ -35,6 +39,10 @@ _ASK_POOL_EVERY = 0.25
 # server refused the statement without running it.
 NOT_PREPARED = (psycopg.errors.InvalidSqlStatementName,
                 psycopg.errors.DuplicatePreparedStatement)
+# SQLSTATEs of a server that cannot take the call (shutting down, starting up, out of
+# connection slots) and of a lost connection; an error without one is the client's own
+# (refused, timed out, closed).
+_UNREACHABLE = ("08", "57P", "53300")
 
 
 class PooledCalls:
@@ -53,6 +61,8 @@ class PooledCalls:
     _fast: ConnectionPool | None
     _listener: Listener | None
     _owned: Owned
+    _outage: Outage
+    _pool_logs: PoolLogs
 
     if TYPE_CHECKING:  # the dialect's own: it also stops listening through a pooler
         def _stop_preparing(self) -> None: ...
@@ -61,6 +71,7 @@ class PooledCalls:
         if self._pid != os.getpid() or self._durable is None or self._fast is None:
             # After fork the parent's pools (and their threads) are unusable: start anew.
             self._probe()
+            self._outage.reached()
             self._pid = os.getpid()
             self._waiter = f"{socket.gethostname()}:{self._pid}:{id(self):x}"
             self._durable = self._make_pool("durable")
@@ -82,7 +93,7 @@ class PooledCalls:
         try:
             psycopg.connect(self._conninfo, connect_timeout=limit).close()
         except psycopg.Error as exc:
-            raise self._storage_error(exc) from None
+            raise self._unreachable(self._storage_error(exc)) from None
 
     def _make_pool(self, name: str) -> ConnectionPool:
         # No session settings: through a transaction pooler they would stay on a server
@@ -91,9 +102,11 @@ class PooledCalls:
         kwargs: dict[str, Any] = {"autocommit": True}
         if not self._prepare:
             kwargs["prepare_threshold"] = None
+        # Named and configured so that its warnings go to this backend's outage report.
         return ConnectionPool(
             self._conninfo, min_size=1, max_size=self._pool_size, open=True, kwargs=kwargs,
-            name=f"hailq-{name}", timeout=min(5.0, self._timeout), reconnect_timeout=0)
+            name=self._pool_logs.name(name), configure=self._pool_logs.configure,
+            timeout=min(5.0, self._timeout), reconnect_timeout=0)
 
     def _call(self, durable: bool, fn: Callable[[psycopg.Connection[Any]], T],
               rerun: Callable[[psycopg.Connection[Any]], T] | None = None,
@@ -129,9 +142,12 @@ class PooledCalls:
                         self._unprepared(conn)
                         prepared = conn.prepare_threshold is not None
                         if started and rerun is not None:
-                            return rerun(conn)
-                        started = True
-                        return fn(conn)
+                            done = rerun(conn)
+                        else:
+                            started = True
+                            done = fn(conn)
+                        self._outage.succeeded()
+                        return done
                     finally:
                         self._watchdog.disarm(watch)
                 finally:
@@ -143,19 +159,22 @@ class PooledCalls:
                     # A server that stopped answering: its other idle connections would
                     # each hold the next calls until their deadlines. Replace them all.
                     pool.drain()
-                    raise self._timed_out(started and writes) from None
+                    raise self._unreachable(self._timed_out(started and writes),
+                                            began=now) from None
                 if isinstance(exc, PoolTimeout) and time.monotonic() < min(retry_until,
                                                                            deadline):
                     continue  # ask again: the pool then tries a new connection
                 if time.monotonic() + delay >= min(retry_until, deadline):
                     if isinstance(exc, PoolTimeout):
                         if deadline - time.monotonic() < _PROBE_TAKES:
-                            raise StorageError(
+                            raise self._unreachable(StorageError(
                                 f"PostgreSQL {self.url_for_display}: no connection within "
-                                f"{self._timeout:g} s (the URL's timeout option)") from None
+                                f"{self._timeout:g} s (the URL's timeout option)"),
+                                began=now) from None
                         # Names the cause (refused, unknown host...) if it can.
                         self._probe(deadline - time.monotonic())
-                    raise self._storage_error(exc, started and writes) from None
+                    raise self._unreachable(self._storage_error(exc, started and writes),
+                                            exc, began=now) from None
                 pool.check()  # drop every broken idle connection, not just this one
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -175,6 +194,17 @@ class PooledCalls:
         psycopg's threshold; take it away before the connection runs anything."""
         if not self._prepare and conn.prepare_threshold is not None:
             conn.prepare_threshold = None
+
+    def _unreachable(self, error: StorageError, exc: BaseException | None = None,
+                     began: float | None = None) -> StorageError:
+        """``error``, reported to the outage log first where it says the database could
+        not be reached: always without ``exc``, else as ``exc``'s SQLSTATE says.
+        ``began``: when the failed call started (``time.monotonic()``)."""
+        state = getattr(exc, "sqlstate", None)
+        if exc is None or state is None or state.startswith(_UNREACHABLE):
+            self._outage.failed(
+                str(error).removeprefix(f"PostgreSQL {self.url_for_display}: "), began=began)
+        return error
 
     def _storage_error(self, exc: BaseException, unknown: bool = False) -> StorageError:
         text = _first_lines(exc)

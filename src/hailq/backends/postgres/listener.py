@@ -9,6 +9,7 @@ from collections import defaultdict
 import psycopg
 from psycopg import sql
 
+from hailq.backends.outage import Outage
 from hailq.backends.postgres.deadline import Watchdog
 
 # Seconds between the listening connection's questions to the server. A connection that
@@ -27,10 +28,13 @@ class Listener:
     notifications sent while the connection was down are gone.
     """
 
-    def __init__(self, conninfo: str, channel: str, answer_within: float = 5.0) -> None:
+    def __init__(self, conninfo: str, channel: str, answer_within: float = 5.0,
+                 outage: Outage | None = None) -> None:
         """``answer_within``: seconds the server has to answer the listener's periodic
-        question before the connection is dropped and made again."""
+        question before the connection is dropped and made again. ``outage``: where its
+        failed connection attempts count (when it listens where the calls go)."""
         self._conninfo = conninfo
+        self._outage = outage
         self._channel = channel
         self._answer_within = answer_within
         self._watchdog = Watchdog()
@@ -83,11 +87,15 @@ class Listener:
     def _run(self) -> None:
         delay = 0.05
         while not self._stop.is_set():
+            connecting = True
             try:
                 # The conninfo bounds connecting and notices a dead peer (deadline.py).
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    connecting = False
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
                     self.connected.set()
+                    if self._outage is not None:
+                        self._outage.succeeded()
                     delay = 0.05
                     with self._cond:
                         self._epoch += 1
@@ -105,7 +113,10 @@ class Listener:
                                 # Never prepared: the listen URL may go through a pooler.
                                 conn.execute("SELECT 1", prepare=False)
                             asked = time.monotonic()
-            except psycopg.Error:
+            except psycopg.Error as exc:
+                if connecting and self._outage is not None:
+                    # (a connection that broke is no outage by itself: killed sessions)
+                    self._outage.failed(str(exc).strip().split("\n", 1)[0], attempt=True)
                 self.connected.clear()
                 self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)

@@ -37,6 +37,8 @@ from hailq.backends.sqlite.connection import (
     begin,
     busy,
     end,
+    outage_of,
+    unavailable,
 )
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, SchemaError, StorageError
@@ -108,6 +110,7 @@ class SQLiteDialect(Dialect):
         self._poll_interval = poll_interval
         self._local = Local()
         self._writer = ForkSafeLock()
+        self._outage = outage_of(self.path)  # its lines: connection.unavailable, end
 
     # -- connections -------------------------------------------------------------------
 
@@ -151,6 +154,7 @@ class SQLiteDialect(Dialect):
             conn.create_function("hailq_sort_key", 3, sort_key, deterministic=True)
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
+        self._outage.reached()
         return conn
 
     def _storage_error(self, exc: BaseException) -> StorageError:
@@ -162,7 +166,7 @@ class SQLiteDialect(Dialect):
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
-        return StorageError(f"SQLite database {self.path}: {exc}")
+        return unavailable(self, StorageError(f"SQLite database {self.path}: {exc}"), code)
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         self._patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
@@ -186,11 +190,11 @@ class SQLiteDialect(Dialect):
                 if not deadline:
                     deadline = now + self._busy_timeout
                 elif now > deadline:
-                    raise StorageError(
+                    raise unavailable(self, StorageError(
                         f"SQLite database {self.path}: still busy after "
                         f"{self._busy_timeout:g} s: another connection holds the write "
                         "lock (another process, or a transaction of yours left open, "
-                        "e.g. after send(connection=...) without commit)") from None
+                        "e.g. after send(connection=...) without commit)"), 5) from None
             time.sleep(pause)
             pause = min(pause * 1.5, 0.005)
 

@@ -1,7 +1,9 @@
-"""SQLite connections across threads and forks, and hailq's write transaction."""
+"""SQLite connections across threads and forks, hailq's write transaction, and the
+file's outages as the log tells them."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -9,7 +11,9 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from hailq.backends.outage import Outage
 from hailq.backends.sqlite.watch import FolderWatch
+from hailq.errors import StorageError
 
 if TYPE_CHECKING:
     from hailq.backends.sqlite.backend import SQLiteDialect
@@ -30,11 +34,29 @@ class Forks:
 os.register_at_fork(after_in_child=Forks.count)
 
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+# A file that stays locked past busy_timeout, is read-only, fails to read or write, cannot
+# be opened or is full: the database is away for hailq's writes, an outage to report.
+_UNAVAILABLE = {*_BUSY, 8, 10, 13, 14}  # READONLY, IOERR, FULL, CANTOPEN
 
 
 def busy(exc: sqlite3.Error) -> bool:
     """Whether ``exc`` says another connection holds the lock (try again later)."""
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY
+
+
+def outage_of(path: str) -> Outage:
+    """The outage report of the database file at ``path``."""
+    return Outage(f"SQLite database {path}", logging.getLogger("hailq.sqlite"),
+                  lost="unavailable", back="available again")
+
+
+def unavailable(backend: SQLiteDialect, error: StorageError, code: int) -> StorageError:
+    """``error``, told to the outage report first if ``code`` (SQLite's primary result
+    code) says the file is away. Only a committed write ends the outage (in ``end``):
+    a read-only file still answers reads."""
+    if code in _UNAVAILABLE:
+        backend._outage.failed(str(error).removeprefix(f"SQLite database {backend.path}: "))
+    return error
 
 
 class Local(threading.local):
@@ -115,6 +137,8 @@ def end(backend: SQLiteDialect, conn: sqlite3.Connection, exc: BaseException | N
         if exc is None:
             try:
                 conn.execute("COMMIT")
+                if backend._outage.since is not None:  # (two lookups while all is well)
+                    backend._outage.succeeded()
                 return
             except BaseException as failed:
                 _roll_back(backend, conn, failed)
