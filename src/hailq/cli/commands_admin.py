@@ -41,7 +41,7 @@ def workers() -> None:
                             "last_seen_age": max(now - w.last_seen, 0.0)} for w in found])
         return
     app.out.table(
-        [key("ID"), key("HOST", drop=3), Col("PID", drop=3), text("QUEUES"),
+        [key("ID"), key("HOST", drop=3), Col("PID", drop=3), text("QUEUES", drop=1),
          Col("IN FLIGHT", short="FLIGHT"), Col("SINCE", drop=2),
          Col("LAST SEEN", short="SEEN"), "STATUS"],
         [[w.id, w.host, w.pid, ", ".join(w.queues), f"{w.in_flight}/{w.concurrency}",

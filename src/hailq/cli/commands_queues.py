@@ -173,7 +173,7 @@ def priority_view(f: QueueFigures) -> RenderableType:
 def autoscale_view(f: QueueFigures) -> RenderableType:
     """The last decisions of the queue's autoscalers (rule 24), newest first."""
     return make_table(
-        ["AGE", key("AUTOSCALER"), Col("WORKERS", short="WRK"),
+        ["AGE", key("AUTOSCALER", drop=1), Col("WORKERS", short="WRK"),
          Col("DESIRED", short="DES"), Col("MIN-MAX", drop=1),
          Col("SATURATED AT", short="SAT AT", drop=2), Col("PER S", drop=2),
          Col("HANDLER", drop=2), "DECISION", text("REASON")],
@@ -212,10 +212,10 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
     table = make_table(
         [key("QUEUE"), "READY", Col("SCHEDULED", short="SCHED", drop=3),
          Col("IN FLIGHT", short="FLIGHT"), Col("BLOCKED", short="BLOCK", drop=3), "DEAD",
-         "OLDEST", *[Col(c.replace("_", " ").upper(), short=short, drop=drop)
+         Col("OLDEST", drop=1), *[Col(c.replace("_", " ").upper(), short=short, drop=drop)
                      for c, short, drop in zip(COUNTERS, COUNTER_SHORT, COUNTER_DROP,
                                                strict=True)],
-         Col("SENT/S", drop=1), Col("ACKED/S", drop=1), Col("WORKERS", short="WRK"),
+         Col("SENT/S", drop=1), Col("ACKED/S", drop=1), Col("WORKERS", short="WRK", drop=1),
          Col("DESIRED", short="DES", drop=2),
          text("PARKED KEYS", short="PARKED", drop=6)],
         [[f.queue, f.stats.ready, f.stats.scheduled, f.stats.in_flight, f.stats.blocked,

@@ -206,27 +206,46 @@ class FitTable:
         """Which columns, whether with short headers, and each one's width; None when
         no table fits."""
         everything = list(range(len(self.cols)))
-        droppable = sorted((i for i in everything if self.cols[i].drop > 0),
-                           key=lambda i: (-self.cols[i].drop, -i))
-        candidates = [(everything, False), (everything, True)]
+        for short in (False, True):
+            if self._least(everything, short) <= width:
+                return everything, short, self._widths(everything, short, width)
         shown = list(everything)
-        for i in droppable:
-            shown = [j for j in shown if j != i]
-            candidates.append((shown, True))
-        for cols, short in candidates:
-            natural = [self._natural(i, short) for i in cols]
-            least = [min(n, TEXT_MIN) if self.cols[i].kind in ("text", "prose") else n
-                     for i, n in zip(cols, natural, strict=True)]
-            spare = width - (sum(least) + 3 * len(cols) + 1)  # borders and padding
-            if spare < 0:
-                continue
-            widths = list(least)
-            for k in range(len(cols)):  # free text takes what is left, left to right
-                more = min(spare, natural[k] - least[k])
-                widths[k] += more
-                spare -= more
-            return cols, short, widths
-        return None
+        dropped = []
+        for i in sorted((i for i in everything if self.cols[i].drop > 0),
+                        key=lambda i: (-self.cols[i].drop, -i)):
+            shown.remove(i)
+            dropped.append(i)
+            if self._least(shown, True) <= width:
+                break
+        else:
+            return None
+        # Take back what fits beside the rest, most wanted first; not free text, which
+        # would only narrow the free text kept.
+        for i in reversed(dropped[:-1]):
+            if (self.cols[i].kind in ("key", "value")
+                    and self._least(sorted([*shown, i]), True) <= width):
+                shown = sorted([*shown, i])
+        return shown, True, self._widths(shown, True, width)
+
+    def _least(self, cols: list[int], short: bool) -> int:
+        """The narrowest table of ``cols``: free text at its least, borders and padding."""
+        return sum(self._narrowest(i, short) for i in cols) + 3 * len(cols) + 1
+
+    def _narrowest(self, i: int, short: bool) -> int:
+        natural = self._natural(i, short)
+        return min(natural, TEXT_MIN) if self.cols[i].kind in ("text", "prose") else natural
+
+    def _widths(self, cols: list[int], short: bool, width: int) -> list[int]:
+        """Each column's width: whole for names and figures; free text takes what is
+        left, left to right."""
+        spare = width - self._least(cols, short)
+        widths = []
+        for i in cols:
+            least = self._narrowest(i, short)
+            more = min(spare, self._natural(i, short) - least)
+            widths.append(least + more)
+            spare -= more
+        return widths
 
     def _blocks(self, width: int) -> RenderResult:
         """One ``HEADER  value`` block per row: for a table too wide for any layout."""
