@@ -3,7 +3,6 @@ or a figure (issue 33, point 8): what people copy appears whole on one line."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time

@@ -16,6 +16,8 @@ from hailq.runtime.order import parse_weights
 from hailq.runtime.supervisor import MAX_PROCESSES, ProcessPool, WorkerSpec
 from hailq.url import parse_url
 
+LOOPBACK = "127.0.0.1"  # --metrics-port PORT: reachable from this machine only
+
 
 @click.command("worker")
 @click.argument("target")
@@ -38,9 +40,10 @@ from hailq.url import parse_url
 @click.option("--metrics-port", "metrics", metavar="[HOST:]PORT",
               help="Serve this process's own series (handler time, slots busy) at /metrics "
                    "and answer probes at /healthz (loops run) and /readyz (takes work) on "
-                   "PORT, every interface unless HOST is given. Queue-wide figures come from "
-                   "'hailq metrics'. With --pool process the supervisor serves the sum of "
-                   "its children's series.")
+                   "PORT of 127.0.0.1, or of HOST when given (0.0.0.0:PORT for every "
+                   "interface, as probes from outside a container need). Queue-wide figures "
+                   "come from 'hailq metrics'. With --pool process the supervisor serves "
+                   "the sum of its children's series.")
 @click.option("--time-limit", type=Finite(0.001, 7 * 86400), default=None, metavar="SECONDS",
               help="Fail an attempt whose handler runs longer than this (a retry, dead after "
                    "the last attempt); for handlers without a time_limit of their own. "
@@ -95,12 +98,13 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
 
 
 def metrics_address(value: str) -> tuple[str, int]:
-    """``PORT`` (every interface) or ``HOST:PORT``; BadParameter otherwise."""
+    """``PORT`` (loopback only, as everything hailq serves unless told otherwise) or
+    ``HOST:PORT``; BadParameter otherwise."""
     host, _, port = value.rpartition(":")
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise click.BadParameter(f"give PORT or HOST:PORT, such as 9465, got {value!r}",
                                  param_hint="--metrics-port")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return host.strip("[]") or LOOPBACK, int(port)
 
 
 def worker_url(url: str) -> str:
