@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 import hailq
-from hailq.cli.context import Finite, common_options, current_app
+from hailq.cli.context import Finite, common_options, current_app, log_options
 from hailq.cli.output import Col, age, key, preview, record, text
 from hailq.runtime import logs
 
@@ -111,7 +111,7 @@ def remove(name: str) -> None:
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
               default="INFO", show_default=True)
-@common_options
+@log_options
 def scheduler(target: str | None, tick: float, log_level: str) -> int:
     """Run a scheduler alone, for setups without workers, until SIGTERM or SIGINT.
 

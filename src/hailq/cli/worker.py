@@ -10,7 +10,7 @@ import sys
 import click
 
 import hailq
-from hailq.cli.context import Finite, common_options, current_app
+from hailq.cli.context import Finite, current_app, log_options
 from hailq.runtime import logs
 from hailq.runtime.order import parse_weights
 from hailq.runtime.supervisor import MAX_PROCESSES, ProcessPool, WorkerSpec
@@ -54,7 +54,7 @@ LOOPBACK = "127.0.0.1"  # --metrics-port PORT: reachable from this machine only
 @click.option("--no-scheduler", "no_scheduler", is_flag=True,
               help="Do not send periodic messages from this worker (by default every "
                    "worker runs a scheduler; each slot is sent once however many run).")
-@common_options
+@log_options
 def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
                    metrics: str | None, time_limit: float | None, log_level: str,
@@ -68,8 +68,7 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     stops receiving, lets in-flight handlers finish within --grace, gives the
     rest back and exits 0; a second signal gives back at once. A handler past
     its time limit (--time-limit, or its own time_limit) fails that attempt.
-    With --json the log is written as JSON lines (time, level, logger, pid,
-    message, and queue, message_id and attempt on lines about a message).
+    With --json the log is written as JSON lines.
     """
     if queues and weights:
         raise click.UsageError("give --queue (strict order) or --weights, not both")
