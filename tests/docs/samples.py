@@ -12,8 +12,10 @@ A page is a list of blocks in document order:
 - in a ``python`` block, a one-line ``print(...)  # -> VALUE`` must print
   ``VALUE``; text after ``VALUE`` and ``: `` or ``, `` is prose, not compared.
 
-A fence directly after the line ``<!-- no-run -->`` is shown, never run; a
-page whose text holds ``<!-- docs-test: postgres -->`` runs against a fresh
+A fence directly after the line ``<!-- no-run -->`` is shown, never run; one
+directly after ``<!-- docs-test: install -->`` installs hailq and is run apart, in
+a virtual environment of its own beside a copy of the checkout
+(``test_install.py``); a page whose text holds ``<!-- docs-test: postgres -->`` runs against a fresh
 PostgreSQL schema (its samples read the URL from ``HAILQ_URL``).
 
 Run as a script (``python samples.py PAGE.md``) it executes the page in the
@@ -40,6 +42,7 @@ from typing import IO, Any
 import hailq
 
 NO_RUN = "<!-- no-run -->"
+INSTALL = "<!-- docs-test: install -->"
 POSTGRES_MARK = "<!-- docs-test: postgres -->"
 FENCE = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 TITLE = re.compile(r'title="(?P<title>[^"]+)"')
@@ -58,6 +61,7 @@ class Block:
     info: str
     code: str
     runnable: bool
+    install: bool = False  # installs hailq: run by test_install.py, not with the page
 
     @property
     def title(self) -> str | None:
@@ -90,9 +94,10 @@ def blocks(path: Path) -> list[Block]:
         previous = next((lines[j].strip() for j in range(start - 1, -1, -1)
                          if lines[j].strip()), "")
         language = info.split()[0] if info else ""
-        runnable = previous != NO_RUN and "no-run" not in info.split()
+        install = previous == INSTALL
+        runnable = previous not in (NO_RUN, INSTALL) and "no-run" not in info.split()
         found.append(Block(str(path), start + 1, language, info, "\n".join(body) + "\n",
-                           runnable))
+                           runnable, install))
     return found
 
 
