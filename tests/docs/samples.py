@@ -13,10 +13,12 @@ A page is a list of blocks in document order:
   ``VALUE``; text after ``VALUE`` and ``: `` or ``, `` is prose, not compared.
 
 A fence directly after the line ``<!-- no-run -->`` is shown, never run; one
-directly after ``<!-- docs-test: install -->`` installs hailq and is run apart, in
-a virtual environment of its own beside a copy of the checkout
-(``test_install.py``); a page whose text holds ``<!-- docs-test: postgres -->`` runs against a fresh
-PostgreSQL schema (its samples read the URL from ``HAILQ_URL``).
+directly after ``<!-- docs-test: KIND -->`` is run apart, by a test of its own:
+``install`` samples install hailq into a virtual environment of their own beside
+a copy of the checkout (``test_install.py``), ``http`` samples call a real
+``hailq serve`` (``test_http_guide.py``); a page whose text holds
+``<!-- docs-test: postgres -->`` runs against a fresh PostgreSQL schema (its samples
+read the URL from ``HAILQ_URL``).
 
 Run as a script (``python samples.py PAGE.md``) it executes the page in the
 current directory and exits non-zero on the first failure, naming the block.
@@ -42,7 +44,7 @@ from typing import IO, Any
 import hailq
 
 NO_RUN = "<!-- no-run -->"
-INSTALL = "<!-- docs-test: install -->"
+APART = re.compile(r"^<!-- docs-test: (?P<kind>install|http) -->$")
 POSTGRES_MARK = "<!-- docs-test: postgres -->"
 FENCE = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 TITLE = re.compile(r'title="(?P<title>[^"]+)"')
@@ -61,7 +63,7 @@ class Block:
     info: str
     code: str
     runnable: bool
-    install: bool = False  # installs hailq: run by test_install.py, not with the page
+    apart: str | None = None  # "install" or "http": run by a test of its own
 
     @property
     def title(self) -> str | None:
@@ -94,10 +96,10 @@ def blocks(path: Path) -> list[Block]:
         previous = next((lines[j].strip() for j in range(start - 1, -1, -1)
                          if lines[j].strip()), "")
         language = info.split()[0] if info else ""
-        install = previous == INSTALL
-        runnable = previous not in (NO_RUN, INSTALL) and "no-run" not in info.split()
+        apart = APART.match(previous)
+        runnable = previous != NO_RUN and apart is None and "no-run" not in info.split()
         found.append(Block(str(path), start + 1, language, info, "\n".join(body) + "\n",
-                           runnable, install))
+                           runnable, apart.group("kind") if apart else None))
     return found
 
 

@@ -25,7 +25,7 @@ def install_commands() -> list[str]:
     """The ``$ ...`` lines of every install block, in page order, each once."""
     found: list[str] = []
     for page in PAGES:
-        install = [b for b in blocks(page) if b.install]
+        install = [b for b in blocks(page) if b.apart == "install"]
         assert install, f"{page.name} shows no install sample"
         for block in install:
             found += [c for c in console_commands(block) if c not in found]
