@@ -248,20 +248,27 @@ class FitTable:
         return widths
 
     def _blocks(self, width: int) -> RenderResult:
-        """One ``HEADER  value`` block per row: for a table too wide for any layout."""
+        """One ``HEADER  value`` block per row: for a table too wide for any layout.
+
+        Plain lines, not a grid, so nothing pads them: an id copied from one is clean.
+        """
         label = max(cell_len(c.header) for c in self.cols)
         for n, row in enumerate(self.rows):
-            grid = Table.grid(padding=(0, 2))
-            grid.add_column(style="bold", width=label, no_wrap=True)
-            grid.add_column(max_width=max(width - label - 2, 1), overflow="ellipsis",
-                            no_wrap=True)
-            for col, cell in zip(self.cols, row, strict=True):
-                fitting = _fitting("text" if col.kind == "key" else col.kind)  # the last resort
-                grid.add_row(col.header, Text(cell, no_wrap=fitting["no_wrap"],
-                                              overflow=fitting["overflow"]))
             if n:
                 yield Text("")
-            yield grid
+            for col, cell in zip(self.cols, row, strict=True):
+                line = Text.assemble((col.header.ljust(label), "bold"), "  ", cell)
+                if col.kind == "prose":
+                    yield line
+                else:  # the last resort: a name wider than the terminal is cut too
+                    yield _cut(line, width)
+
+
+def _cut(line: Text, width: int) -> Text:
+    """``line`` on one line of at most ``width`` cells, cut with an ellipsis."""
+    line.no_wrap, line.overflow = True, "ellipsis"
+    line.truncate(width, overflow="ellipsis")
+    return line
 
 
 def _fitting(kind: str) -> dict[str, Any]:
