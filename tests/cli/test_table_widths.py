@@ -105,6 +105,11 @@ def test_every_table_fits_without_splitting_names_ids_or_figures(
     for args, whole, rows in commands(ids):
         result = run_hailq(*args, url=url, env={"COLUMNS": str(width)})
         assert_fits(result, width, whole, rows, args)
+        if args[0] == "dead":  # an id copied from the table finds its message
+            copied = ID_RE.findall(result.out)
+            assert copied == ids["dead"]
+            shown = run_hailq("show", QUEUE, copied[-1], "--json", url=url)
+            assert shown.json()["id"] == ids["dead"][-1]
     published = run_hailq("publish", TOPIC, '{"n": 1}', "-H", "region=eu-west-1", url=url,
                           env={"COLUMNS": str(width)})
     assert_fits(published, width, SUBSCRIPTIONS, 2)
