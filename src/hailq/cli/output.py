@@ -173,6 +173,9 @@ class FitTable:
     def __init__(self, cols: list[Col], rows: list[list[str]], numeric: set[int],
                  title: str | None) -> None:
         self.cols, self.rows, self.numeric, self.title = cols, rows, numeric, title
+        # Each column's widest cell, measured once (a list may hold 100,000 rows).
+        self._widest = [max((_cell_width(r[i]) for r in rows), default=0)
+                        for i in range(len(cols))]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -200,7 +203,7 @@ class FitTable:
     def _natural(self, i: int, short: bool) -> int:
         col = self.cols[i]
         header = col.short or col.header if short else col.header
-        return max([cell_len(header), *(_cell_width(r[i]) for r in self.rows)])
+        return max(cell_len(header), self._widest[i])
 
     def _plan(self, width: int) -> tuple[list[int], bool, list[int]] | None:
         """Which columns, whether with short headers, and each one's width; None when
