@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hailq.cli.worker import worker_command
+from hailq.cli.worker import metrics_address, worker_command
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "keda"
 
@@ -112,9 +112,12 @@ def test_scale_in_drains_the_grace_period_outlasts_the_workers_grace() -> None:
 
 def test_the_probes_ask_the_worker_itself() -> None:
     (container,) = worker_deployment()["spec"]["template"]["spec"]["containers"]
-    port = option(container["command"], "--metrics-port")
+    # Every interface: the kubelet's probes and Prometheus come from outside the pod, and
+    # PORT alone would bind 127.0.0.1 only.
+    host, port = metrics_address(option(container["command"], "--metrics-port"))
+    assert host == "0.0.0.0"
     (declared,) = container["ports"]
-    assert str(declared["containerPort"]) == port
+    assert declared["containerPort"] == port
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     for probe in ("livenessProbe", "readinessProbe"):

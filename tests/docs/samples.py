@@ -12,9 +12,13 @@ A page is a list of blocks in document order:
 - in a ``python`` block, a one-line ``print(...)  # -> VALUE`` must print
   ``VALUE``; text after ``VALUE`` and ``: `` or ``, `` is prose, not compared.
 
-A fence directly after the line ``<!-- no-run -->`` is shown, never run; a
-page whose text holds ``<!-- docs-test: postgres -->`` runs against a fresh
-PostgreSQL schema (its samples read the URL from ``HAILQ_URL``).
+A fence directly after the line ``<!-- no-run -->`` is shown, never run; one
+directly after ``<!-- docs-test: KIND -->`` is run apart, by a test of its own:
+``install`` samples install hailq into a virtual environment of their own beside
+a copy of the checkout (``test_install.py``), ``http`` samples call a real
+``hailq serve`` (``test_http_guide.py``); a page whose text holds
+``<!-- docs-test: postgres -->`` runs against a fresh PostgreSQL schema (its samples
+read the URL from ``HAILQ_URL``).
 
 Run as a script (``python samples.py PAGE.md``) it executes the page in the
 current directory and exits non-zero on the first failure, naming the block.
@@ -40,6 +44,7 @@ from typing import IO, Any
 import hailq
 
 NO_RUN = "<!-- no-run -->"
+APART = re.compile(r"^<!-- docs-test: (?P<kind>install|http) -->$")
 POSTGRES_MARK = "<!-- docs-test: postgres -->"
 FENCE = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 TITLE = re.compile(r'title="(?P<title>[^"]+)"')
@@ -58,6 +63,7 @@ class Block:
     info: str
     code: str
     runnable: bool
+    apart: str | None = None  # "install" or "http": run by a test of its own
 
     @property
     def title(self) -> str | None:
@@ -90,9 +96,10 @@ def blocks(path: Path) -> list[Block]:
         previous = next((lines[j].strip() for j in range(start - 1, -1, -1)
                          if lines[j].strip()), "")
         language = info.split()[0] if info else ""
-        runnable = previous != NO_RUN and "no-run" not in info.split()
+        apart = APART.match(previous)
+        runnable = previous != NO_RUN and apart is None and "no-run" not in info.split()
         found.append(Block(str(path), start + 1, language, info, "\n".join(body) + "\n",
-                           runnable))
+                           runnable, apart.group("kind") if apart else None))
     return found
 
 

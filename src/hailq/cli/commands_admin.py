@@ -6,7 +6,7 @@ import click
 
 import hailq
 from hailq.cli.context import Finite, common_options, current_app
-from hailq.cli.output import age, record
+from hailq.cli.output import Col, age, key, record, text
 
 # A worker reports itself every few seconds; one silent for longer has died.
 DEAD_AFTER = 15.0
@@ -41,7 +41,9 @@ def workers() -> None:
                             "last_seen_age": max(now - w.last_seen, 0.0)} for w in found])
         return
     app.out.table(
-        ["ID", "HOST", "PID", "QUEUES", "IN FLIGHT", "SINCE", "LAST SEEN", "STATUS"],
+        [key("ID"), key("HOST", drop=3), Col("PID", drop=3), text("QUEUES", drop=1),
+         Col("IN FLIGHT", short="FLIGHT"), Col("SINCE", drop=2),
+         Col("LAST SEEN", short="SEEN"), "STATUS"],
         [[w.id, w.host, w.pid, ", ".join(w.queues), f"{w.in_flight}/{w.concurrency}",
           age(now - w.started_at), age(now - w.last_seen) + " ago",
           worker_status(w, now)] for w in found],

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 import hailq
-from hailq.cli.context import Finite, common_options, current_app
+from hailq.cli.context import Finite, current_app, log_options
 from hailq.cli.worker import worker_url
 from hailq.policy.autoscale import Limits
 from hailq.runtime import logs
@@ -48,7 +48,7 @@ from hailq.settings import check_name
               default="INFO", show_default=True)
 @click.option("--no-scheduler", "no_scheduler", is_flag=True,
               help="Do not send periodic messages from the workers.")
-@common_options
+@log_options
 def autoscale_command(target: str, queue: str, minimum: int, maximum: int, concurrency: int,
                       interval: float, reprobe: float, latency_factor: float,
                       trace: str | None, grace: float,

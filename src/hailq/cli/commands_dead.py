@@ -10,7 +10,7 @@ import click
 
 import hailq
 from hailq.cli.context import Finite, check_id, check_queue_name, common_options, current_app
-from hailq.cli.output import age, clean, preview, record
+from hailq.cli.output import Col, age, clean, key, preview, record, text
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_LIMIT = 100_000
@@ -63,7 +63,8 @@ def dead(queue_name: str, grep: str | None, older_than: float | None,
         app.out.emit_json([{**record(d), "last_error": d.last_error} for d in letters])
     else:
         app.out.table(
-            ["ID", "KEY", "ATTEMPTS", "DIED", "LAST ERROR", "BODY"],
+            [key("ID"), key("KEY", drop=1), Col("ATTEMPTS", short="ATT"), "DIED",
+             text("LAST ERROR"), text("BODY", drop=2)],
             [[d.id, (d.ordering_key or "-") + (" (parked)" if d.parked else ""), d.attempt,
               age(now - d.dead_at) + " ago", _error(d.last_error), preview(d.body, 40)]
              for d in letters],
@@ -158,7 +159,8 @@ def redrive(queue_name: str, ids: tuple[str, ...], grep: str | None, older_than:
             result["would_redrive"] = [record(d) for d in letters]
         app.out.emit_json(result)
     elif dry_run:
-        app.out.table(["ID", "KEY", "ATTEMPTS", "LAST ERROR", "BODY"],
+        app.out.table([key("ID"), key("KEY", drop=1), Col("ATTEMPTS", short="ATT"),
+                       text("LAST ERROR"), text("BODY", drop=2)],
                       [[d.id, d.ordering_key, d.attempt, _error(d.last_error),
                         preview(d.body, 40)] for d in letters],
                       title=f"would redrive {count} message(s) of {queue_name}",

@@ -10,7 +10,7 @@ import click
 
 import hailq
 from hailq.cli.context import Finite, check_id, check_queue_name, common_options, current_app
-from hailq.cli.output import age, preview, record
+from hailq.cli.output import age, preview, prose, record, text
 
 # The settings `hailq configure` can override, in the order they are shown.
 SHOWN = ("lease", "max_attempts", "max_in_flight", "aging", "on_dead", "dedup_window",
@@ -131,7 +131,7 @@ def show_settings(app: Any, queue: hailq.Queue, paused: bool) -> None:
         return
     rows = [[name, _setting_text(effective[name]),
              "override" if name in queue.overrides else "declared"] for name in SHOWN]
-    app.out.table(["SETTING", "VALUE", "FROM"], rows,
+    app.out.table(["SETTING", text("VALUE"), "FROM"], rows,
                   title=f"queue {queue.name}" + (" (paused)" if paused else ""))
 
 
@@ -242,7 +242,7 @@ def show(queue_name: str, message_id: str) -> None:
         ["body", preview(found.body, 200)],
         *[[f"error {e.attempt}", e.error] for e in found.errors],
     ]
-    app.out.table(["FIELD", "VALUE"], rows, title=f"message of {queue_name}")
+    app.out.table(["FIELD", prose("VALUE")], rows, title=f"message of {queue_name}")
 
 
 @click.command("delete-message")

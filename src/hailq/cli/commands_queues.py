@@ -13,12 +13,15 @@ from rich.text import Text
 
 import hailq
 from hailq.cli.context import App, Finite, check_queue_name, common_options, current_app
-from hailq.cli.output import age, make_table, preview, record
+from hailq.cli.output import Col, age, key, make_table, preview, record, text
 from hailq.observe.figures import QueueFigures
 from hailq.settings import QueueSettings
 
 MAX_PEEK = 100_000  # the most Queue.peek returns at once
 COUNTERS = ("sent", "acked", "nacked", "redelivered", "dead_lettered", "late_acks")
+# How the counters' columns narrow: the least read ones go first.
+COUNTER_SHORT = (None, None, "NACK", "REDELIV", "DEAD-L", "LATE")
+COUNTER_DROP = (4, 4, 5, 5, 5, 5)
 
 
 @click.command("queues")
@@ -44,8 +47,11 @@ def queues() -> None:
                             "overridden": sorted(q.overrides)} for q, s in found])
         return
     app.out.table(
-        ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST", "LEASE",
-         "ATTEMPTS", "AGING", "MAX IN FLIGHT", "RATE", "SLO", "PAUSED"],
+        [key("QUEUE"), "READY", Col("SCHEDULED", short="SCHED", drop=3),
+         Col("IN FLIGHT", short="FLIGHT"), Col("BLOCKED", short="BLOCK", drop=3), "DEAD",
+         "OLDEST", Col("LEASE", drop=5), Col("ATTEMPTS", short="ATT", drop=5),
+         Col("AGING", drop=6), Col("MAX IN FLIGHT", short="CAP", drop=5),
+         Col("RATE", drop=6), Col("SLO", drop=4), Col("PAUSED", drop=2)],
         [[s.queue, s.ready, s.scheduled, s.in_flight, s.blocked, s.dead,
           age(s.oldest_ready_age), q.settings.lease, q.settings.max_attempts,
           q.settings.aging, q.settings.max_in_flight, q.settings.rate or "-",
@@ -148,9 +154,12 @@ def _secs(value: float | None) -> str:
 def priority_view(f: QueueFigures) -> RenderableType:
     """Per priority: wait and handler percentiles, the target, breaches, compliance."""
     return make_table(
-        ["PRIORITY", "STARTED", "PER S (1M)", "WAIT P50", "WAIT P95", "WAIT P99",
-         "HANDLER P50", "HANDLER P95", "HANDLER P99", "SLO", "BREACHES", "BREACHES (5M)",
-         "COMPLIANCE"],
+        [Col("PRIORITY", short="PRIO"), Col("STARTED", drop=2),
+         Col("PER S (1M)", short="PER S", drop=2), Col("WAIT P50", short="W50"),
+         Col("WAIT P95", short="W95", drop=3), Col("WAIT P99", short="W99"),
+         Col("HANDLER P50", short="H50"), Col("HANDLER P95", short="H95", drop=3),
+         Col("HANDLER P99", short="H99"), "SLO", Col("BREACHES", short="BR"),
+         Col("BREACHES (5M)", short="BR 5M", drop=1), Col("COMPLIANCE", short="COMPL")],
         [[p.priority, p.started, f"{p.started_per_second_1m:.2f}", _secs(p.wait_p50),
           _secs(p.wait_p95), _secs(p.wait_p99), _secs(p.handler_p50), _secs(p.handler_p95),
           _secs(p.handler_p99), "-" if p.slo is None else f"{p.slo:g}s", p.breaches,
@@ -164,8 +173,10 @@ def priority_view(f: QueueFigures) -> RenderableType:
 def autoscale_view(f: QueueFigures) -> RenderableType:
     """The last decisions of the queue's autoscalers (rule 24), newest first."""
     return make_table(
-        ["AGE", "AUTOSCALER", "WORKERS", "DESIRED", "MIN-MAX", "SATURATED AT", "PER S",
-         "HANDLER", "DECISION", "REASON"],
+        ["AGE", key("AUTOSCALER", drop=1), Col("WORKERS", short="WRK"),
+         Col("DESIRED", short="DES"), Col("MIN-MAX", drop=1),
+         Col("SATURATED AT", short="SAT AT", drop=2), Col("PER S", drop=2),
+         Col("HANDLER", drop=2), "DECISION", text("REASON")],
         [[age(f.at - a.at), f"{a.host}:{a.pid}", a.workers, a.desired,
           f"{a.minimum}-{a.maximum}", "-" if a.ceiling is None else a.ceiling,
           "-" if a.throughput is None else f"{a.throughput:.2f}", _secs(a.handler_time),
@@ -193,15 +204,20 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
             ["parked keys", ", ".join(s.parked_keys) or "-"],
             ["paused", "yes" if s.paused else "no"],
         ]
-        parts = [make_table(["FIGURE", "VALUE"], rows, title=f"queue {s.queue}"),
+        parts = [make_table(["FIGURE", text("VALUE")], rows, title=f"queue {s.queue}"),
                  priority_view(f)]
         if f.decisions:
             parts.append(autoscale_view(f))
         return Group(*parts)
     table = make_table(
-        ["QUEUE", "READY", "SCHEDULED", "IN FLIGHT", "BLOCKED", "DEAD", "OLDEST",
-         *[c.replace("_", " ").upper() for c in COUNTERS], "SENT/S", "ACKED/S", "WORKERS",
-         "DESIRED", "PARKED KEYS"],
+        [key("QUEUE"), "READY", Col("SCHEDULED", short="SCHED", drop=3),
+         Col("IN FLIGHT", short="FLIGHT"), Col("BLOCKED", short="BLOCK", drop=3), "DEAD",
+         Col("OLDEST", drop=1), *[Col(c.replace("_", " ").upper(), short=short, drop=drop)
+                     for c, short, drop in zip(COUNTERS, COUNTER_SHORT, COUNTER_DROP,
+                                               strict=True)],
+         Col("SENT/S", drop=1), Col("ACKED/S", drop=1), Col("WORKERS", short="WRK", drop=1),
+         Col("DESIRED", short="DES", drop=2),
+         text("PARKED KEYS", short="PARKED", drop=6)],
         [[f.queue, f.stats.ready, f.stats.scheduled, f.stats.in_flight, f.stats.blocked,
           f.stats.dead, age(f.stats.oldest_ready_age), *[getattr(f.stats, c) for c in COUNTERS],
           _rate(f.rates.sent_1m), _rate(f.rates.acked_1m), f.workers, f.desired_workers,
@@ -211,8 +227,9 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
     if not last:
         return table
     return Group(table, make_table(
-        ["QUEUE", "AUTOSCALER", "AGE", "WORKERS", "DESIRED", "SATURATED AT", "DECISION",
-         "REASON"],
+        [key("QUEUE"), key("AUTOSCALER"), "AGE", Col("WORKERS", short="WRK"),
+         Col("DESIRED", short="DES"), Col("SATURATED AT", short="SAT AT", drop=2),
+         "DECISION", text("REASON")],
         [[f.queue, f"{a.host}:{a.pid}", age(f.at - a.at), a.workers, a.desired,
           "-" if a.ceiling is None else a.ceiling, a.decision, a.reason] for f, a in last],
         title="autoscalers (each one's last decision)"))
@@ -240,7 +257,8 @@ def peek(queue_name: str, limit: int) -> None:
         app.out.emit_json([record(m) for m in found])
     else:
         app.out.table(
-            ["ID", "STATE", "PRIORITY", "KEY", "ATTEMPT", "AGE", "DUE IN", "BODY"],
+            [key("ID"), "STATE", Col("PRIORITY", short="PRIO"), key("KEY", drop=1),
+             Col("ATTEMPT", short="ATT"), "AGE", Col("DUE IN", drop=2), text("BODY")],
             [[m.id, m.state, m.priority, m.ordering_key, m.attempt, age(now - m.enqueued_at),
               age(m.available_at - now) if m.available_at > now else "now", preview(m.body)]
              for m in found],

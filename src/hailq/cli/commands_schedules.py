@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 import hailq
-from hailq.cli.context import Finite, common_options, current_app
-from hailq.cli.output import age, preview, record
+from hailq.cli.context import Finite, common_options, current_app, log_options
+from hailq.cli.output import Col, age, key, preview, record, text
 from hailq.runtime import logs
 
 NOT_DECLARED = "not declared by any running worker"
@@ -56,8 +56,9 @@ def schedules(ctx: click.Context) -> None:
         [s.name, s.cron if s.cron is not None else f"every {s.every:g}s", s.timezone,
          s.queue, preview(s.body, 30), _when(s.last_slot if s.fired else None),
          _when(s.next_slot), s.fired, age(now - s.created_at), _status(s)] for s in found]
-    app.out.table(["NAME", "WHEN", "ZONE", "QUEUE", "BODY", "LAST SENT", "NEXT", "SENT",
-                   "AGE", "STATUS"], rows,
+    app.out.table([key("NAME"), "WHEN", Col("ZONE", drop=2), key("QUEUE"),
+                   text("BODY", drop=4), Col("LAST SENT", drop=3), "NEXT", "SENT",
+                   Col("AGE", drop=1), text("STATUS")], rows,
                   empty="no schedules; declare one with app.periodic(...) or "
                         "broker.schedule(...)")
 
@@ -110,7 +111,7 @@ def remove(name: str) -> None:
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
               default="INFO", show_default=True)
-@common_options
+@log_options
 def scheduler(target: str | None, tick: float, log_level: str) -> int:
     """Run a scheduler alone, for setups without workers, until SIGTERM or SIGINT.
 

@@ -47,7 +47,9 @@ def send(queue_name: str, body: str | None, priority: int, ordering_key: str | N
     """Send BODY (or every line of --file) to QUEUE.
 
     QUEUE must exist (declared by code, or created by an earlier --create): a
-    mistyped name or database is refused (exit 1) rather than silently made.
+    mistyped queue name is refused as bad input (exit 2), a mistyped database
+    (no such SQLite file or hailq schema) as a failure (exit 1), rather than
+    either being silently made.
     With --create a missing queue, SQLite file or hailq schema is created.
 
     Prints the new message id (with --file, how many were sent). A --dedup-id

@@ -9,6 +9,7 @@ import click
 
 from hailq import Topic
 from hailq.cli.context import check_queue_name, common_options, current_app
+from hailq.cli.output import key, text
 from hailq.cli.sending import BODY_HELP, envelope, message_options, pairs, read_body
 
 
@@ -36,7 +37,7 @@ def topics() -> None:
         rows.extend([name, s.queue, _filter_text(s.filter)] for s in subs)
         if not subs:
             rows.append([name, None, "(no subscriptions: published messages go nowhere)"])
-    app.out.table(["TOPIC", "SUBSCRIPTION", "FILTER"], rows,
+    app.out.table([key("TOPIC"), key("SUBSCRIPTION"), text("FILTER")], rows,
                   empty="no topics yet; 'hailq subscribe TOPIC SUBSCRIPTION' creates one")
 
 
@@ -92,7 +93,7 @@ def publish(topic_name: str, body: str, priority: int, ordering_key: str | None,
     if app.out.json:
         app.out.emit_json({"topic": topic_name, "copies": copies})
     else:
-        app.out.table(["SUBSCRIPTION", "ID"], sorted(copies.items()),
+        app.out.table([key("SUBSCRIPTION"), key("ID")], sorted(copies.items()),
                       title=f"published to {topic_name}", empty="no copies")
 
 

@@ -41,12 +41,21 @@ def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
+URL_HELP = (f"Broker URL, sqlite:///path.db or postgresql://user@host:port/db "
+            f"[env {ENV_URL}; default {DEFAULT_URL}].")
+
+
 def common_options(f: F) -> F:
     """Add ``--url`` and ``--json`` to a group or command."""
-    return options_with(
-        f"Broker URL, sqlite:///path.db or postgresql://user@host:port/db "
-        f"[env {ENV_URL}; default {DEFAULT_URL}].",
-        "Print JSON for scripts instead of tables.")(f)
+    return options_with(URL_HELP, "Print JSON for scripts instead of tables.")(f)
+
+
+def log_options(f: F) -> F:
+    """``common_options`` for the commands that run and print a log, not tables
+    (worker, autoscale, scheduler)."""
+    return options_with(URL_HELP, "Write the log as JSON lines (time, level, logger, pid, "
+                                  "message; queue, message_id and attempt on lines about "
+                                  "a message) instead of text.")(f)
 
 
 def options_with(url_help: str, json_help: str) -> Callable[[F], F]:

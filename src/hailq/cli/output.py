@@ -1,9 +1,11 @@
 """Rendering for the CLI: rich tables for people, JSON for scripts.
 
 Everything a command prints goes through ``Output``, so the two modes stay
-in step. Text from the queue (bodies, headers, error messages) is never
-interpreted as rich markup and has its control characters escaped, so a
-hostile message cannot restyle or scramble an operator's terminal.
+in step. Tables fit the terminal without splitting a cell: names, ids and
+figures are never broken across lines (see ``FitTable``). Text from the queue
+(bodies, headers, error messages) is never interpreted as rich markup and has
+its control characters escaped, so a hostile message cannot restyle or
+scramble an operator's terminal.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import click
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +31,41 @@ PIPE_WIDTH = 200
 PREVIEW_LENGTH = 60
 
 Cell = str | int | float | None
+TEXT_MIN = 12  # a free-text column narrower than this says too little to keep
+
+
+@dataclass(frozen=True)
+class Col:
+    """A table column and what may happen to it when the terminal is narrow.
+
+    ``kind``: ``key`` (a name or id people copy) and ``value`` (a figure) are
+    shown whole or not at all; ``text`` (an error, a body, a reason) is cut
+    with an ellipsis; ``prose`` (a message's errors in ``hailq show``) wraps
+    between words. ``short`` is a narrower header used when space is
+    tight. ``drop`` > 0 lets the column be left out, highest first, when the
+    table cannot fit otherwise; ``--json`` always has every field.
+    """
+
+    header: str
+    kind: Literal["key", "value", "text", "prose"] = "value"
+    short: str | None = None
+    drop: int = 0
+
+
+def key(header: str, **more: Any) -> Col:
+    """A column of names or ids: never split, never cut (short of a name wider than
+    the whole terminal)."""
+    return Col(header, "key", **more)
+
+
+def text(header: str, **more: Any) -> Col:
+    """A column of free text, cut with an ellipsis to fit."""
+    return Col(header, "text", **more)
+
+
+def prose(header: str, **more: Any) -> Col:
+    """A column of text worth reading whole: wrapped between words to fit."""
+    return Col(header, "prose", **more)
 
 
 class Output:
@@ -76,7 +116,7 @@ class Output:
                 else f"--limit {most:,} is the most")
         note(f"showing {shown:,} of {of} {what}; {hint}")
 
-    def table(self, columns: Sequence[str], rows: Iterable[Sequence[Cell]],
+    def table(self, columns: Sequence[str | Col], rows: Iterable[Sequence[Cell]],
               title: str | None = None, empty: str = "nothing to show") -> None:
         self.console.print(make_table(columns, rows, title, empty))
 
@@ -108,23 +148,142 @@ def note(text: str) -> None:
     click.echo(f"hailq: note: {text}", err=True)
 
 
-def make_table(columns: Sequence[str], rows: Iterable[Sequence[Cell]],
-               title: str | None = None, empty: str = "nothing to show") -> Table | Text:
-    """A rich table whose cells are plain text; ``empty`` when there are no rows."""
-    table = Table(title=title, title_justify="left", header_style="bold")
-    numeric = set()
+def make_table(columns: Sequence[str | Col], rows: Iterable[Sequence[Cell]],
+               title: str | None = None, empty: str = "nothing to show") -> FitTable | Text:
+    """A table of plain-text cells laid out to fit the width it is printed at; ``empty``
+    when there are no rows. A plain string column is a ``value`` column."""
+    cols = [c if isinstance(c, Col) else Col(c) for c in columns]
     materialised = [list(r) for r in rows]
-    for index, name in enumerate(columns):
-        if materialised and all(isinstance(r[index], int | float) for r in materialised
-                                if r[index] is not None):
-            numeric.add(index)
-        table.add_column(name, justify="right" if index in numeric else "left",
-                         overflow="fold")
     if not materialised:
         return Text(f"{title}: {empty}" if title else empty)
-    for row in materialised:
-        table.add_row(*(Text(cell_text(c)) for c in row))
-    return table
+    numeric = {i for i in range(len(cols))
+               if all(isinstance(r[i], int | float) for r in materialised if r[i] is not None)}
+    return FitTable(cols, [[cell_text(c) for c in r] for r in materialised], numeric, title)
+
+
+class FitTable:
+    """A table that fits the width it is rendered at without splitting a cell.
+
+    In turn: every column as it is; narrower headers; columns left out (``Col.drop``,
+    highest first, named below the table); and when even that is too wide, one block
+    of ``HEADER value`` lines per row. Free-text columns take what width is left,
+    cut with an ellipsis. Laid out at render time, so a live view re-fits on resize.
+    """
+
+    def __init__(self, cols: list[Col], rows: list[list[str]], numeric: set[int],
+                 title: str | None) -> None:
+        self.cols, self.rows, self.numeric, self.title = cols, rows, numeric, title
+        # Each column's widest cell, measured once (a list may hold 100,000 rows).
+        self._widest = [max((_cell_width(r[i]) for r in rows), default=0)
+                        for i in range(len(cols))]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        if self.title:
+            yield Text(self.title, style="table.title", no_wrap=True, overflow="ellipsis")
+        plan = self._plan(width)
+        if plan is None:
+            yield from self._blocks(width)
+            return
+        shown, short, widths = plan
+        table = Table(header_style="bold")
+        for i, w in zip(shown, widths, strict=True):
+            col = self.cols[i]
+            table.add_column(col.short or col.header if short else col.header, width=w,
+                             justify="right" if i in self.numeric else "left",
+                             **_fitting(col.kind))
+        for row in self.rows:
+            table.add_row(*(Text(row[i]) for i in shown))
+        yield table
+        left_out = [c.header for i, c in enumerate(self.cols) if i not in shown]
+        if left_out:
+            yield Text(f"left out to fit {width} columns: {', '.join(left_out)} "
+                       "(a wider terminal or --json shows them)", style="dim")
+
+    def _natural(self, i: int, short: bool) -> int:
+        col = self.cols[i]
+        header = col.short or col.header if short else col.header
+        return max(cell_len(header), self._widest[i])
+
+    def _plan(self, width: int) -> tuple[list[int], bool, list[int]] | None:
+        """Which columns, whether with short headers, and each one's width; None when
+        no table fits."""
+        everything = list(range(len(self.cols)))
+        for short in (False, True):
+            if self._least(everything, short) <= width:
+                return everything, short, self._widths(everything, short, width)
+        shown = list(everything)
+        dropped = []
+        for i in sorted((i for i in everything if self.cols[i].drop > 0),
+                        key=lambda i: (-self.cols[i].drop, -i)):
+            shown.remove(i)
+            dropped.append(i)
+            if self._least(shown, True) <= width:
+                break
+        else:
+            return None
+        # Take back what fits beside the rest, most wanted first; not free text, which
+        # would only narrow the free text kept.
+        for i in reversed(dropped[:-1]):
+            if (self.cols[i].kind in ("key", "value")
+                    and self._least(sorted([*shown, i]), True) <= width):
+                shown = sorted([*shown, i])
+        return shown, True, self._widths(shown, True, width)
+
+    def _least(self, cols: list[int], short: bool) -> int:
+        """The narrowest table of ``cols``: free text at its least, borders and padding."""
+        return sum(self._narrowest(i, short) for i in cols) + 3 * len(cols) + 1
+
+    def _narrowest(self, i: int, short: bool) -> int:
+        natural = self._natural(i, short)
+        return min(natural, TEXT_MIN) if self.cols[i].kind in ("text", "prose") else natural
+
+    def _widths(self, cols: list[int], short: bool, width: int) -> list[int]:
+        """Each column's width: whole for names and figures; free text takes what is
+        left, left to right."""
+        spare = width - self._least(cols, short)
+        widths = []
+        for i in cols:
+            least = self._narrowest(i, short)
+            more = min(spare, self._natural(i, short) - least)
+            widths.append(least + more)
+            spare -= more
+        return widths
+
+    def _blocks(self, width: int) -> RenderResult:
+        """One ``HEADER  value`` block per row: for a table too wide for any layout.
+
+        Plain lines, not a grid, so nothing pads them: an id copied from one is clean.
+        """
+        label = max(cell_len(c.header) for c in self.cols)
+        for n, row in enumerate(self.rows):
+            if n:
+                yield Text("")
+            for col, cell in zip(self.cols, row, strict=True):
+                line = Text.assemble((col.header.ljust(label), "bold"), "  ", cell)
+                if col.kind == "prose":
+                    yield line
+                else:  # the last resort: a name wider than the terminal is cut too
+                    yield _cut(line, width)
+
+
+def _cut(line: Text, width: int) -> Text:
+    """``line`` on one line of at most ``width`` cells, cut with an ellipsis."""
+    line.no_wrap, line.overflow = True, "ellipsis"
+    line.truncate(width, overflow="ellipsis")
+    return line
+
+
+def _fitting(kind: str) -> dict[str, Any]:
+    """How a column's cells fit their width: prose wraps, text is cut with an ellipsis,
+    names, ids and figures are given their whole width (so never cut)."""
+    if kind == "prose":
+        return {"no_wrap": False, "overflow": "fold"}
+    return {"no_wrap": True, "overflow": "ellipsis" if kind == "text" else "crop"}
+
+
+def _cell_width(cell: str) -> int:
+    return max(cell_len(line) for line in cell.splitlines() or [""])
 
 
 def cell_text(value: Cell) -> str:
@@ -199,6 +358,6 @@ def _json_default(value: Any) -> Any:
 
 def _console(stream: Any) -> Console:
     console = Console(file=stream, highlight=False)
-    if not console.is_terminal:
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console = Console(file=stream, highlight=False, width=PIPE_WIDTH)
     return console

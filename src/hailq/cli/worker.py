@@ -10,11 +10,13 @@ import sys
 import click
 
 import hailq
-from hailq.cli.context import Finite, common_options, current_app
+from hailq.cli.context import Finite, current_app, log_options
 from hailq.runtime import logs
 from hailq.runtime.order import ORDERS, OrderName, parse_weights
 from hailq.runtime.supervisor import MAX_PROCESSES, ProcessPool, WorkerSpec
 from hailq.url import parse_url
+
+LOOPBACK = "127.0.0.1"  # --metrics-port PORT: reachable from this machine only
 
 
 @click.command("worker")
@@ -43,9 +45,10 @@ from hailq.url import parse_url
 @click.option("--metrics-port", "metrics", metavar="[HOST:]PORT",
               help="Serve this process's own series (handler time, slots busy) at /metrics "
                    "and answer probes at /healthz (loops run) and /readyz (takes work) on "
-                   "PORT, every interface unless HOST is given. Queue-wide figures come from "
-                   "'hailq metrics'. With --pool process the supervisor serves the sum of "
-                   "its children's series.")
+                   "PORT of 127.0.0.1, or of HOST when given (0.0.0.0:PORT for every "
+                   "interface, as probes from outside a container need). Queue-wide figures "
+                   "come from 'hailq metrics'. With --pool process the supervisor serves "
+                   "the sum of its children's series.")
 @click.option("--time-limit", type=Finite(0.001, 7 * 86400), default=None, metavar="SECONDS",
               help="Fail an attempt whose handler runs longer than this (a retry, dead after "
                    "the last attempt); for handlers without a time_limit of their own. "
@@ -56,7 +59,7 @@ from hailq.url import parse_url
 @click.option("--no-scheduler", "no_scheduler", is_flag=True,
               help="Do not send periodic messages from this worker (by default every "
                    "worker runs a scheduler; each slot is sent once however many run).")
-@common_options
+@log_options
 def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
                    concurrency: int, pool: str, grace: float, poll: float,
                    metrics: str | None, time_limit: float | None, log_level: str,
@@ -70,8 +73,7 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
     stops receiving, lets in-flight handlers finish within --grace, gives the
     rest back and exits 0; a second signal gives back at once. A handler past
     its time limit (--time-limit, or its own time_limit) fails that attempt.
-    With --json the log is written as JSON lines (time, level, logger, pid,
-    message, and queue, message_id and attempt on lines about a message).
+    With --json the log is written as JSON lines.
     """
     if queues and weights:
         raise click.UsageError("give --queue or --weights, not both")
@@ -102,12 +104,13 @@ def worker_command(target: str, queues: tuple[str, ...], weights: str | None,
 
 
 def metrics_address(value: str) -> tuple[str, int]:
-    """``PORT`` (every interface) or ``HOST:PORT``; BadParameter otherwise."""
+    """``PORT`` (loopback only, as everything hailq serves unless told otherwise) or
+    ``HOST:PORT``; BadParameter otherwise."""
     host, _, port = value.rpartition(":")
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise click.BadParameter(f"give PORT or HOST:PORT, such as 9465, got {value!r}",
                                  param_hint="--metrics-port")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return host.strip("[]") or LOOPBACK, int(port)
 
 
 def worker_url(url: str) -> str:

@@ -114,7 +114,7 @@ class WorkerSpec:
                    stuck="exit" if child else "replace",
                    scheduler=self.scheduler,
                    metrics_port=None if self.metrics is None else self.metrics[1],
-                   metrics_host="0.0.0.0" if self.metrics is None else self.metrics[0],
+                   metrics_host="127.0.0.1" if self.metrics is None else self.metrics[0],
                    metrics_shared=self.metrics_shared,
                    ).run(signals=signals)
 

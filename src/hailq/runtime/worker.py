@@ -69,7 +69,7 @@ class Worker:
     thread) and the two-stage shutdown are done. ``poll`` is the longest a
     long-poll waits before the worker looks again; ``registry_interval`` how
     often it records itself in the worker registry. ``metrics_port`` (with
-    ``metrics_host``, every interface by default) serves this process's own series and
+    ``metrics_host``, 127.0.0.1 by default) serves this process's own series and
     its probes (``hailq/observe/process.py``); None serves nothing.
 
     ``time_limit`` (seconds) applies to handlers registered without one of their
@@ -89,7 +89,7 @@ class Worker:
                  time_limit: float | None = None,
                  stuck: Literal["replace", "exit"] = "replace",
                  scheduler: bool = True,
-                 metrics_port: int | None = None, metrics_host: str = "0.0.0.0",
+                 metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
                  metrics_shared: bool = False) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:

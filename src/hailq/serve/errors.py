@@ -48,6 +48,10 @@ _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "
                415: "unsupported_media_type", 503: "unavailable"}
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+# The library's hints name Python calls and CLI commands; over HTTP they name routes.
+_NAMED = re.compile(r"no (queue|topic) named '([A-Za-z0-9_.:-]+)'")
+_DECLARE = re.compile(r"declare it with broker\.(?:queue|topic)\(\)")
+_LISTED = "'hailq topics' lists them"
 
 
 class ApiError(Exception):
@@ -85,7 +89,17 @@ async def on_hailq_error(request: Request, exc: Exception) -> Response:
     if status == 503:
         log.warning("storage unavailable on %s %s: %s", request.method, request.url.path,
                     scrub(str(exc)))
-    return error_response(status, code, str(exc) or type(exc).__name__)
+    return error_response(status, code, http_hints(str(exc)) or type(exc).__name__)
+
+
+def http_hints(message: str) -> str:
+    """``message`` with its hints in the API's terms: the route that declares a queue
+    or topic (an admin's), the one that lists subscriptions."""
+    named = _NAMED.search(message)
+    if named is not None:
+        kind, name = named.groups()
+        message = _DECLARE.sub(f"an admin declares it with PUT /api/{kind}s/{name}", message)
+    return message.replace(_LISTED, "GET /api/topics lists them")
 
 
 async def on_api_error(request: Request, exc: Exception) -> Response:
