@@ -11,10 +11,10 @@ import os
 import signal
 import time
 
+from handlers import _finish, _started
+
 import hailq
 from hailq.runtime import App
-
-from handlers import _finish, _started
 
 
 def crash(message: hailq.Message) -> None:
