@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 import hailq
+from hailq.policy.autoscale import Limits
+from hailq.runtime.autoscaler import Autoscaler
 from hailq.runtime.supervisor import ProcessPool, WorkerSpec
 
 from .conftest import StartWorker
@@ -77,3 +79,25 @@ def test_a_sigkilled_child_dead_letters_its_last_attempt_with_the_signal(
     # The restarted child works on.
     once.send({"n": 4})
     wait_for(lambda: done(effects) == [4], timeout=60, what="the next message")
+
+
+def test_an_autoscalers_child_that_dies_fails_the_message_it_held(
+        url: str, broker: hailq.Broker, effects: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("HAILQ_TEST_EFFECTS", effects)
+    spec = WorkerSpec(url, "death_handlers:app", grace=5, poll=0.2)
+    scaler = Autoscaler(broker, spec, "once", Limits(1, 1), interval=0.5)
+    caplog.set_level(logging.WARNING, "hailq.autoscale")
+    runner = threading.Thread(target=scaler.run, kwargs={"handle_signals": False})
+    runner.start()
+    try:
+        wait_for(broker.workers, timeout=60, what="the child to start")
+        once = broker.get_queue("once")
+        sent = once.send({"n": 5, "kill": "SIGSEGV"})
+        wait_for(lambda: once.stats().dead == 1, timeout=60, what="the message to die")
+    finally:
+        scaler.stop()
+        runner.join(60)
+    assert [e.error for e in once.dead_letters()[0].errors] == [SEGV]
+    assert any(f"signal 11 (SIGSEGV) while handling 1 message(s): once/{sent} (attempt 1)"
+               in r.getMessage() for r in caplog.records)

@@ -139,9 +139,10 @@ class DeathRecorder:
     the attempt counts and its error says why (a supervisor's own connection, opened at
     the first death that held any)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, broker: Broker | None = None) -> None:
         self.url = url
-        self._broker: Broker | None = None
+        self._broker = broker  # given: the caller's, used and left open
+        self._own = broker is None
 
     def fail(self, exitcode: int | None, held: list[HeldLease]) -> int:
         """Nack each of ``held``; return how many were recorded (a message the child had
@@ -166,6 +167,6 @@ class DeathRecorder:
         return recorded
 
     def close(self) -> None:
-        if self._broker is not None:
+        if self._broker is not None and self._own:
             self._broker.close()
             self._broker = None
