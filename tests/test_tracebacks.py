@@ -70,7 +70,7 @@ def test_an_async_handlers_traceback_folds_the_event_loops_hailq_frames() -> Non
     own = [b for b in found if b.kind == "hailq"]
     assert own and sum(b.frames for b in own) >= 2  # call_handler, LoopThread.run, _wrap
     assert any("in _async_handler" in b.text for b in found if b.kind == "frames")
-    assert signature("\n".join(b.text for b in found)) == "second line of the message"
+    assert signature("\n".join(b.text for b in found)) == "ValueError: card declined for 42"
 
 
 def test_chained_exceptions_and_repeated_lines_stay_in_their_blocks() -> None:
@@ -118,7 +118,12 @@ def test_hailq_frames_are_recognised_by_install_path_not_by_a_name_alone() -> No
     assert not is_hailq_frame("/app/jobs.py")
 
 
-def test_signature_is_the_last_non_empty_line_cut_to_200() -> None:
+def test_signature_is_the_exception_line_or_the_last_line_cut_to_200() -> None:
+    # A traceback: the first line after its last frame, however many the message has.
+    assert signature(_recorded()) == "ValueError: card declined for 42"
+    assert signature('Traceback (most recent call last):\n  File "/a.py", line 1, in f\n'
+                     'KeyError: 1') == "KeyError: 1"
+    # Any other text: its last non-empty line.
     assert signature("a\nb  \n\n") == "b"
     assert signature(None) == signature("  ") == "(no error text)"
     assert len(signature("x" * 500)) == 200

@@ -101,8 +101,14 @@ def folded_lines(error: str | None) -> list[str]:
 
 
 def signature(error: str | None) -> str:
-    """What identifies an error: its last non-empty line (a traceback's exception line),
-    cut to 200 characters; the same as ``hailq doctor`` groups poison by."""
+    """What identifies an error, cut to 200 characters: a traceback's exception line (the
+    first line after its last frame, so a message of many lines still names its type),
+    else the last non-empty line."""
+    found = blocks(error)
+    if len(found) >= 2 and found[-1].kind == "text" and found[-2].kind != "text":
+        first = next((line.strip() for line in found[-1].lines if line.strip()), "")
+        if first:
+            return first[:SIGNATURE_LENGTH]
     lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
     return (lines[-1] if lines else NO_ERROR)[:SIGNATURE_LENGTH]
 

@@ -43,8 +43,9 @@ def filter_options(default_limit: int | None) -> Callable[[F], F]:
 @click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
 @filter_options(default_limit=None)
 @click.option("--group", "grouped", is_flag=True,
-              help="One row per error (the last line of each message's last error): "
-                   "how many died of it, first and last seen, one example id.")
+              help="One row per error (each message's last error: a traceback's "
+                   "exception line, else its last line): how many died of it, first and "
+                   "last seen, one example id.")
 @common_options
 def dead(queue_name: str, grep: str | None, older_than: float | None,
          ordering_key: str | None, limit: int | None, grouped: bool) -> None:
