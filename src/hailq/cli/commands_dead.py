@@ -12,7 +12,7 @@ import hailq
 from hailq.cli.context import Finite, check_id, check_queue_name, common_options, current_app
 from hailq.cli.output import Output, age, clean, preview, record
 from hailq.models import AttemptError
-from hailq.tracebacks import ErrorGroup, distinct, folded_lines, group_dead
+from hailq.tracebacks import ErrorGroup, distinct, folded_lines, group_dead, signature
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_LIMIT = 100_000
@@ -128,10 +128,11 @@ def _dead_total(queue: hailq.Queue, letters: list[hailq.DeadMessage], limit: int
 
 
 def _error(text: str | None, length: int = 80) -> str:
+    """An error's one line for a table: a traceback's exception line, else the last."""
     if not text:
         return "-"
-    last = clean(text.strip().splitlines()[-1] if text.strip() else text)
-    return last if len(last) <= length else last[:length - 1] + "…"
+    line = clean(signature(text) if text.strip() else text)
+    return line if len(line) <= length else line[:length - 1] + "…"
 
 
 @click.command("redrive")
