@@ -58,6 +58,8 @@ def test_exit_cause_and_log_text() -> None:
     assert exit_cause(-11) == "signal 11 (SIGSEGV)"
     assert exit_cause(-9) == "signal 9 (SIGKILL)"
     assert exit_cause(1) == "code 1"
+    assert exit_cause(139) == "code 139 (128 + SIGSEGV)"  # a shell's way to say it
+    assert exit_cause(-60) == "signal 60"
     assert exit_cause(None) == "an unknown status"
     assert held_text([]) == ""
     many = [HeldLease("q", RECEIPT, n) for n in range(12)]

@@ -113,15 +113,22 @@ def _parse(raw: bytes) -> HeldLease | None:
 
 
 def exit_cause(exitcode: int | None) -> str:
-    """``signal 11 (SIGSEGV)`` or ``code 1``: how a child process ended."""
+    """``signal 11 (SIGSEGV)`` or ``code 1``: how a child process ended. A code above 128
+    is how a shell between (a wrapper script as the interpreter) reports a signal."""
     if exitcode is None:
         return "an unknown status"
     if exitcode < 0:
-        try:
-            return f"signal {-exitcode} ({signal.Signals(-exitcode).name})"
-        except ValueError:
-            return f"signal {-exitcode}"
+        return f"signal {-exitcode}{_name(-exitcode, ' ({})')}"
+    if 128 < exitcode < 128 + 65:
+        return f"code {exitcode}{_name(exitcode - 128, ' (128 + {})')}"
     return f"code {exitcode}"
+
+
+def _name(number: int, form: str) -> str:
+    try:
+        return form.format(signal.Signals(number).name)
+    except ValueError:
+        return ""
 
 
 def held_text(held: list[HeldLease], most: int = 10) -> str:
