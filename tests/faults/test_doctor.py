@@ -154,8 +154,8 @@ def deaths(report: dict[str, Any]) -> int:
 
 @pytest.mark.slow  # workers die and restart until the message dies: .ci/run runs it
 def test_rule_26_poison_message_that_kills_its_workers(url: str, start: Start) -> None:
-    """The seed's poison claim: each worker that runs it dies; only the lease ends its
-    attempts ("lease expired"). Worker deaths make it poison, not a short lease."""
+    """The seed's poison claim: each worker process that runs it dies; its supervisor
+    fails each attempt with the cause. Worker deaths make it poison, not a short lease."""
     with hailq.connect(url) as broker:
         q = broker.queue("claims", lease=1, max_attempts=MAX_ATTEMPTS,
                          retry={"base": 0.05, "jitter": 0})
@@ -169,7 +169,8 @@ def test_rule_26_poison_message_that_kills_its_workers(url: str, start: Start) -
                           60, "the doctor to see the deaths")[1]
     f = finding(report, "poison")
     [group] = f["evidence"]["errors"]
-    assert group["error"] == "lease expired" and group["message_ids"] == [bad]
+    assert group["error"] == "worker process exited with code 1 while handling it"
+    assert group["message_ids"] == [bad]
     assert group["workers_died"] == MAX_ATTEMPTS  # one per attempt: its holder died
     assert f["evidence"]["worker_deaths"] == MAX_ATTEMPTS
     assert "kills the worker" in f["suggestion"]

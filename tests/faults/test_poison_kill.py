@@ -1,11 +1,12 @@
 """SPEC rules 13 and 15: a message that kills its worker process goes dead after max_attempts.
 
-The handler calls ``os._exit(1)`` for the poison message, so no nack is ever
-sent: only the ended leases count its attempts (attempts are counted at
-receive). The worker runs with ``--pool process``, so hailq's own supervisor
-restarts each killed child. The poison must end in the dead-letter queue after
-``max_attempts`` with "lease expired" for every attempt, and every other
-message must take effect exactly once meanwhile.
+The handler calls ``os._exit(1)`` for the poison message, so its handler never
+nacks it (attempts are counted at receive). The worker runs with ``--pool
+process``: hailq's own supervisor restarts each killed child and fails the
+message the child held with the cause ("worker process exited with code 1 while
+handling it"), rather than waiting for its lease to end. The poison must end in the
+dead-letter queue after ``max_attempts`` with that error for every attempt, and
+every other message must take effect exactly once meanwhile.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ def test_message_that_kills_its_worker_is_dead_lettered_after_max_attempts_while
            **report.summary())
     assert [d.id for d in dead] == [poison_id], f"{dead}\n{tail}"
     assert dead[0].attempt == MAX_ATTEMPTS
-    assert [e.error for e in dead[0].errors] == ["lease expired"] * MAX_ATTEMPTS
+    assert [e.error for e in dead[0].errors] == [
+        "worker process exited with code 1 while handling it"] * MAX_ATTEMPTS
     assert dead[0].body == {"n": 0, "exit": True}
     assert report.ok, f"{report}\n{tail}"  # the 200 others: exactly once, none stuck
     assert stats.dead == 1 and stats.dead_lettered == 1
     assert [e for e in effects.rows() if e[1] == 0] == []  # the poison never took effect
     assert codes == [0], tail
-    assert tail.count("exited with 1") >= MAX_ATTEMPTS, tail
+    assert tail.count(f"exited with code 1 while handling 1 message(s): poison/{poison_id}") \
+        >= MAX_ATTEMPTS, tail

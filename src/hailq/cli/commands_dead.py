@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,10 +11,14 @@ import click
 
 import hailq
 from hailq.cli.context import Finite, check_id, check_queue_name, common_options, current_app
-from hailq.cli.output import Col, age, clean, key, preview, record, text
+from hailq.cli.output import Col, Output, age, clean, key, preview, record, text
+from hailq.models import AttemptError
+from hailq.tracebacks import ErrorGroup, distinct, folded_lines, group_dead, signature
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_LIMIT = 100_000
+LIST_LIMIT = 100  # hailq dead lists this many by default
+GROUP_LIMIT = 10_000  # hailq dead --group reads this many by default
 
 
 def filter_options(default_limit: int | None) -> Callable[[F], F]:
@@ -37,18 +42,24 @@ def filter_options(default_limit: int | None) -> Callable[[F], F]:
 
 @click.command("dead")
 @click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
-@filter_options(default_limit=100)
+@filter_options(default_limit=None)
+@click.option("--group", "grouped", is_flag=True,
+              help="One row per error (each message's last error: a traceback's "
+                   "exception line, else its last line): how many died of it, first and "
+                   "last seen, one example id.")
 @common_options
 def dead(queue_name: str, grep: str | None, older_than: float | None,
-         ordering_key: str | None, limit: int) -> None:
+         ordering_key: str | None, limit: int | None, grouped: bool) -> None:
     """List the dead messages of QUEUE, oldest death first, with attempts and last error.
 
     With --json every message carries the error of each attempt.
     "(parked)" after the key marks a message that holds its ordering key
-    (on_dead="park") until it is redriven or purged. When more than --limit
-    are dead (or match the filters), a note on stderr says so.
+    (on_dead="park") until it is redriven or purged. --limit defaults to 100
+    (with --group, 10,000 are read and grouped). When more than --limit are
+    dead (or match the filters), a note on stderr says so.
     """
     app = current_app()
+    limit = limit or (GROUP_LIMIT if grouped else LIST_LIMIT)
     filtered = grep is not None or older_than is not None or ordering_key is not None
     with app.broker() as broker:
         queue = app.queue(broker, queue_name)
@@ -59,7 +70,9 @@ def dead(queue_name: str, grep: str | None, older_than: float | None,
         total = _dead_total(queue, letters, limit, filtered)
         letters = letters[:limit]
         now = broker.now()
-    if app.out.json:
+    if grouped:
+        _groups(app.out, group_dead(letters), queue_name, now)
+    elif app.out.json:
         app.out.emit_json([{**record(d), "last_error": d.last_error} for d in letters])
     else:
         app.out.table(
@@ -70,11 +83,44 @@ def dead(queue_name: str, grep: str | None, older_than: float | None,
              for d in letters],
             title=f"dead letters of {queue_name}", empty="no dead messages")
     what = f"dead letters of {queue_name}" + (" that match" if filtered else "")
+    if grouped:
+        what = "the oldest " + what + " (the groups count only those)"
     if filtered and len(letters) == MAX_LIMIT:  # no row beyond the most can be asked for
         app.out.note(f"showing {MAX_LIMIT:,} {what}; there may be more: --limit "
                      f"{MAX_LIMIT:,} is the most, narrow the filters to see the rest")
         return
     app.out.note_cut_short(len(letters), total, what, limit=limit, most=MAX_LIMIT)
+
+
+def _groups(out: Output, groups: list[ErrorGroup], queue_name: str, now: float) -> None:
+    if out.json:
+        out.emit_json([{"error": g.signature, "count": g.count, "first_seen": g.first_seen,
+                        "last_seen": g.last_seen, "example_id": g.example_id,
+                        "example_error": g.example_error} for g in groups])
+        return
+    out.table(["COUNT", "ERROR", "FIRST SEEN", "LAST SEEN", "EXAMPLE"],
+              [[g.count, _error(g.signature), age(now - g.first_seen) + " ago",
+                age(now - g.last_seen) + " ago", g.example_id] for g in groups],
+              title=f"dead letters of {queue_name} by error", empty="no dead messages")
+
+
+def print_errors(out: Output, errors: list[AttemptError], now: float) -> None:
+    """Each distinct error once, under the attempts that had it, as lines (a traceback's
+    own line breaks kept, hailq's frames folded); control characters escaped."""
+    if not errors:
+        return
+    found = distinct(errors)
+    out.line(f"errors: {len(errors)} attempt(s), {len(found)} distinct")
+    for e in found:
+        first, last = age(now - e.first_at), age(now - e.last_at)
+        when = f"{last} ago" if first == last else f"{first} to {last} ago"
+        out.line(f"attempt {e.attempts_text} ({when}):")
+        for line in folded_lines(e.error):
+            # Wrapped to the terminal, continuation indented: a line never runs past it.
+            for part in textwrap.wrap(clean(line), width=max(out.console.width, 40),
+                                      initial_indent="  ", subsequent_indent="      ",
+                                      break_on_hyphens=False, drop_whitespace=False) or [""]:
+                out.line(part.rstrip())
 
 
 def _dead_total(queue: hailq.Queue, letters: list[hailq.DeadMessage], limit: int,
@@ -88,10 +134,11 @@ def _dead_total(queue: hailq.Queue, letters: list[hailq.DeadMessage], limit: int
 
 
 def _error(text: str | None, length: int = 80) -> str:
+    """An error's one line for a table: a traceback's exception line, else the last."""
     if not text:
         return "-"
-    last = clean(text.strip().splitlines()[-1] if text.strip() else text)
-    return last if len(last) <= length else last[:length - 1] + "…"
+    line = clean(signature(text) if text.strip() else text)
+    return line if len(line) <= length else line[:length - 1] + "…"
 
 
 @click.command("redrive")

@@ -9,8 +9,10 @@ from typing import Any
 import click
 
 import hailq
+from hailq.cli.commands_dead import print_errors
 from hailq.cli.context import Finite, check_id, check_queue_name, common_options, current_app
 from hailq.cli.output import age, preview, prose, record, text
+from hailq.tracebacks import signature
 
 # The settings `hailq configure` can override, in the order they are shown.
 SHOWN = ("lease", "max_attempts", "max_in_flight", "aging", "on_dead", "dedup_window",
@@ -213,7 +215,9 @@ def unsubscribe(topic_name: str, subscription: str) -> None:
 @common_options
 def show(queue_name: str, message_id: str) -> None:
     """Show one message of QUEUE by ID: its state as the next receive would find it,
-    attempts, headers, body and the error of each attempt. Changes nothing.
+    attempts, headers, body, then each distinct error once with the attempts that
+    had it (tracebacks as lines, hailq's own frames folded; --json: every attempt's
+    error in full). Changes nothing.
 
     Exit 1 when QUEUE holds no such message (acked, purged or never sent).
     """
@@ -240,9 +244,10 @@ def show(queue_name: str, message_id: str) -> None:
         ["died", "-" if found.dead_at is None else age(now - found.dead_at) + " ago"],
         ["headers", ", ".join(f"{k}={v}" for k, v in sorted(found.headers.items())) or "-"],
         ["body", preview(found.body, 200)],
-        *[[f"error {e.attempt}", e.error] for e in found.errors],
+        ["last error", "-" if found.last_error is None else signature(found.last_error)],
     ]
     app.out.table(["FIELD", prose("VALUE")], rows, title=f"message of {queue_name}")
+    print_errors(app.out, found.errors, now)
 
 
 @click.command("delete-message")

@@ -34,6 +34,8 @@ Kind = Literal["poison", "lease_too_short", "duplicate_effects", "saturated_down
 KINDS: tuple[Kind, ...] = ("poison", "lease_too_short", "duplicate_effects",
                            "saturated_downstream")
 LEASE_EXPIRED = "lease expired"
+# What a process pool's supervisor records on the messages a dead child held (runtime/held.py).
+CHILD_DIED = "worker process exited with "
 SLOT = 10.0  # seconds per stored slot of the figures (observe/figures.py)
 ALIVE_FOR = 15.0  # a running worker silent this long has died (observe/figures.py)
 LEASE_FACTOR = 3.0  # suggested lease: this many times the p99 handler time
@@ -225,7 +227,7 @@ def _poison(e: QueueEvidence, deaths: list[WorkerSpan],
                                                       for d in ds))}
         for sig, ds in ranked]
     top, first = ranked[0][0], listed[0]
-    crashed = top == LEASE_EXPIRED
+    crashed = top == LEASE_EXPIRED or top.startswith(CHILD_DIED)
     count = sum(g["dead_letters"] for g in listed)
     what = ("kills the worker that runs it (its attempts end with the lease while workers "
             "die)" if crashed else f"fails with {top!r}")
@@ -258,7 +260,8 @@ def _crashed(d: DeadMessage, deaths: list[WorkerSpan], lease: float) -> bool:
 def _died_holding(w: WorkerSpan, d: DeadMessage, lease: float) -> bool:
     """A dead worker whose last sign of life falls in a lease ending of ``d``: it died
     while it held the message (its heartbeat stops within one registry interval)."""
-    return any(a.error == LEASE_EXPIRED and a.at - lease - SLOT <= w.last_seen <= a.at
+    return any((a.error == LEASE_EXPIRED and a.at - lease - SLOT <= w.last_seen <= a.at)
+               or (a.error.startswith(CHILD_DIED) and a.at - SLOT <= w.last_seen <= a.at)
                for a in d.errors)
 
 

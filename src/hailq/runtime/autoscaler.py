@@ -40,6 +40,7 @@ from hailq.errors import HailqError
 from hailq.models import AutoscalerInfo
 from hailq.policy.autoscale import Decision, Limits, Observation, State, decide
 from hailq.runtime import logs
+from hailq.runtime.held import DeathRecorder, HeldTable, exit_cause, held_text
 from hailq.runtime.signals import StopFlag, stop_on_signals
 from hailq.runtime.supervisor import WorkerSpec, _stop_when_orphaned
 
@@ -52,7 +53,7 @@ log = logging.getLogger("hailq.autoscale")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _child_main(spec: WorkerSpec, parent: int) -> None:
+def _child_main(spec: WorkerSpec, parent: int, held: HeldTable | None = None) -> None:
     """A worker process of the autoscaler: drains when told, and when its parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the autoscaler forwards SIGTERM instead
     logs.configure(spec.log_level, json_lines=spec.json_logs, pid_in_text=True)
@@ -65,7 +66,7 @@ def _child_main(spec: WorkerSpec, parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
     threading.Thread(target=_stop_when_orphaned, args=(parent,),
                      name="hailq-parent-watch", daemon=True).start()
-    spec.run(signals=(signal.SIGTERM,))
+    spec.run(signals=(signal.SIGTERM,), held=held)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class _Child:
     process: BaseProcess
     started: float
     draining: bool = False
+    held: HeldTable | None = None  # the leases it holds, shared with it (runtime/held.py)
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class Autoscaler:
         self.id = f"{socket.gethostname()}:{os.getpid()}:{queue}"
         self.decisions: list[Decision] = []
         self._context = multiprocessing.get_context("spawn")
+        self._deaths = DeathRecorder(spec.url, broker)  # fails what a dead child held
 
     def stop(self) -> None:
         """Stop deciding; drain every child (a second call: they give back at once)."""
@@ -256,10 +259,14 @@ class Autoscaler:
                 continue
             child.process.join(0)
             self._children.remove(child)
-            if not child.draining:
-                log.warning("worker process %s exited with %s", child.process.pid,
-                            child.process.exitcode)
+            code = child.process.exitcode
+            held = child.held.take() if child.held is not None else []
+            if not child.draining or code != 0:
+                log.warning("worker process %s exited with %s%s", child.process.pid,
+                            exit_cause(code), held_text(held))
                 self._settled_since = None
+            if held and code != 0:  # each attempt fails now, with the cause
+                self._deaths.fail(code, held)
 
     def _resize(self, wanted: int) -> None:
         live = self._live()
@@ -274,11 +281,12 @@ class Autoscaler:
         # Children still draining count too: never more than --max processes at once.
         room = self.limits.maximum - len(self._children)
         for _ in range(min(wanted - len(live), max(room, 0))):
+            held = HeldTable(self.spec.concurrency, self._context)
             process = self._context.Process(target=_child_main,
-                                            args=(self.spec, os.getpid()),
+                                            args=(self.spec, os.getpid(), held),
                                             name="hailq-worker", daemon=False)
             process.start()
-            self._children.append(_Child(process, self._clock()))
+            self._children.append(_Child(process, self._clock(), held=held))
             self._settled_since = None
             log.info("started worker process %s", process.pid)
 

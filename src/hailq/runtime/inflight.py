@@ -11,13 +11,16 @@ import threading
 import time
 
 from hailq.queue import Message
+from hailq.runtime.held import HeldTable
 
 
 class InFlight:
-    """At most ``capacity`` messages at a time; thread-safe."""
+    """At most ``capacity`` messages at a time; thread-safe. With ``table`` (a process
+    pool's child), each held lease is also noted where the supervisor can read it."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, table: HeldTable | None = None) -> None:
         self.capacity = capacity
+        self._table = table
         self._held: dict[str, Message] = {}
         self._settling: set[str] = set()
         self._closed = False
@@ -43,7 +46,9 @@ class InFlight:
             if self._closed:
                 return False
             self._held[message.receipt] = message
-            return True
+        if self._table is not None:
+            self._table.hold(message.queue, message.receipt, message.attempt)
+        return True
 
     def settle(self, message: Message) -> bool:
         """Mark its handler done; False if the message was already given back."""
@@ -55,6 +60,8 @@ class InFlight:
 
     def done(self, message: Message) -> None:
         """Free the slot after the message was settled."""
+        if self._table is not None:
+            self._table.release(message.receipt)
         with self._changed:
             self._settling.discard(message.receipt)
             self._changed.notify_all()

@@ -34,6 +34,7 @@ from hailq.errors import InvalidArgument
 from hailq.observe.process import ProcessServer, forget_process, shared_series
 from hailq.runtime import logs
 from hailq.runtime.app import App, Handler, app_for, load_target
+from hailq.runtime.held import DeathRecorder, HeldTable, exit_cause, held_text
 from hailq.runtime.order import StrictOrder, WeightedOrder
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT
@@ -57,6 +58,7 @@ class _Slot:
     started: float = 0.0
     restart_at: float = 0.0
     quick_deaths: int = 0
+    held: HeldTable | None = None  # the leases its child holds, shared with it
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,12 @@ class WorkerSpec:
         return app
 
     def run(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS, *,
-            child: bool = False) -> None:
+            child: bool = False, held: HeldTable | None = None) -> None:
         """Connect, build the worker and run it until one of ``signals`` (in this process).
 
         A ``child`` of the process pool ends itself when a handler's thread runs past
-        its time limit; a thread worker replaces the thread instead."""
+        its time limit; a thread worker replaces the thread instead. ``held`` is where
+        a child notes the leases it holds for its supervisor."""
         import hailq
         from hailq.runtime.worker import Worker
 
@@ -115,18 +118,18 @@ class WorkerSpec:
                    scheduler=self.scheduler,
                    metrics_port=None if self.metrics is None else self.metrics[1],
                    metrics_host="127.0.0.1" if self.metrics is None else self.metrics[0],
-                   metrics_shared=self.metrics_shared,
+                   metrics_shared=self.metrics_shared, held=held,
                    ).run(signals=signals)
 
 
-def _child_main(spec: WorkerSpec, supervisor: int) -> None:
+def _child_main(spec: WorkerSpec, supervisor: int, held: HeldTable | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
     logs.configure(spec.log_level, json_lines=spec.json_logs, pid_in_text=True)
     # The supervisor's pid comes from the supervisor: one killed while this process was
     # still starting would leave os.getppid() already 1 here, and the watch blind.
     threading.Thread(target=_stop_when_orphaned, args=(supervisor,),
                      name="hailq-parent-watch", daemon=True).start()
-    spec.run(signals=(signal.SIGTERM,), child=True)
+    spec.run(signals=(signal.SIGTERM,), child=True, held=held)
 
 
 def _stop_when_orphaned(parent: int, every: float = 1.0) -> None:
@@ -158,6 +161,7 @@ class ProcessPool:
         self.crashes = 0  # children that died unasked
         self.time_limits = 0  # children that ended themselves after a time limit
         self._slots: list[_Slot] = []
+        self._deaths = DeathRecorder(spec.url)  # fails what a dead child held
 
     def stop(self) -> None:
         """Ask every child to drain (a second call: to give back now)."""
@@ -175,7 +179,7 @@ class ProcessPool:
         spec = self.spec if self._metrics_dir is None else \
             replace(self.spec, metrics=None, metrics_shared=True)
         slot.child = self._context.Process(target=_child_main,
-                                           args=(spec, os.getpid()),
+                                           args=(spec, os.getpid(), slot.held),
                                            name="hailq-worker", daemon=False)
         slot.child.start()
         slot.started = time.monotonic()
@@ -188,6 +192,7 @@ class ProcessPool:
         try:
             return self._watch_children()
         finally:
+            self._deaths.close()
             if server is not None:
                 server.close()
             if self._metrics_dir is not None:
@@ -220,7 +225,8 @@ class ProcessPool:
         slot.child.join(0)
 
     def _watch_children(self) -> int:
-        slots = self._slots = [_Slot() for _ in range(self.processes)]
+        slots = self._slots = [_Slot(held=HeldTable(self.spec.concurrency, self._context))
+                               for _ in range(self.processes)]
         for slot in slots:
             self._start(slot)
         while not self._flag.stopping:
@@ -239,6 +245,8 @@ class ProcessPool:
                     # Its handler ran past its time limit; the failure is recorded (a retry
                     # or a dead letter). No crash: no pause, and the quick deaths stand.
                     self.time_limits += 1
+                    if slot.held is not None:
+                        slot.held.take()  # the failure is recorded; the others given back
                     log.info("worker process %s ended itself after a handler's time limit; "
                              "starting another", slot.child.pid)
                     self._gone(slot)
@@ -248,10 +256,13 @@ class ProcessPool:
                 quick = now - slot.started < QUICK_DEATH
                 slot.quick_deaths = slot.quick_deaths + 1 if quick else 0
                 pause = min(PAUSE_STEP * slot.quick_deaths, MAX_PAUSE)
-                log.warning("worker process %s exited with %s; restarting it%s",
-                            slot.child.pid, slot.child.exitcode,
+                held = slot.held.take() if slot.held is not None else []
+                log.warning("worker process %s exited with %s%s; restarting it%s",
+                            slot.child.pid, exit_cause(slot.child.exitcode), held_text(held),
                             f" in {pause:g} s ({slot.quick_deaths} quick exits in a row)"
                             if pause else "")
+                if held:  # each attempt fails now, with the cause, not "lease expired" later
+                    self._deaths.fail(slot.child.exitcode, held)
                 self._gone(slot)
                 slot.child, slot.restart_at = None, now + pause
         self._stop_children([s.child for s in slots if s.child is not None])

@@ -41,6 +41,7 @@ from hailq.runtime.declare import declare_queues
 from hailq.runtime.executor import LoopThread, SlotPool, call_handler
 from hailq.runtime.fetcher import Fetcher
 from hailq.runtime.heartbeat import LeaseKeeper
+from hailq.runtime.held import HeldTable
 from hailq.runtime.inflight import InFlight
 from hailq.runtime.logs import about
 from hailq.runtime.order import Order, make_order
@@ -90,7 +91,8 @@ class Worker:
                  stuck: Literal["replace", "exit"] = "replace",
                  scheduler: bool = True,
                  metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
-                 metrics_shared: bool = False) -> None:
+                 metrics_shared: bool = False,
+                 held: HeldTable | None = None) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
@@ -117,7 +119,8 @@ class Worker:
         self.registry_interval = max(float(registry_interval), 0.1)
         self.worker_id = worker_id or new_worker_id()
         self._flag = StopFlag()
-        self._inflight = InFlight(concurrency)
+        # A process pool's child notes what it holds for its supervisor (runtime/held.py).
+        self._inflight = InFlight(concurrency, held)
         self._queues: dict[str, Queue] = {}
         self.tally = Tally()
         self.scheduler = scheduler  # run a scheduler (rule 35) beside the consumers

@@ -11,9 +11,11 @@ from starlette.responses import Response
 from hailq.errors import InvalidArgument
 from hailq.models import DeadMessage
 from hailq.queue import Queue
+from hailq.serve import failures
 from hailq.serve.api_io import (
     blocking,
     body_of,
+    broker_of,
     errors_json,
     integer,
     number,
@@ -59,6 +61,20 @@ async def list_dead(request: Request) -> Response:
                 "messages": [dead_json(m) for m in rows[:limit]]}
 
     return ok(await blocking(read))
+
+
+async def dead_groups(request: Request) -> Response:
+    """``{"groups", "scanned", "more"}``: the dead letters that match the filters (as
+    ``list_dead`` takes them), by the signature of their last error, the largest group
+    first; ``scanned`` of them were read, ``more`` says others match beyond."""
+    name = (await queue_of(request)).name
+    error = request.query_params.get("error") or None
+    older_than = query_seconds(request, "older_than")
+    key = request.query_params.get("ordering_key") or None
+    found = await blocking(lambda: failures.dead_groups(broker_of(request), name, error,
+                                                        older_than, key))
+    return ok({"groups": [failures.group_json(g) for g in found.groups],
+               "scanned": found.scanned, "more": found.more})
 
 
 async def _chosen(request: Request, queue: Queue) -> tuple[list[str], bool]:

@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from hailq.broker import Broker
 from hailq.errors import InvalidArgument, QueueNotFound, TopicNotFound
+from hailq.serve import failures
 from hailq.serve import pages_data as data
 from hailq.serve.api_io import blocking
 
@@ -104,6 +105,7 @@ def percent(value: float | None) -> str:
 
 
 _env.filters.update(age=age, count=count, rate=rate, stamp=stamp, percent=percent, ago=ago)
+failures.register(_env)
 
 
 # -- rendering -------------------------------------------------------------------------
@@ -196,11 +198,14 @@ async def dead_page(request: Request) -> Response:
         chosen = dead_filter(request)
         limit = _limit(request)
         page = await blocking(lambda: data.dead_page(_broker(request), name, chosen, limit))
+        groups = await blocking(lambda: failures.dead_groups(
+            _broker(request), name, chosen.error, chosen.older_than, chosen.ordering_key))
     except QueueNotFound as exc:
         return _error(request, 404, str(exc))
     except InvalidArgument as exc:
         return _error(request, 400, str(exc))
     return _render(request, "dead.html", title=f"{name}: dead letters", page=page,
+                   groups=groups,
                    older_than_choices=OLDER_THAN,
                    older_than=request.query_params.get("older_than", ""))
 

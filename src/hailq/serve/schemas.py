@@ -152,6 +152,13 @@ SCHEMAS: dict[str, Any] = {
     "DeadList": obj({"count": {"type": "integer"}, "count_exact": {"type": "boolean"},
                      "messages": {"type": "array", "items": ref("DeadMessage")}},
                     ("count", "count_exact", "messages")),
+    "DeadGroups": obj({"groups": {"type": "array", "items": obj(
+        {"error": {"type": "string"}, "count": {"type": "integer"},
+         "first_seen": {"type": "number"}, "last_seen": {"type": "number"},
+         "example_id": {"type": "string"}, "example_error": {"type": "string"}},
+        ("error", "count", "first_seen", "last_seen", "example_id"))},
+        "scanned": {"type": "integer"}, "more": {"type": "boolean"}},
+        ("groups", "scanned", "more")),
     "DeadFilter": {"oneOf": [
         obj({"ids": {"type": "array", "maxItems": 100000, "items": MESSAGE_ID}}, ("ids",)),
         obj(_FILTER)],
