@@ -26,6 +26,7 @@ from hailq.serve import api
 from hailq.serve.api_io import blocking
 from hailq.serve.errors import error_response, handlers
 from hailq.serve.figures import ServeFigures
+from hailq.serve.polls import Polls
 from hailq.serve.schemas import Doc, openapi
 from hailq.serve.security import COOKIE, Policy, SecurityMiddleware, Tokens
 
@@ -54,6 +55,7 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
     )
     app.state.broker = broker
     app.state.figures = figures
+    app.state.polls = Polls(broker)
     app.state.policy = policy
     app.state.max_wait = max_wait
     app.state.scrape_lock = threading.Lock()
@@ -61,7 +63,10 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
 
 
 def close_app(app: Starlette) -> None:
-    """Write the figures still held in memory and stop their flusher."""
+    """Stop the long polls' waiters; write the figures still held in memory and stop
+    their flusher."""
+    polls: Polls = app.state.polls
+    polls.close()
     figures: ServeFigures = app.state.figures
     figures.close()
 

@@ -1,0 +1,202 @@
+"""Receives over HTTP: ``wait=0`` on a path of its own, long polls woken by one waiter
+per queue.
+
+A ``wait=0`` receive runs in a small thread pool no long poll ever uses, so any
+number of waiting polls never delays it. A long poll holds no thread while it
+waits: the polls of one queue share one waiter thread per process, which blocks on
+the broker's wake-up (``Broker.wait``: LISTEN/NOTIFY on PostgreSQL, the database
+file on SQLite) and wakes them; each woken poll then tries a claim that does not
+wait. Claims of woken polls take turns through a few slots, and a claim that found
+the queue empty after a wake-up spares the polls of that wake-up theirs: hundreds of
+polls cost a handful of claims per wake-up, not one each.
+
+Before it claims, a poll asks whether its client is still there; a message claimed
+for a client that left meanwhile is given back at once (a nack without delay: the
+attempt counts, rules 6 and 13), never left in flight for its whole lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+from starlette.requests import Request
+
+from hailq.broker import Broker
+from hailq.message import Message
+
+T = TypeVar("T")
+log = logging.getLogger("hailq.serve")
+
+QUICK_THREADS = 8  # wait=0 receives: a path of their own
+CLAIM_SLOTS = 8  # claims of woken long polls at once, per process
+WAIT_SLICE = 2.0  # seconds a waiter waits at most before it wakes its polls anyway
+_SPIN_LIMIT = 0.05  # the longest pause between wake-ups that claimed nothing
+LEFT = "the HTTP client left before the message was handed to it"
+
+
+class Waiter:
+    """The one thread of a process that waits on the broker's wake-up for one queue,
+    while polls of that queue wait; it wakes them all on each return."""
+
+    def __init__(self, broker: Broker, queue: str, loop: asyncio.AbstractEventLoop,
+                 stopping: threading.Event, lock: threading.Lock) -> None:
+        self.queue = queue
+        self.polls = 0  # guarded by ``lock``
+        self.generation = 0  # bumped in the event loop on every wake-up
+        self.empty_since = -1  # the latest generation a claim began in and found nothing
+        self.claimed = False  # a claim since the last wake-up got messages
+        self._event = asyncio.Event()
+        self._broker = broker
+        self._loop = loop
+        self._stopping = stopping
+        self._lock = lock
+        self.thread = threading.Thread(target=self._run, name=f"hailq-poll-{queue}",
+                                       daemon=True)
+
+    def next_wake(self) -> tuple[asyncio.Event, int]:
+        """The event of the next wake-up and the generation before it."""
+        return self._event, self.generation
+
+    def _wake(self) -> None:  # in the event loop
+        woken, self._event = self._event, asyncio.Event()
+        self.generation += 1
+        woken.set()
+
+    def _run(self) -> None:
+        pause = 0.0
+        failing = False
+        while not self._stopping.is_set():
+            with self._lock:
+                if self.polls == 0:
+                    return  # the registry made a new waiter if a poll came meanwhile
+            began = time.monotonic()
+            try:
+                self._broker.wait([self.queue], WAIT_SLICE)
+                failing = False
+            except Exception as exc:  # the database is away: polls claim and get 503
+                if not failing:
+                    log.warning("long polls on %s: waiting failed (%s); retrying",
+                                self.queue, type(exc).__name__)
+                failing = True
+                self._stopping.wait(0.5)
+            fast = time.monotonic() - began < 0.002
+            # A queue that shows claimable messages nobody may take (a cap, a rate)
+            # returns at once: back off, unless the last wake-up was of use.
+            pause = 0.0 if not fast or self.claimed else min(max(pause * 2, 0.001),
+                                                              _SPIN_LIMIT)
+            self.claimed = False
+            try:
+                self._loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:  # the event loop is closed: the server stopped
+                return
+            if pause:
+                self._stopping.wait(pause)
+
+
+class Polls:
+    """The receive paths of one app: its quick pool, its claim slots and its waiters."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._lock = threading.Lock()
+        self._waiters: dict[str, Waiter] = {}
+        self._stopping = threading.Event()
+        self.quick = anyio.CapacityLimiter(QUICK_THREADS)
+        self.claim_threads = anyio.CapacityLimiter(CLAIM_SLOTS)
+        self.claim_slots = anyio.Semaphore(CLAIM_SLOTS)
+
+    @contextmanager
+    def waiting(self, queue: str) -> Iterator[Waiter]:
+        """Count a poll of ``queue`` while it lasts, its queue's waiter running."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            waiter = self._waiters.get(queue)
+            if waiter is None or not waiter.thread.is_alive() and waiter.polls == 0:
+                waiter = Waiter(self._broker, queue, loop, self._stopping, self._lock)
+                self._waiters[queue] = waiter
+                waiter.thread.start()
+            waiter.polls += 1
+        try:
+            yield waiter
+        finally:
+            with self._lock:
+                waiter.polls -= 1
+                if waiter.polls == 0 and self._waiters.get(queue) is waiter:
+                    del self._waiters[queue]  # its thread ends after its current wait
+
+    def waiters(self) -> int:
+        """Waiter threads running (one per queue with waiting polls)."""
+        with self._lock:
+            return sum(1 for w in self._waiters.values() if w.thread.is_alive())
+
+    def close(self) -> None:
+        """Stop the waiters (each ends within ``WAIT_SLICE`` seconds)."""
+        self._stopping.set()
+
+
+def polls_of(request: Request) -> Polls:
+    polls: Polls = request.app.state.polls
+    return polls
+
+
+async def receive(request: Request, queue: str, wait: float,
+                  claim: Callable[[], list[Message]],
+                  give_back: Callable[[Message], None]) -> list[Message]:
+    """``claim`` (a receive that does not wait) at once, or, with ``wait``, again on
+    each wake-up of the queue until it gets messages or ``wait`` seconds pass."""
+    polls = polls_of(request)
+    if wait <= 0:
+        return await anyio.to_thread.run_sync(claim, limiter=polls.quick)
+    deadline = time.monotonic() + wait
+    with polls.waiting(queue) as waiter:
+        woken_in = -1  # the first claim is never spared
+        while True:
+            wake, generation = waiter.next_wake()  # taken before the claim: none is missed
+            got = await _claim(request, polls, waiter, woken_in, claim, give_back)
+            if got is None or got:
+                return got or []
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            with anyio.move_on_after(remaining):
+                await wake.wait()
+            woken_in = generation + 1
+
+
+async def _claim(request: Request, polls: Polls, waiter: Waiter, woken_in: int,
+                 claim: Callable[[], list[Message]],
+                 give_back: Callable[[Message], None]) -> list[Message] | None:
+    """One claim of a woken poll: None if its client left, [] if it found nothing (or a
+    claim begun after the same wake-up just did)."""
+    async with polls.claim_slots:
+        if await request.is_disconnected():
+            return None
+        if waiter.empty_since >= woken_in >= 0:
+            return []
+        began = waiter.generation
+        got = await anyio.to_thread.run_sync(claim, limiter=polls.claim_threads)
+    if not got:
+        waiter.empty_since = max(waiter.empty_since, began)
+        return []
+    waiter.claimed = True
+    if await request.is_disconnected():
+        await anyio.to_thread.run_sync(lambda: _give_all_back(got, give_back),
+                                       limiter=polls.claim_threads)
+        return None
+    return got
+
+
+def _give_all_back(got: list[Message], give_back: Callable[[Message], None]) -> None:
+    for message in got:
+        try:
+            give_back(message)
+        except Exception as exc:  # its lease was lost meanwhile: nothing to give back
+            log.info("could not give back message %s: %s", message.id, exc)
