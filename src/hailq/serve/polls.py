@@ -119,7 +119,7 @@ class Polls:
         loop = asyncio.get_running_loop()
         with self._lock:
             waiter = self._waiters.get(queue)
-            if waiter is None or not waiter.thread.is_alive() and waiter.polls == 0:
+            if waiter is None or not waiter.thread.is_alive():
                 waiter = Waiter(self._broker, queue, loop, self._stopping, self._lock)
                 self._waiters[queue] = waiter
                 waiter.thread.start()
