@@ -151,24 +151,41 @@ async def receive(request: Request, queue: str, wait: float,
                   claim: Callable[[], list[Message]],
                   give_back: Callable[[Message], None]) -> list[Message]:
     """``claim`` (a receive that does not wait) at once, or, with ``wait``, again on
-    each wake-up of the queue until it gets messages or ``wait`` seconds pass."""
+    each wake-up of the queue until it gets messages or ``wait`` seconds pass. Nothing
+    is claimed for a client that left, and what was claimed as it left is given back."""
     polls = polls_of(request)
     if wait <= 0:
-        return await anyio.to_thread.run_sync(claim, limiter=polls.quick)
+        if await request.is_disconnected():
+            return []
+        quick = await anyio.to_thread.run_sync(claim, limiter=polls.quick)
+        return await _handed(request, quick, give_back, polls.quick) or []
     deadline = time.monotonic() + wait
-    with polls.waiting(queue) as waiter:
-        woken_in = -1  # the first claim is never spared
-        while True:
-            wake, generation = waiter.next_wake()  # taken before the claim: none is missed
-            got = await _claim(request, polls, waiter, woken_in, claim, give_back)
-            if got is None or got:
-                return got or []
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            with anyio.move_on_after(remaining):
-                await wake.wait()
-            woken_in = generation + 1
+    left = asyncio.ensure_future(_client_leaves(request))
+    try:
+        with polls.waiting(queue) as waiter:
+            woken_in = -1  # the first claim is never spared
+            while not left.done():
+                wake, generation = waiter.next_wake()  # before the claim: none is missed
+                got = await _claim(request, polls, waiter, woken_in, claim, give_back)
+                remaining = deadline - time.monotonic()
+                if got is None or got or remaining <= 0:
+                    return got or []
+                woken = asyncio.ensure_future(wake.wait())
+                try:
+                    await asyncio.wait((woken, left), timeout=remaining,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    woken.cancel()
+                woken_in = generation + 1
+            return []  # its client left: it waits no longer
+    finally:
+        left.cancel()
+
+
+async def _client_leaves(request: Request) -> None:
+    """Return when the client of ``request`` (whose body was read) disconnects."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _claim(request: Request, polls: Polls, waiter: Waiter, woken_in: int,
@@ -187,9 +204,14 @@ async def _claim(request: Request, polls: Polls, waiter: Waiter, woken_in: int,
         waiter.empty_since = max(waiter.empty_since, began)
         return []
     waiter.claimed = True
-    if await request.is_disconnected():
-        await anyio.to_thread.run_sync(lambda: _give_all_back(got, give_back),
-                                       limiter=polls.claim_threads)
+    return await _handed(request, got, give_back, polls.claim_threads)
+
+
+async def _handed(request: Request, got: list[Message], give_back: Callable[[Message], None],
+                  limiter: anyio.CapacityLimiter) -> list[Message] | None:
+    """``got``, or None once given back because the client left while it was claimed."""
+    if got and await request.is_disconnected():
+        await anyio.to_thread.run_sync(lambda: _give_all_back(got, give_back), limiter=limiter)
         return None
     return got
 
