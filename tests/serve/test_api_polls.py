@@ -91,7 +91,8 @@ def test_waiting_polls_never_delay_a_receive_on_another_queue(
     busy = broker.queue("busy")
     busy.send_many([f"b{i}" for i in range(20)])
     crowd = Crowd(served.base, "waiting", POLLS, wait=40)
-    _until(lambda: _waiting(served.polls, "waiting") == POLLS)
+    _until(lambda: served.polls._waiters["waiting"].sleeping() == POLLS
+           if "waiting" in served.polls._waiters else False)
     assert served.polls.waiters() == 1  # one waiter thread for the queue, not one per poll
     started = time.monotonic()
     with served.client() as c:
@@ -139,7 +140,7 @@ def test_a_poll_whose_client_left_claims_nothing(served: Served,
     # Its first claim found nothing: it waits now (a message sent while that claim
     # was under way could be claimed, and then given back with its attempt counted).
     _until(lambda: _waiting(served.polls, "jobs") == 1
-           and served.polls._waiters["jobs"].empty_since >= 0)
+           and served.polls._waiters["jobs"].sleeping() == 1)
     raw.close()  # the client goes away while its poll waits
     _until(lambda: served.connections() == before)  # the server saw it leave
     queue.send("for someone who is there")

@@ -5,10 +5,12 @@ A ``wait=0`` receive runs in a small thread pool no long poll ever uses, so any
 number of waiting polls never delays it. A long poll holds no thread while it
 waits: the polls of one queue share one waiter thread per process, which blocks on
 the broker's wake-up (``Broker.wait``: LISTEN/NOTIFY on PostgreSQL, the database
-file on SQLite) and wakes them; each woken poll then tries a claim that does not
-wait. Claims of woken polls take turns through a few slots, and a claim that found
-the queue empty after a wake-up spares the polls of that wake-up theirs: hundreds of
-polls cost a handful of claims per wake-up, not one each.
+file on SQLite) and on each return wakes the poll that has waited longest; a woken
+poll tries a claim that does not wait. A poll that got messages wakes the next one
+(two while fewer than ``CLAIM_SLOTS`` are at it), as more may be there; one that
+found nothing wakes nobody, and one woken that leaves unclaimed (its client gone)
+hands its wake-up on. So a burst is shared out a few claims at a time, and hundreds
+of idle polls cost one claim per wake-up, not hundreds.
 
 Before it claims, a poll asks whether its client is still there; a message claimed
 for a client that left meanwhile is given back at once (a nack without delay: the
@@ -44,16 +46,16 @@ LEFT = "the HTTP client left before the message was handed to it"
 
 class Waiter:
     """The one thread of a process that waits on the broker's wake-up for one queue,
-    while polls of that queue wait; it wakes them all on each return."""
+    while polls of that queue wait, and the polls it wakes, longest waiting first."""
 
     def __init__(self, broker: Broker, queue: str, loop: asyncio.AbstractEventLoop,
                  stopping: threading.Event, lock: threading.Lock) -> None:
         self.queue = queue
         self.polls = 0  # guarded by ``lock``
-        self.generation = 0  # bumped in the event loop on every wake-up
-        self.empty_since = -1  # the latest generation a claim began in and found nothing
+        self.generation = 0  # bumped in the event loop on every wake-up of the broker
+        self.busy = 0  # polls woken and not yet through their claim
         self.claimed = False  # a claim since the last wake-up got messages
-        self._event = asyncio.Event()
+        self._sleeping: dict[asyncio.Event, None] = {}  # in the order they began
         self._broker = broker
         self._loop = loop
         self._stopping = stopping
@@ -61,14 +63,31 @@ class Waiter:
         self.thread = threading.Thread(target=self._run, name=f"hailq-poll-{queue}",
                                        daemon=True)
 
-    def next_wake(self) -> tuple[asyncio.Event, int]:
-        """The event of the next wake-up and the generation before it."""
-        return self._event, self.generation
+    def sleep(self) -> asyncio.Event:
+        """A place in the line of sleeping polls: the event is set when it is woken."""
+        event = asyncio.Event()
+        self._sleeping[event] = None
+        return event
 
-    def _wake(self) -> None:  # in the event loop
-        woken, self._event = self._event, asyncio.Event()
+    def sleeping(self) -> int:
+        """Polls waiting to be woken."""
+        return len(self._sleeping)
+
+    def leave(self, event: asyncio.Event) -> None:
+        """Leave the line (woken or not)."""
+        self._sleeping.pop(event, None)
+
+    def wake(self, n: int = 1) -> None:
+        """Wake the ``n`` polls that have slept longest (in the event loop)."""
+        for _ in range(min(n, len(self._sleeping))):
+            event = next(iter(self._sleeping))
+            del self._sleeping[event]
+            self.busy += 1
+            event.set()
+
+    def _woken(self) -> None:  # in the event loop: the broker says there may be work
         self.generation += 1
-        woken.set()
+        self.wake(1)
 
     def _run(self) -> None:
         pause = 0.0
@@ -94,7 +113,7 @@ class Waiter:
                                                               _SPIN_LIMIT)
             self.claimed = False
             try:
-                self._loop.call_soon_threadsafe(self._wake)
+                self._loop.call_soon_threadsafe(self._woken)
             except RuntimeError:  # the event loop is closed: the server stopped
                 return
             if pause:
@@ -150,9 +169,10 @@ def polls_of(request: Request) -> Polls:
 async def receive(request: Request, queue: str, wait: float,
                   claim: Callable[[], list[Message]],
                   give_back: Callable[[Message], None]) -> list[Message]:
-    """``claim`` (a receive that does not wait) at once, or, with ``wait``, again on
-    each wake-up of the queue until it gets messages or ``wait`` seconds pass. Nothing
-    is claimed for a client that left, and what was claimed as it left is given back."""
+    """``claim`` (a receive that does not wait) at once, or, with ``wait``, again each
+    time the queue's waiter wakes this poll, until it gets messages or ``wait`` seconds
+    pass. Nothing is claimed for a client that left, and what was claimed as it left is
+    given back."""
     polls = polls_of(request)
     if wait <= 0:
         if await request.is_disconnected():
@@ -163,23 +183,49 @@ async def receive(request: Request, queue: str, wait: float,
     left = asyncio.ensure_future(_client_leaves(request))
     try:
         with polls.waiting(queue) as waiter:
-            woken_in = -1  # the first claim is never spared
-            while not left.done():
-                wake, generation = waiter.next_wake()  # before the claim: none is missed
-                got = await _claim(request, polls, waiter, woken_in, claim, give_back)
-                remaining = deadline - time.monotonic()
-                if got is None or got or remaining <= 0:
-                    return got or []
-                woken = asyncio.ensure_future(wake.wait())
-                try:
-                    await asyncio.wait((woken, left), timeout=remaining,
-                                       return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    woken.cancel()
-                woken_in = generation + 1
-            return []  # its client left: it waits no longer
+            return await _poll(request, polls, waiter, left, deadline, claim, give_back)
     finally:
         left.cancel()
+
+
+async def _poll(request: Request, polls: Polls, waiter: Waiter, left: asyncio.Future[None],
+                deadline: float, claim: Callable[[], list[Message]],
+                give_back: Callable[[Message], None]) -> list[Message]:
+    woken = False
+    while True:
+        generation = waiter.generation
+        try:
+            got = await _claim(request, polls, waiter, claim, give_back)
+        finally:
+            if woken:
+                waiter.busy -= 1
+        if got is None:  # its client left: a wake-up it held goes to the next poll
+            if woken:
+                waiter.wake(1)
+            return []
+        if got:  # more may be there: the next poll looks too
+            waiter.wake(2 if waiter.busy < CLAIM_SLOTS else 1)
+            return got
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return []
+        if waiter.generation != generation:
+            woken = False
+            continue  # the broker woke meanwhile: what it saw may be after the claim
+        event = waiter.sleep()
+        asleep = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait((asleep, left), timeout=remaining,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asleep.cancel()
+            waiter.leave(event)
+        woken = event.is_set()
+        if left.done() or time.monotonic() >= deadline:
+            if woken:  # woken as it ends: the wake-up goes to the next poll
+                waiter.busy -= 1
+                waiter.wake(1)
+            return []
 
 
 async def _client_leaves(request: Request) -> None:
@@ -188,22 +234,16 @@ async def _client_leaves(request: Request) -> None:
         pass
 
 
-async def _claim(request: Request, polls: Polls, waiter: Waiter, woken_in: int,
+async def _claim(request: Request, polls: Polls, waiter: Waiter,
                  claim: Callable[[], list[Message]],
                  give_back: Callable[[Message], None]) -> list[Message] | None:
-    """One claim of a woken poll: None if its client left, [] if it found nothing (or a
-    claim begun after the same wake-up just did)."""
+    """One claim of a poll: None if its client left, else what it got."""
     async with polls.claim_slots:
         if await request.is_disconnected():
             return None
-        if waiter.empty_since >= woken_in >= 0:
-            return []
-        began = waiter.generation
         got = await anyio.to_thread.run_sync(claim, limiter=polls.claim_threads)
-    if not got:
-        waiter.empty_since = max(waiter.empty_since, began)
-        return []
-    waiter.claimed = True
+    if got:
+        waiter.claimed = True
     return await _handed(request, got, give_back, polls.claim_threads)
 
 
