@@ -333,9 +333,9 @@ def check_tokens(tokens: Tokens, host: str) -> None:
     short = [role for role, known in _by_role(tokens) for t in known if len(t) < MIN_TOKEN]
     if short:
         raise InvalidArgument(
-            f"refusing to serve on {host} with a {short[0]} token of fewer than "
-            f"{MIN_TOKEN} characters: anyone who reaches it could guess it. Use a long "
-            "random one, e.g. $(openssl rand -base64 32)")
+            f"refusing to serve on {host}: the {short[0]} token has fewer than "
+            f"{MIN_TOKEN} characters, and anyone who reaches the server could guess it. "
+            "Use a long random one, e.g. $(openssl rand -base64 32)")
 
 
 def _by_role(tokens: Tokens) -> Iterable[tuple[str, tuple[str, ...]]]:
