@@ -39,7 +39,7 @@ log = logging.getLogger("hailq.serve")
 
 QUICK_THREADS = 8  # wait=0 receives: a path of their own
 CLAIM_SLOTS = 8  # claims of woken long polls at once, per process
-WAIT_SLICE = 2.0  # seconds a waiter waits at most before it wakes its polls anyway
+WAIT_SLICE = 1.0  # seconds a waiter waits at most before it wakes a poll anyway
 _SPIN_LIMIT = 0.05  # the longest pause between wake-ups that claimed nothing
 LEFT = "the HTTP client left before the message was handed to it"
 
@@ -157,8 +157,14 @@ class Polls:
             return sum(1 for w in self._waiters.values() if w.thread.is_alive())
 
     def close(self) -> None:
-        """Stop the waiters (each ends within ``WAIT_SLICE`` seconds)."""
+        """Stop the waiters, each within its current wait (``WAIT_SLICE`` seconds), so
+        none is still in the broker when it closes."""
         self._stopping.set()
+        with self._lock:
+            running = [w.thread for w in self._waiters.values()]
+            self._waiters.clear()
+        for thread in running:
+            thread.join(WAIT_SLICE + 2)
 
 
 def polls_of(request: Request) -> Polls:
@@ -194,13 +200,14 @@ async def _poll(request: Request, polls: Polls, waiter: Waiter, left: asyncio.Fu
     woken = False
     while True:
         generation = waiter.generation
+        held, woken = woken, False  # a wake-up of the waiter, spent on this claim
         try:
             got = await _claim(request, polls, waiter, claim, give_back)
         finally:
-            if woken:
+            if held:
                 waiter.busy -= 1
-        if got is None:  # its client left: a wake-up it held goes to the next poll
-            if woken:
+        if got is None:  # its client left: the wake-up it held goes to the next poll
+            if held:
                 waiter.wake(1)
             return []
         if got:  # more may be there: the next poll looks too
@@ -210,7 +217,6 @@ async def _poll(request: Request, polls: Polls, waiter: Waiter, left: asyncio.Fu
         if remaining <= 0:
             return []
         if waiter.generation != generation:
-            woken = False
             continue  # the broker woke meanwhile: what it saw may be after the claim
         event = waiter.sleep()
         asleep = asyncio.ensure_future(event.wait())
