@@ -132,16 +132,28 @@ def _request(port: int, queue: str, wait: float) -> socket.socket:
     return raw
 
 
-def test_a_poll_whose_client_left_claims_nothing(served: Served,
-                                                 broker: hailq.Broker) -> None:
+def _give_up_after_a_second(served: Served) -> None:
+    """An HTTP client whose read timeout is shorter than the wait it asked for."""
+    with pytest.raises(httpx.ReadTimeout), httpx.Client(
+            base_url=served.base, headers={"Authorization": f"Bearer {CLIENT}"},
+            timeout=httpx.Timeout(10, read=1)) as c:
+        c.post("/api/queues/jobs/receive", json={"wait": 50})
+
+
+@pytest.mark.parametrize("how", ["socket closed", "client timeout"])
+def test_a_poll_whose_client_left_claims_nothing(served: Served, broker: hailq.Broker,
+                                                 how: str) -> None:
     queue = broker.queue("jobs", max_attempts=1)
     before = served.connections()
-    raw = _request(served.port, "jobs", 50)
-    # Its first claim found nothing: it waits now (a message sent while that claim
-    # was under way could be claimed, and then given back with its attempt counted).
-    _until(lambda: _waiting(served.polls, "jobs") == 1
-           and served.polls._waiters["jobs"].sleeping() == 1)
-    raw.close()  # the client goes away while its poll waits
+    if how == "socket closed":
+        raw = _request(served.port, "jobs", 50)
+        # Its first claim found nothing: it waits now (a message sent while that claim
+        # was under way could be claimed, and then given back with its attempt counted).
+        _until(lambda: _waiting(served.polls, "jobs") == 1
+               and served.polls._waiters["jobs"].sleeping() == 1)
+        raw.close()  # the client goes away while its poll waits
+    else:
+        _give_up_after_a_second(served)  # it waited a second, then went away
     _until(lambda: served.connections() == before)  # the server saw it leave
     queue.send("for someone who is there")
     # The poll leaves long before its 50 s wait ends, without the message.
