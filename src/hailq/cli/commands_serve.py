@@ -33,7 +33,8 @@ def _env_tokens(name: str) -> tuple[str, ...]:
               show_default=True, help="Port to bind (0: any free one).")
 @click.option("--token", metavar="TOKEN",
               help="The admin token [env HAILQ_SERVE_TOKEN]; without one on loopback a "
-                   "random one is made and a login link printed.")
+                   "random one is made and a login link printed. Off loopback every "
+                   "token needs at least 16 characters.")
 @click.option("--allow-host", "allow_hosts", metavar="NAME", multiple=True,
               help="Another Host name this server answers for (the name clients use, "
                    "e.g. behind a proxy); '*' for any. Repeatable.")
