@@ -94,11 +94,11 @@ def test_rule_29_another_address_with_a_token_starts(serving: list[Serve], url: 
 def test_rule_29_another_address_with_only_a_client_token_starts_without_admin(
         serving: list[Serve], url: str, broker: hailq.Broker) -> None:
     broker.queue("jobs")
-    s = Serve(url, "--host", "0.0.0.0", env={"HAILQ_SERVE_CLIENT_TOKEN": "producer-token"})
+    s = Serve(url, "--host", "0.0.0.0", env={"HAILQ_SERVE_CLIENT_TOKEN": "producer-token-of-19"})
     serving.append(s)
     s.wait_ready()
     base = f"http://127.0.0.1:{s.port}"
-    auth = {"Authorization": "Bearer producer-token"}
+    auth = {"Authorization": "Bearer producer-token-of-19"}
     assert httpx.post(f"{base}/api/queues/jobs/messages", json={"body": 1},
                       headers=auth).status_code == 200
     assert httpx.post(f"{base}/api/queues/jobs/purge", headers=auth).status_code == 403

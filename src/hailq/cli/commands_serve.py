@@ -33,7 +33,8 @@ def _env_tokens(name: str) -> tuple[str, ...]:
               show_default=True, help="Port to bind (0: any free one).")
 @click.option("--token", metavar="TOKEN",
               help="The admin token [env HAILQ_SERVE_TOKEN]; without one on loopback a "
-                   "random one is made and a login link printed.")
+                   "random one is made and a login link printed. Off loopback every "
+                   "token needs at least 16 characters.")
 @click.option("--allow-host", "allow_hosts", metavar="NAME", multiple=True,
               help="Another Host name this server answers for (the name clients use, "
                    "e.g. behind a proxy); '*' for any. Repeatable.")
@@ -44,14 +45,20 @@ def _env_tokens(name: str) -> tuple[str, ...]:
 @click.option("--max-body", type=click.IntRange(1024, 256 * 1024 * 1024),
               default=2 * 1024 * 1024, show_default=True,
               help="Largest request body in bytes; larger ones get 413 unread.")
+@click.option("--read-timeout", type=click.FloatRange(1, 3600), default=20.0,
+              show_default=True,
+              help="Seconds a request's headers, and then its body, have to arrive; a "
+                   "slower connection is closed (headers) or answered 408 (body).")
 @common_options
 def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
-          certfile: str | None, keyfile: str | None, max_body: int) -> None:
+          certfile: str | None, keyfile: str | None, max_body: int,
+          read_timeout: float) -> None:
     """Serve the HTTP API (and the dashboard) for any language.
 
     JSON in and out under /api, the OpenAPI document at /openapi.json,
     /healthz and /metrics. Binds 127.0.0.1 unless --host says otherwise, and
-    refuses any other address without a token. Tokens have roles: admin (every
+    refuses any other address without a token, or with one of fewer than 16
+    characters. Tokens have roles: admin (every
     action), read (looks only) and client (send, receive, ack, nack, extend,
     publish). Send them as 'Authorization: Bearer TOKEN'; a browser logs in once
     through the printed link and keeps the token in an HttpOnly cookie. Read and
@@ -60,9 +67,11 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     """
     import uvicorn
 
+    from hailq.errors import InvalidArgument
     from hailq.serve import Tokens, create_app
     from hailq.serve.app import close_app
-    from hailq.serve.security import is_loopback
+    from hailq.serve.protocol import server_config
+    from hailq.serve.security import check_tokens, is_loopback
 
     if (certfile is None) != (keyfile is None):
         raise click.UsageError("give --certfile and --keyfile together")
@@ -77,6 +86,10 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
             f"refusing to serve on {host} without a token: anyone who reaches it could "
             "read and change every queue. Give --token (or HAILQ_SERVE_TOKEN), or bind "
             "127.0.0.1 and put a proxy with TLS in front")
+    try:
+        check_tokens(tokens, host)
+    except InvalidArgument as exc:
+        raise click.UsageError(str(exc)) from None
 
     app_options = current_app()
     sock = _bind(host, port)
@@ -85,16 +98,15 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     base = f"{scheme}://{shown}:{sock.getsockname()[1]}"
     with app_options.broker() as broker:
         app = create_app(broker, tokens=tokens, host=host, allow_hosts=allow_hosts,
-                         max_body=max_body)
+                         max_body=max_body, read_timeout=read_timeout)
         note(f"serving {broker.url} on {base} (API under /api, OpenAPI at "
              "/openapi.json); Ctrl-C to stop")
         if made is not None:
             click.echo(f"Open the dashboard with this login link (it holds the admin token "
                        f"of this run):\n    {base}/login?token={quote(made)}")
             click.echo(f"Scripts send: Authorization: Bearer {made}")
-        config = uvicorn.Config(app, ssl_certfile=certfile, ssl_keyfile=keyfile,
-                                access_log=False, log_level="warning",
-                                timeout_graceful_shutdown=5, lifespan="off")
+        config = server_config(app, read_timeout=read_timeout, ssl_certfile=certfile,
+                               ssl_keyfile=keyfile, timeout_graceful_shutdown=5)
         try:
             uvicorn.Server(config).run(sockets=[sock])
         finally:

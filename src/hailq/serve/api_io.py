@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -29,24 +31,14 @@ MESSAGE_FIELDS = frozenset({"body", "body_base64", "priority", "ordering_key", "
                             "headers", "dedup_id"})
 SETTING_NAMES = frozenset(QueueSettings.__dataclass_fields__)
 INTEGER_SETTINGS = frozenset({"max_attempts", "max_message_size", "max_in_flight", "burst"})
-# Long polls hold a thread each while they wait: they get threads of their own, so a
-# crowd of waiting consumers never starves the other routes of the default pool.
-LONG_POLL_THREADS = 64
+MAX_NUMBER = 2**53  # past this an integer is no exact float: no field takes one
+_DIGITS = re.compile(r"[0-9]{1,9}")
+_DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{0,9})?|\.[0-9]{1,9}")
 
 
 async def blocking(call: Callable[[], T]) -> T:
     """Run a blocking broker call in the thread pool: the event loop stays free."""
     return await anyio.to_thread.run_sync(call)
-
-
-async def long_poll(request: Request, call: Callable[[], T]) -> T:
-    """``blocking`` for a call that may wait (receive with ``wait``), in the app's own
-    pool of ``LONG_POLL_THREADS`` (made in the app's event loop, on first use)."""
-    state = request.app.state
-    limiter = getattr(state, "long_polls", None)
-    if limiter is None:
-        limiter = state.long_polls = anyio.CapacityLimiter(LONG_POLL_THREADS)
-    return await anyio.to_thread.run_sync(call, limiter=limiter)
 
 
 def broker_of(request: Request) -> Broker:
@@ -72,7 +64,9 @@ async def body_of(request: Request, allowed: frozenset[str] | None = None) -> di
     if not raw:  # no body at all; whitespace is no JSON and is refused below
         return {}
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except _Unrepresentable as exc:
+        raise ApiError(400, "invalid_json", str(exc)) from None
     except (ValueError, RecursionError):
         raise ApiError(400, "invalid_json", "the request body is not valid JSON") from None
     if not isinstance(data, dict):
@@ -85,13 +79,49 @@ async def body_of(request: Request, allowed: frozenset[str] | None = None) -> di
     return data
 
 
+class _Unrepresentable(ValueError):
+    """A JSON number no double holds (1e400), or NaN/Infinity, which JSON has not."""
+
+
+def _no_constant(name: str) -> float:
+    raise _Unrepresentable(f"the request body is not valid JSON: {name} is no JSON number")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _Unrepresentable(f"the request body holds the number {shown(literal)}, "
+                               "too large for any field")
+    return value
+
+
+def shown(value: object, most: int = 40) -> str:
+    """``repr(value)``, cut short: a 400-digit number is not echoed whole."""
+    text = repr(value)
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
+
+
+def sane(value: Any, key: str) -> Any:
+    """``value`` (of the field ``key``), refused with 400 if it holds an integer no
+    setting or duration could be (beyond 2**53): such a number overflows a float."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_NUMBER:
+        raise InvalidArgument(f"{key} is out of range, got {shown(value)}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sane(v, f"{key}.{k}")
+    elif isinstance(value, list):
+        for v in value:
+            sane(v, key)
+    return value
+
+
 def number(data: dict[str, Any], key: str, default: float | None = None) -> float | None:
     value = data.get(key, default)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(f"{key} must be a number of seconds, got {value!r}")
-    return float(value)
+        raise InvalidArgument(f"{key} must be a number of seconds, got {shown(value)}")
+    return float(sane(value, key))
 
 
 def whole(value: Any) -> Any:
@@ -103,13 +133,15 @@ def whole(value: Any) -> Any:
 
 def settings_of(data: dict[str, Any]) -> dict[str, Any]:
     """Queue settings of a request, integers written as 5.0 read as 5."""
-    return {k: whole(v) if k in INTEGER_SETTINGS else v for k, v in data.items()}
+    return {k: whole(sane(v, k)) if k in INTEGER_SETTINGS else sane(v, k)
+            for k, v in data.items()}
 
 
 def integer(data: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
     value = whole(data.get(key, default))
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgument(f"{key} must be an integer from {low} to {high}, got {value!r}")
+        raise InvalidArgument(f"{key} must be an integer from {low} to {high}, "
+                              f"got {shown(value)}")
     return value
 
 
@@ -140,8 +172,10 @@ def query_int(request: Request, key: str, default: int, low: int, high: int) -> 
     value = request.query_params.get(key)
     if value is None or value == "":
         return default
-    if not value.isdigit() or not low <= int(value) <= high:
-        raise InvalidArgument(f"{key} must be an integer from {low} to {high}, got {value!r}")
+    # ASCII digits only: str.isdigit() also says yes to "²", which int() refuses.
+    if not _DIGITS.fullmatch(value) or not low <= int(value) <= high:
+        raise InvalidArgument(f"{key} must be an integer from {low} to {high}, "
+                              f"got {shown(value)}")
     return int(value)
 
 
@@ -149,12 +183,13 @@ def query_seconds(request: Request, key: str) -> float | None:
     value = request.query_params.get(key)
     if value is None or value == "":
         return None
-    try:
-        seconds = float(value)
+    try:  # float() reads other scripts' digits and "nan" too: ASCII decimals only
+        seconds = float(value) if _DECIMAL.fullmatch(value) else math.nan
     except ValueError:
-        raise InvalidArgument(f"{key} must be a number of seconds, got {value!r}") from None
-    if not 0 <= seconds <= 10 * 366 * 86400:
-        raise InvalidArgument(f"{key} must be a number of seconds from 0, got {value!r}")
+        seconds = math.nan
+    if not 0 <= seconds <= 10 * 366 * 86400:  # NaN and infinity fail this too
+        raise InvalidArgument(f"{key} must be a number of seconds from 0 to "
+                              f"{10 * 366 * 86400}, got {shown(value)}")
     return seconds
 
 
@@ -182,7 +217,7 @@ def envelope(item: object) -> Envelope:
     headers = item.get("headers")
     if headers is not None and not isinstance(headers, dict):
         raise InvalidArgument("headers must be an object of string values")
-    return Envelope(body, priority=whole(item.get("priority", 0)),
+    return Envelope(body, priority=whole(sane(item.get("priority", 0), "priority")),
                     ordering_key=item.get("ordering_key"), delay=_delay(item),
                     headers=headers, dedup_id=item.get("dedup_id"))
 

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from hailq.errors import InvalidArgument, LeaseLost, QueueNotFound
 from hailq.message import Message
 from hailq.queue import Queue
+from hailq.serve import polls
 from hailq.serve.api_io import (
     blocking,
     body_json,
@@ -19,7 +20,6 @@ from hailq.serve.api_io import (
     errors_json,
     figures_of,
     integer,
-    long_poll,
     name_param,
     number,
     ok,
@@ -42,7 +42,7 @@ async def send(request: Request) -> Response:
 
 async def receive(request: Request) -> Response:
     """Lease up to ``max_messages``; with ``wait`` the request is held until a message
-    arrives or ``wait`` seconds pass (the broker's wake-up, no polling loop here)."""
+    arrives or ``wait`` seconds pass, woken by its queue's waiter (polls.py)."""
     queue = await queue_of(request)
     data = await body_of(request, frozenset({"max_messages", "lease", "wait"}))
     limit = integer(data, "max_messages", 1, 1, 1000)
@@ -54,11 +54,14 @@ async def receive(request: Request) -> Response:
     figures = figures_of(request)
 
     def lease_them() -> list[Message]:
-        got = queue.receive(limit, lease=lease, wait=wait)
+        got = queue.receive(limit, lease=lease)  # never waits: the poll waits (polls.py)
         figures.handed_out(got)  # rule 25: the wait ends here, the handler time begins
         return got
 
-    got = await long_poll(request, lease_them)
+    def give_back(m: Message) -> None:  # its client left: the attempt counts
+        _nacked(request, queue, m.receipt, 0.0, polls.LEFT)
+
+    got = await polls.receive(request, queue.name, wait, lease_them, give_back)
     return ok({"messages": [_received(m) for m in got]})
 
 

@@ -26,8 +26,10 @@ from hailq.serve import api
 from hailq.serve.api_io import blocking
 from hailq.serve.errors import error_response, handlers
 from hailq.serve.figures import ServeFigures
+from hailq.serve.polls import Polls
+from hailq.serve.protocol import DEFAULT_READ_TIMEOUT
 from hailq.serve.schemas import Doc, openapi
-from hailq.serve.security import COOKIE, Policy, SecurityMiddleware, Tokens
+from hailq.serve.security import COOKIE, Policy, SecurityMiddleware, Tokens, check_tokens
 
 DEFAULT_MAX_BODY = 2 * 1024 * 1024  # a 1 MiB message as base64, with room for its fields
 DEFAULT_MAX_WAIT = 60.0
@@ -36,15 +38,19 @@ _DASHBOARD = "hailq.serve.dashboard"
 
 def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
                allow_hosts: tuple[str, ...] = (), max_body: int = DEFAULT_MAX_BODY,
-               max_wait: float = DEFAULT_MAX_WAIT) -> Starlette:
+               max_wait: float = DEFAULT_MAX_WAIT,
+               read_timeout: float = DEFAULT_READ_TIMEOUT) -> Starlette:
     """The app serving ``broker``. ``tokens`` are the accepted tokens by role; ``host``
     is the bound address (a ``Host`` header naming it, localhost, 127.0.0.1 or [::1] is
     accepted, and the names in ``allow_hosts``; ``"*"`` accepts any, for a server behind
-    a proxy that checks it); bodies over ``max_body`` bytes get 413 unread; a receive
-    waits at most ``max_wait`` seconds. Wait and handler time of messages received and
+    a proxy that checks it); bodies over ``max_body`` bytes get 413 unread, bodies not
+    all there within ``read_timeout`` seconds 408; a receive waits at most ``max_wait``
+    seconds. Where ``host`` is not loopback, every token must have at least 16
+    characters (InvalidArgument otherwise). Wait and handler time of messages received and
     settled through it are recorded (rule 25); ``close_app`` (or the app's lifespan)
     writes the last of them."""
-    policy = Policy(tokens, host, allow_hosts, max_body)
+    check_tokens(tokens, host)
+    policy = Policy(tokens, host, allow_hosts, max_body, read_timeout)
     figures = ServeFigures(broker)
     app = Starlette(
         routes=[*_own_routes(), *api.routes(), *_dashboard_routes()],
@@ -54,6 +60,7 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
     )
     app.state.broker = broker
     app.state.figures = figures
+    app.state.polls = Polls(broker)
     app.state.policy = policy
     app.state.max_wait = max_wait
     app.state.scrape_lock = threading.Lock()
@@ -61,7 +68,10 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
 
 
 def close_app(app: Starlette) -> None:
-    """Write the figures still held in memory and stop their flusher."""
+    """Stop the long polls' waiters; write the figures still held in memory and stop
+    their flusher."""
+    polls: Polls = app.state.polls
+    polls.close()
     figures: ServeFigures = app.state.figures
     figures.close()
 

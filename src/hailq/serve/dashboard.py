@@ -142,7 +142,8 @@ def _limit(request: Request) -> int:
     raw = request.query_params.get("limit", "")
     if not raw:
         return data.DEFAULT_ROWS
-    if not raw.isdigit() or not 1 <= int(raw) <= data.MAX_ROWS:
+    if not (raw.isascii() and raw.isdigit() and len(raw) < 10) \
+            or not 1 <= int(raw) <= data.MAX_ROWS:  # not "²", which isdigit() takes
         raise InvalidArgument(f"limit must be a whole number from 1 to {data.MAX_ROWS}")
     return int(raw)
 

@@ -216,7 +216,7 @@ class Doc:
     response: str = "Done"
     query: tuple[Param, ...] = ()
     content_type: str = "application/json"
-    statuses: tuple[int, ...] = field(default=(400, 404, 409, 413, 503))
+    statuses: tuple[int, ...] = field(default=(400, 404, 408, 409, 413, 503))
 
 
 def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
@@ -264,6 +264,7 @@ _REASONS = {400: "Bad input: nothing was changed.", 401: "No valid token.",
             403: "A foreign Host or Origin, a cookie change without Origin, or a role "
                  "that may not do this.", 404: "No such queue, topic, subscription or "
                  "message.", 405: "Method not allowed.",
+            408: "The body did not all arrive within the server's read timeout.",
             409: "A conflict: the queue holds messages, the topic has subscriptions, or "
                  "the receipt lost its lease.", 413: "The body is larger than the cap.",
             503: "The database does not answer."}

@@ -2,10 +2,12 @@
 
 In this order, for every request:
 
-0. ``/healthz`` passes whatever its Host (a probe by IP address; it shows nothing);
-1. a ``Host`` that is not this server's (DNS rebinding) -> 403;
-2. an ``Origin`` of another site -> 403;
-3. ``/login`` passes (it checks the token it is given);
+0. ``/healthz`` passes whatever its Host (a probe by IP address; it shows nothing),
+   and its body, if any, is never read;
+1. a ``Host`` that is not this server's (DNS rebinding), or two of them -> 403;
+2. an ``Origin`` of another site (scheme, name and port: a plain-HTTP server is
+   ``http://`` only), or two ``Origin`` headers -> 403;
+3. ``/login`` passes (it checks the token it is given; its body is never read);
 4. a token from ``Authorization: Bearer`` or the ``hailq_token`` cookie, compared in
    constant time; none or an unknown one -> 401;
 5. a cookie-authenticated POST/PUT/PATCH/DELETE without an ``Origin`` (or
@@ -14,7 +16,12 @@ In this order, for every request:
    sending, receiving, acking, nacking, extending and publishing need
    ``client``; every other change needs ``admin`` -> 403 otherwise;
 7. a body over the cap -> 413, from ``Content-Length`` or by counting what
-   arrives, before any route parses it.
+   arrives, before any route parses it; a body that has not all arrived within
+   ``read_timeout`` seconds -> 408.
+
+No byte of a body is read before steps 1 to 6 passed: an unauthenticated client
+cannot make the server hold its body. A refused request whose body was not read
+is answered with ``Connection: close``, so what it still sends is not read either.
 
 Roles: ``admin`` may do everything, ``read`` only looks, ``client`` may only send,
 receive, ack, nack, extend and publish (what a producer or consumer in another
@@ -26,14 +33,17 @@ from __future__ import annotations
 
 import hmac
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Literal
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hailq.errors import InvalidArgument
 from hailq.serve.errors import error_response
 
 Role = Literal["admin", "read", "client"]
@@ -41,6 +51,8 @@ COOKIE = "hailq_token"
 OPEN_PATHS = frozenset({"/healthz", "/login"})
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+MIN_TOKEN = 16  # characters of each token of a server that others can reach
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 # What a producer or consumer in another language needs, and nothing more.
 _CLIENT_ROUTES = tuple(re.compile(p) for p in (
@@ -100,6 +112,7 @@ class Policy:
     bound_host: str = "127.0.0.1"
     allow_hosts: tuple[str, ...] = ()  # more Host names; "*" allows any (behind a proxy)
     max_body: int = 2 * 1024 * 1024
+    read_timeout: float = 20.0  # seconds a request's body has to arrive
     allowed: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -141,17 +154,27 @@ class SecurityMiddleware:
             return
         headers = Headers(scope=scope)
         method, path = scope["method"], scope["path"]
+        unread = _CLOSE if _declares_body(headers) else {}
         refusal = self._refusal(scope, headers, method, path)
         if refusal is not None:
             status, code, message = refusal
-            extra = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-            await error_response(status, code, message, extra)(scope, receive, send)
+            extra = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+            await error_response(status, code, message, {**extra, **unread})(
+                scope, receive, send)
+            return
+        if path in OPEN_PATHS:  # they take no body: whatever comes is never read
+            await self.app(scope, _replay(b"", receive), _closing(send) if unread else send)
             return
         body = await self._read_body(headers, receive)
-        if body is None:
+        if body is _TOO_LARGE:
             await error_response(413, "too_large",
                                  f"the request body is larger than {self.policy.max_body} "
-                                 "bytes (hailq serve --max-body)")(scope, receive, send)
+                                 "bytes (hailq serve --max-body)", _CLOSE)(scope, receive, send)
+            return
+        if body is _TOO_SLOW:
+            await error_response(408, "request_timeout",
+                                 f"the request body did not arrive within "
+                                 f"{self.policy.read_timeout:g} s", _CLOSE)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -160,10 +183,13 @@ class SecurityMiddleware:
         host = headers.get("host", "")
         if path == "/healthz":  # a probe by IP address must pass; it shows nothing
             return None
-        if not self.policy.host_allowed(host):
+        if len(headers.getlist("host")) > 1 or not self.policy.host_allowed(host):
             return 403, "foreign_host", ("this server does not answer for that Host name "
                                          "(hailq serve --allow-host)")
-        origin = headers.get("origin")
+        origins = headers.getlist("origin")
+        if len(origins) > 1:  # which one would a check believe? Neither.
+            return 403, "foreign_origin", "a request with two Origin headers is refused"
+        origin = origins[0] if origins else None
         if origin is not None and not _same_origin(origin, scope, host):
             return 403, "foreign_origin", "requests from another site are refused"
         scope.setdefault("state", {})
@@ -185,27 +211,54 @@ class SecurityMiddleware:
         scope["state"]["role"] = role
         return None
 
-    async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
-        """The whole body, or None (413) once it is known to exceed the cap: from
-        ``Content-Length`` before reading anything, else by counting what arrives."""
+    async def _read_body(self, headers: Headers, receive: Receive) -> bytes:
+        """The whole body; ``_TOO_LARGE`` once it is known to exceed the cap (from
+        ``Content-Length`` before reading anything, else by counting what arrives),
+        ``_TOO_SLOW`` if it has not all come within ``read_timeout`` seconds."""
         cap = self.policy.max_body
-        length = headers.get("content-length")
-        if length is not None and length.strip().isdigit() and int(length) > cap:
-            return None
+        length = headers.get("content-length", "").strip()
+        if length.isascii() and length.isdigit() and (len(length) > 12 or int(length) > cap):
+            return _TOO_LARGE
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > cap:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        return b"".join(chunks)
+        with anyio.move_on_after(self.policy.read_timeout):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > cap:
+                    return _TOO_LARGE
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+            return b"".join(chunks)
+        return _TOO_SLOW
+
+
+_TOO_LARGE = b"\x00too large"  # markers compared by identity, never sent anywhere
+_TOO_SLOW = b"\x00too slow"
+_CLOSE = {"Connection": "close"}
+
+
+def _declares_body(headers: Headers) -> bool:
+    """Whether the request says a body follows (a length above 0, or chunks)."""
+    length = headers.get("content-length", "0").strip()
+    return "transfer-encoding" in headers or length not in ("", "0")
+
+
+def _closing(send: Send) -> Send:
+    """``send`` that answers with ``Connection: close``: the body left unread is not
+    read after the answer either."""
+
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []),
+                                              (b"connection", b"close")]}
+        await send(message)
+
+    return closing
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -241,14 +294,23 @@ def _token(headers: Headers) -> tuple[str | None, bool]:
 
 
 def _same_origin(origin: str, scope: Scope, host: str) -> bool:
-    """Whether ``origin`` (an Origin or Referer) is this server as the browser reached it."""
+    """Whether ``origin`` (an Origin or Referer) is this server as the browser reached
+    it: the same scheme (``http`` for a plain-HTTP server, ``https`` under TLS), name
+    and port (a scheme's default port written or not)."""
+    scheme = scope.get("scheme", "http")
     try:
         parts = urlsplit(origin)
+        port = parts.port
+        reached = urlsplit(f"{scheme}://{host}")
+        reached_port = reached.port
     except ValueError:
         return False
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme != scheme or not parts.hostname or parts.username is not None \
+            or parts.password is not None:
         return False
-    return parts.netloc.lower() == host.lower()
+    default = _DEFAULT_PORTS.get(scheme)
+    return (parts.hostname == reached.hostname
+            and (port or default) == (reached_port or default))
 
 
 def _host_name(host: str) -> str:
@@ -260,6 +322,24 @@ def _host_name(host: str) -> str:
 
 def _bare(name: str) -> str:
     return name[1:-1] if name.startswith("[") and name.endswith("]") else name
+
+
+def check_tokens(tokens: Tokens, host: str) -> None:
+    """InvalidArgument unless every token of a server bound to ``host`` is at least
+    ``MIN_TOKEN`` characters long, where ``host`` is not loopback: a short token is
+    guessed from the network."""
+    if is_loopback(host):
+        return
+    short = [role for role, known in _by_role(tokens) for t in known if len(t) < MIN_TOKEN]
+    if short:
+        raise InvalidArgument(
+            f"refusing to serve on {host}: the {short[0]} token has fewer than "
+            f"{MIN_TOKEN} characters, and anyone who reaches the server could guess it. "
+            "Use a long random one, e.g. $(openssl rand -base64 32)")
+
+
+def _by_role(tokens: Tokens) -> Iterable[tuple[str, tuple[str, ...]]]:
+    return (("admin", tokens.admin), ("read", tokens.read), ("client", tokens.client))
 
 
 def is_loopback(host: str) -> bool:
