@@ -179,16 +179,16 @@ def _poison_group(e: QueueEvidence, sig: str, ds: list[DeadMessage], repeated: i
     grep = _quote(sig[:60])
     snippets = [shell(f"hailq dead {e.queue} --grep {grep}"),
                 shell(f"hailq show {e.queue} {ids[0]}")]
-    exception = _exception_name(sig)
-    if exception is not None:
-        snippets.append(python(
-            f"try:\n    ...  # the handler's work\nexcept {exception} as exc:  "
-            "# this input never succeeds\n    raise hailq.DeadLetter(str(exc)) from exc"))
     if e.max_attempts > 5:
         advice.append("Lower it to 3.")
         snippets.append(shell(f"hailq configure {e.queue} --max-attempts 3"))
     advice.append("Inspect the dead letters, then redrive them once the handler is fixed.")
     snippets.append(shell(f"hailq redrive {e.queue} --grep {grep}"))
+    exception = _exception_name(sig)
+    if exception is not None:
+        snippets.append(python(
+            f"try:\n    ...  # the handler's work\nexcept {exception} as exc:  "
+            "# this input never succeeds\n    raise hailq.DeadLetter(str(exc)) from exc"))
     title = (f"poison messages: {len(ds)} dead letter(s) whose workers died running them"
              if crashed else f"poison messages: {len(ds)} dead letter(s) failing with "
              f"{_short(sig)}")
@@ -222,6 +222,10 @@ def _died_holding(w: WorkerSpan, d: DeadMessage, lease: float) -> bool:
 
 
 def _quote(text: str) -> str:
+    """``text`` as one shell word: in single quotes, or in double quotes when it holds a
+    single quote and nothing a shell expands inside double quotes."""
+    if "'" in text and not any(c in text for c in '"$`\\!'):
+        return '"' + text + '"'
     return "'" + text.replace("'", "'\\''") + "'"
 
 
