@@ -22,12 +22,17 @@ every threshold is tested with hand-built inputs.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from hailq.models import DeadMessage, WorkerInfo
+from hailq.models import DeadMessage
+from hailq.policy.evidence import (
+    DEFAULT_SINCE,
+    MAX_SINCE,
+    MIN_SINCE,
+    WindowSlot,
+    evidence_of,
+    reach,
+)
 from hailq.policy.findings import (
     KINDS,
     Diagnosis,
@@ -44,57 +49,16 @@ from hailq.policy.findings import (
 )
 from hailq.policy.plateau import SLOT, at_rate_limit, saturated
 
-if TYPE_CHECKING:
-    from hailq.observe.figures import QueueFigures
-    from hailq.observe.histogram import Histogram
-
-__all__ = ["KINDS", "Diagnosis", "Finding", "Kind", "Note", "QueueEvidence", "SlotPoint",
-           "Snippet", "Thresholds", "WorkerSpan", "diagnose", "evidence_of", "round_up",
-           "signature", "suggested_lease"]
+__all__ = ["DEFAULT_SINCE", "KINDS", "MAX_SINCE", "MIN_SINCE", "Diagnosis", "Finding", "Kind",
+           "Note", "QueueEvidence", "SlotPoint", "Snippet", "Thresholds", "WindowSlot",
+           "WorkerSpan", "diagnose", "evidence_of", "reach", "round_up", "signature",
+           "suggested_lease"]
 
 LEASE_EXPIRED = "lease expired"
-DEFAULT_SINCE = 15 * 60.0  # the window the doctor speaks of, by default
-MAX_SINCE = 24 * 3600.0  # as far back as the per-slot figures are kept
-MIN_SINCE = SLOT  # one stored slot
 LEASE_FACTOR = 3.0  # suggested lease: at least this many times the p99 handler time
 ROUND_SECONDS = (1, 2, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900,
                  1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600, 43200)
 MAX_LEASE = 12 * 3600.0
-
-
-def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
-                workers: Sequence[WorkerInfo], *, since: float = DEFAULT_SINCE,
-                dead_in_window: int | None = None) -> QueueEvidence:
-    """Gather one queue's evidence over the last ``since`` seconds from its figures, its
-    dead letters (any age: ``diagnose`` sets the older ones apart) and the registry."""
-    s, settings = figures.stats, figures.settings
-    p99s = [p.handler_p99 for p in figures.priorities if p.handler_p99 is not None]
-    largest = [_largest(h) for h in figures.handler.values()]
-    return QueueEvidence(
-        queue=s.queue, now=figures.at, since=since, lease=settings.lease,
-        max_attempts=settings.max_attempts, rate=settings.rate_per_second,
-        rate_text=settings.rate, ready=s.ready, backlog=s.backlog, in_flight=s.in_flight,
-        nacked=s.nacked, redelivered=s.redelivered, late_acks=s.late_acks,
-        dead_lettered=s.dead_lettered, handler_p99=max(p99s) if p99s else None,
-        handler_max=max((x for x in largest if x is not None), default=None),
-        handler_runs=sum(h.count for h in figures.handler.values()),
-        inbox_runs=figures.inbox_runs, acked_per_second=figures.rates.acked_1m,
-        dead=list(dead), dead_in_window=dead_in_window,
-        workers=[WorkerSpan(w.id, w.started_at, w.last_seen, w.state, w.concurrency)
-                 for w in workers if s.queue in w.queues],
-        slots=[SlotPoint(x.start, x.finished, x.handler_seconds) for x in figures.slots])
-
-
-def _largest(h: Histogram) -> float | None:
-    """An upper bound of the largest observation: the top of the highest bucket used
-    (for the open last bucket, the bound below it)."""
-    used = [b for b, n in zip(h.bounds, h.counts, strict=True) if n]
-    if not used:
-        return None
-    if math.isinf(used[-1]):
-        finite = [b for b in h.bounds if not math.isinf(b)]
-        return finite[-1] if finite else None
-    return used[-1]
 
 
 def diagnose(e: QueueEvidence, limits: Thresholds | None = None) -> Diagnosis:
@@ -117,6 +81,13 @@ def diagnose(e: QueueEvidence, limits: Thresholds | None = None) -> Diagnosis:
     earlier = [d for d in e.dead if d.dead_at < e.start]
     if earlier:
         notes.append(_earlier(e, earlier))
+    if e.late_acks_unplaced:
+        notes.append(Note(
+            e.queue, "late_acks_all_time",
+            f"{e.late_acks_unplaced} ack(s) came after their lease ended since the queue was "
+            "created; the stored figures do not say when, so they make no finding. "
+            "Redeliveries without nacks in the window would.",
+            {"late_acks": e.late_acks_unplaced}))
     return Diagnosis(e.queue, findings, notes)
 
 

@@ -90,6 +90,7 @@ class QueueEvidence:
     since: float = 900.0
     handler_max: float | None = None  # the largest handler time in the window (or a bound)
     dead_in_window: int | None = None  # None: every dead letter of the window is in dead
+    late_acks_unplaced: int = 0  # late acks the storage cannot place in time (a note)
 
     @property
     def start(self) -> float:
