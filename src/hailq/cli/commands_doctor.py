@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from hailq.backends.base import FiguresWindowParams
 from hailq.cli.context import check_queue_name, common_options, current_app
 from hailq.cli.output import clean
 from hailq.policy.diagnosis import (
@@ -24,6 +25,7 @@ from hailq.policy.diagnosis import (
     Diagnosis,
     diagnose,
     evidence_of,
+    reach,
     window_text,
 )
 from hailq.policy.findings import Finding
@@ -86,8 +88,14 @@ def doctor(queues: tuple[str, ...], since: float) -> int:
     with app.broker() as broker:
         chosen = [app.queue(broker, name) for name in queues] if queues else broker.queues()
         workers = broker.workers()
-        results = [diagnose(evidence_of(q.figures(), q.dead_letters(limit=DEAD_LETTERS_READ),
-                                        workers, since=since)) for q in chosen]
+        results = []
+        for q in chosen:
+            figures = q.figures()
+            window = broker.backend.figures_window(
+                FiguresWindowParams(q.name, reach(figures, since)))
+            results.append(diagnose(evidence_of(
+                figures, q.dead_letters(limit=DEAD_LETTERS_READ), workers, since=since,
+                window=window)))
     found = sum(len(d.findings) for d in results)
     if app.out.json:
         app.out.emit_json(doctor_record(results, since))

@@ -35,6 +35,7 @@ from hailq.policy.evidence import (
 )
 from hailq.policy.findings import (
     KINDS,
+    LEASE_EXPIRED,
     Diagnosis,
     Finding,
     Kind,
@@ -54,7 +55,6 @@ __all__ = ["DEFAULT_SINCE", "KINDS", "MAX_SINCE", "MIN_SINCE", "Diagnosis", "Fin
            "WorkerSpan", "diagnose", "evidence_of", "reach", "round_up", "signature",
            "suggested_lease"]
 
-LEASE_EXPIRED = "lease expired"
 LEASE_FACTOR = 3.0  # suggested lease: at least this many times the p99 handler time
 ROUND_SECONDS = (1, 2, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900,
                  1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600, 43200)
@@ -244,7 +244,8 @@ def suggested_lease(lease: float, p99: float | None, largest: float | None) -> f
 
 
 def _lease(e: QueueEvidence, deaths: list[WorkerSpan]) -> Finding | None:
-    unexplained = max(e.redelivered - e.nacked, 0)  # redeliveries after an ended lease
+    # Redeliveries after an ended lease: those no nack followed by a retry explains.
+    unexplained = max(e.redelivered - (e.nacked - e.final_nacks), 0)
     if not (e.late_acks > 0 or (unexplained > 0 and not deaths)):
         return None
     lease = suggested_lease(e.lease, e.handler_p99, e.handler_max)
@@ -269,7 +270,8 @@ def _lease(e: QueueEvidence, deaths: list[WorkerSpan]) -> Finding | None:
         f"lease too short: {', '.join(parts)} in the last {window_text(e.since)}, with "
         + ("no worker death" if not deaths else f"{len(deaths)} worker death(s)"),
         {"late_acks": e.late_acks, "redelivered": e.redelivered, "nacked": e.nacked,
-         "redelivered_after_lease": unexplained, "worker_deaths": len(deaths),
+         "nacked_then_dead": e.final_nacks, "redelivered_after_lease": unexplained,
+         "worker_deaths": len(deaths),
          "lease": e.lease, "handler_p99": e.handler_p99, "handler_max": e.handler_max,
          "suggested_lease": lease},
         f"Messages were handed out again while a handler still worked on them (two "

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from hailq.models import DeadMessage, WorkerInfo
-from hailq.policy.findings import QueueEvidence, SlotPoint, WorkerSpan
+from hailq.policy.findings import LEASE_EXPIRED, QueueEvidence, SlotPoint, WorkerSpan
 
 if TYPE_CHECKING:
     from hailq.observe.figures import QueueFigures
@@ -55,17 +55,20 @@ def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
     letters of any age (``diagnose`` sets the older ones apart), and the registry.
     Without ``window`` the counts are the queue's totals since it was created."""
     s, settings = figures.stats, figures.settings
-    p99s = [p.handler_p99 for p in figures.priorities if p.handler_p99 is not None]
-    largest = [_largest(h) for h in figures.handler.values()]
+    p99, largest = _handler_times(figures, since)
     start = figures.at - since
     if window is None:
-        nacked, redelivered, late = s.nacked, s.redelivered, s.late_acks
+        nacked, redelivered, late, final = s.nacked, s.redelivered, s.late_acks, 0
         runs, inbox = sum(h.count for h in figures.handler.values()), figures.inbox_runs
         slots = [SlotPoint(x.start, x.finished, x.handler_seconds) for x in figures.slots]
         unplaced = 0
     else:
         inside = [r for r in window if r.slot + SLOT > start]
         nacked = sum(r.failed for r in window)  # from before the window too: see reach()
+        # Of them, the last attempts of messages that died then: no redelivery followed.
+        since_reach = min((r.slot for r in window), default=start)
+        final = sum(1 for d in dead if d.dead_at >= since_reach
+                    and (d.last_error or "").strip() != LEASE_EXPIRED)
         redelivered = sum(r.redelivered for r in inside)
         runs = sum(r.acked + r.failed for r in inside)
         inbox = sum(r.inbox for r in inside)
@@ -85,14 +88,28 @@ def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
         queue=s.queue, now=figures.at, since=since, lease=settings.lease,
         max_attempts=settings.max_attempts, rate=settings.rate_per_second,
         rate_text=settings.rate, ready=s.ready, backlog=s.backlog, in_flight=s.in_flight,
-        nacked=nacked, redelivered=redelivered, late_acks=late, late_acks_unplaced=unplaced,
-        dead_lettered=s.dead_lettered, handler_p99=max(p99s) if p99s else None,
-        handler_max=max((x for x in largest if x is not None), default=None),
+        nacked=nacked, final_nacks=min(final, nacked), redelivered=redelivered,
+        late_acks=late, late_acks_unplaced=unplaced,
+        dead_lettered=s.dead_lettered, handler_p99=p99, handler_max=largest,
         handler_runs=runs, inbox_runs=inbox, acked_per_second=figures.rates.acked_1m,
         dead=list(dead), dead_in_window=dead_in_window,
         workers=[WorkerSpan(w.id, w.started_at, w.last_seen, w.state, w.concurrency)
                  for w in workers if s.queue in w.queues],
         slots=slots)
+
+
+def _handler_times(figures: QueueFigures, since: float) -> tuple[float | None, float | None]:
+    """The p99 and the largest handler time of every priority together: over the figures'
+    short window when it holds the doctor's, else over the last hour (the sketches are
+    kept an hour: for a longer window, the hour is the part that can be read); with no
+    run in the last hour, the all-time histograms (the largest, an upper bound)."""
+    if since <= figures.window and figures.handler_p99 is not None:
+        return figures.handler_p99, figures.handler_max
+    if figures.handler_p99_1h is not None:
+        return figures.handler_p99_1h, figures.handler_max_1h
+    p99s = [p for h in figures.handler.values() if (p := h.quantile(0.99)) is not None]
+    tops = [t for h in figures.handler.values() if (t := _largest(h)) is not None]
+    return max(p99s, default=None), max(tops, default=None)
 
 
 def _largest(h: Histogram) -> float | None:

@@ -14,6 +14,7 @@ Kind = Literal["poison", "lease_too_short", "duplicate_effects", "saturated_down
 KINDS: tuple[Kind, ...] = ("poison", "lease_too_short", "duplicate_effects",
                            "saturated_downstream")
 SnippetKind = Literal["shell", "python"]
+LEASE_EXPIRED = "lease expired"  # the error of an attempt ended by its lease
 ALIVE_FOR = 15.0  # a running worker silent this long has died (observe/figures.py)
 
 
@@ -91,6 +92,7 @@ class QueueEvidence:
     handler_max: float | None = None  # the largest handler time in the window (or a bound)
     dead_in_window: int | None = None  # None: every dead letter of the window is in dead
     late_acks_unplaced: int = 0  # late acks the storage cannot place in time (a note)
+    final_nacks: int = 0  # of ``nacked``, last attempts: the message died, not redelivered
 
     @property
     def start(self) -> float:
