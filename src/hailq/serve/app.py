@@ -25,7 +25,6 @@ from hailq.observe.prometheus import CONTENT_TYPE, collect_figures, exposition
 from hailq.serve import api
 from hailq.serve.api_io import blocking
 from hailq.serve.errors import error_response, handlers
-from hailq.serve.figures import ServeFigures
 from hailq.serve.schemas import Doc, openapi
 from hailq.serve.security import COOKIE, Policy, SecurityMiddleware, Tokens
 
@@ -42,18 +41,16 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
     accepted, and the names in ``allow_hosts``; ``"*"`` accepts any, for a server behind
     a proxy that checks it); bodies over ``max_body`` bytes get 413 unread; a receive
     waits at most ``max_wait`` seconds. Wait and handler time of messages received and
-    settled through it are recorded (rule 25); ``close_app`` (or the app's lifespan)
-    writes the last of them."""
+    settled through it are counted by the broker (rule 36); ``close_app`` (or the app's
+    lifespan) writes the last of them."""
     policy = Policy(tokens, host, allow_hosts, max_body)
-    figures = ServeFigures(broker)
     app = Starlette(
         routes=[*_own_routes(), *api.routes(), *_dashboard_routes()],
         middleware=[Middleware(SecurityMiddleware, policy=policy)],
         exception_handlers=handlers(),  # type: ignore[arg-type]
-        lifespan=_closing(figures),
+        lifespan=_closing(broker),
     )
     app.state.broker = broker
-    app.state.figures = figures
     app.state.policy = policy
     app.state.max_wait = max_wait
     app.state.scrape_lock = threading.Lock()
@@ -61,18 +58,20 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
 
 
 def close_app(app: Starlette) -> None:
-    """Write the figures still held in memory and stop their flusher."""
-    figures: ServeFigures = app.state.figures
-    figures.close()
+    """Write the figures still held in memory."""
+    broker: Broker = app.state.broker
+    if broker.figures is not None:
+        broker.figures.flush()
 
 
-def _closing(figures: ServeFigures) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def _closing(broker: Broker) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            await blocking(figures.close)
+            if broker.figures is not None:
+                await blocking(broker.figures.flush)
 
     return lifespan
 
