@@ -64,10 +64,11 @@ def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
         unplaced = 0
     else:
         inside = [r for r in window if r.slot + SLOT > start]
-        nacked = sum(r.failed for r in window)  # from before the window too: see reach()
-        # Of them, the last attempts of messages that died then: no redelivery followed.
-        since_reach = min((r.slot for r in window), default=start)
-        final = sum(1 for d in dead if d.dead_at >= since_reach
+        # Nacks from one retry backoff before the window on (see reach()), less the last
+        # attempts of messages that died then: no redelivery followed those.
+        early = reach(figures, since)
+        nacked = sum(r.failed for r in window if r.slot + SLOT > early)
+        final = sum(1 for d in dead if d.dead_at >= early
                     and (d.last_error or "").strip() != LEASE_EXPIRED)
         redelivered = sum(r.redelivered for r in inside)
         runs = sum(r.acked + r.failed for r in inside)
