@@ -15,23 +15,19 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from hailq.backends.base import FiguresWindowParams
 from hailq.cli.context import check_queue_name, common_options, current_app
 from hailq.cli.output import clean
+from hailq.doctor import examine
 from hailq.policy.diagnosis import (
     DEFAULT_SINCE,
     MAX_SINCE,
     MIN_SINCE,
     Diagnosis,
-    diagnose,
-    evidence_of,
-    reach,
     window_text,
 )
 from hailq.policy.findings import Finding
 
 FOUND = 3  # exit code: something was found (1 stays "failed while doing it")
-DEAD_LETTERS_READ = 1000  # the dead letters read per queue for poison messages
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhd])")
 
@@ -86,16 +82,8 @@ def doctor(queues: tuple[str, ...], since: float) -> int:
     """
     app = current_app()
     with app.broker() as broker:
-        chosen = [app.queue(broker, name) for name in queues] if queues else broker.queues()
-        workers = broker.workers()
-        results = []
-        for q in chosen:
-            figures = q.figures()
-            window = broker.backend.figures_window(
-                FiguresWindowParams(q.name, reach(figures, since)))
-            results.append(diagnose(evidence_of(
-                figures, q.dead_letters(limit=DEAD_LETTERS_READ), workers, since=since,
-                window=window)))
+        names = [app.queue(broker, name).name for name in queues] if queues else None
+        results = examine(broker, names, since)
     found = sum(len(d.findings) for d in results)
     if app.out.json:
         app.out.emit_json(doctor_record(results, since))
