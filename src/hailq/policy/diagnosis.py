@@ -295,8 +295,8 @@ def _duplicates(e: QueueEvidence) -> Finding | None:
         e.queue, "duplicate_effects",
         f"duplicate-effect risk: {e.redelivered} redelivered message(s) in the last "
         f"{window_text(e.since)}, and none of {e.handler_runs} handler runs used an inbox",
-        {"redelivered": e.redelivered, "late_acks": e.late_acks,
-         "handler_runs": e.handler_runs, "inbox_runs": e.inbox_runs},
+        {"redelivered": e.redelivered, "handler_runs": e.handler_runs,
+         "inbox_runs": e.inbox_runs},
         "A redelivered message runs its handler again, so whatever the first run did "
         "happens twice (two results, two payments). Record each message id in the same "
         "transaction as the effect: hailq.inbox(conn, consumer).record(message.id) in "
