@@ -48,8 +48,7 @@ def reach(figures: QueueFigures, since: float) -> float:
 
 def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
                 workers: Sequence[WorkerInfo], *, since: float = DEFAULT_SINCE,
-                window: Sequence[WindowSlot] | None = None,
-                dead_in_window: int | None = None) -> QueueEvidence:
+                window: Sequence[WindowSlot] | None = None) -> QueueEvidence:
     """One queue's evidence over the last ``since`` seconds: counts from ``window`` (the
     stored slots from ``reach(figures, since)`` on), handler times from ``figures``, dead
     letters of any age (``diagnose`` sets the older ones apart), and the registry.
@@ -93,7 +92,7 @@ def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
         late_acks=late, late_acks_unplaced=unplaced,
         dead_lettered=s.dead_lettered, handler_p99=p99, handler_max=largest,
         handler_runs=runs, inbox_runs=inbox, acked_per_second=figures.rates.acked_1m,
-        dead=list(dead), dead_in_window=dead_in_window,
+        dead=list(dead),
         workers=[WorkerSpan(w.id, w.started_at, w.last_seen, w.state, w.concurrency)
                  for w in workers if s.queue in w.queues],
         slots=slots)

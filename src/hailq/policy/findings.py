@@ -65,8 +65,7 @@ class SlotPoint:
 class QueueEvidence:
     """Everything ``diagnose`` reads about one queue. The counts and handler times cover
     the window: the ``since`` seconds before ``now``. ``dead`` holds dead letters of any
-    age (those older than the window become a note); ``dead_in_window`` counts the ones
-    inside it, when more were dead than were read."""
+    age (those older than the window become a note)."""
 
     queue: str
     now: float
@@ -90,7 +89,6 @@ class QueueEvidence:
     slots: Sequence[SlotPoint] = ()
     since: float = 900.0
     handler_max: float | None = None  # the largest handler time in the window (or a bound)
-    dead_in_window: int | None = None  # None: every dead letter of the window is in dead
     late_acks_unplaced: int = 0  # late acks the storage cannot place in time (a note)
     final_nacks: int = 0  # of ``nacked``, last attempts: the message died, not redelivered
 
