@@ -161,6 +161,7 @@ class FigureRecorder:
             if self._thread is not None:
                 return
             self._read_clock()
+            _flush_at_exit()
             thread = threading.Thread(target=self._run, args=(self._stop,),
                                       name="hailq-figures", daemon=True)
             self._thread = thread
@@ -368,5 +369,15 @@ def _forget_all() -> None:
         recorder._reset()
 
 
-atexit.register(_flush_all)
+_at_exit: list[bool] = []
+
+
+def _flush_at_exit() -> None:
+    """Register the flush at exit once, at the first count: after the backend opened its
+    connections, so that it runs before they are closed at exit (last in, first out)."""
+    if not _at_exit:
+        _at_exit.append(True)
+        atexit.register(_flush_all)
+
+
 os.register_at_fork(after_in_child=_forget_all)
