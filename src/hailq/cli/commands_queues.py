@@ -139,6 +139,11 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}/s"
 
 
+def _span(span: float | None, window: float) -> str:
+    """A queue younger than the window: over how long its rates were taken."""
+    return "" if span is None or span >= window else f" (over {span:.0f}s)"
+
+
 def _secs(value: float | None) -> str:
     if value is None:
         return "-"
@@ -146,19 +151,20 @@ def _secs(value: float | None) -> str:
 
 
 def priority_view(f: QueueFigures) -> RenderableType:
-    """Per priority: wait and handler percentiles, the target, breaches, compliance."""
+    """Per priority over the last 5 minutes: claims, wait and handler percentiles, the
+    target, breaches (and all time), compliance."""
     return make_table(
         ["PRIORITY", "STARTED", "PER S (1M)", "WAIT P50", "WAIT P95", "WAIT P99",
-         "HANDLER P50", "HANDLER P95", "HANDLER P99", "SLO", "BREACHES", "BREACHES (5M)",
-         "COMPLIANCE"],
+         "HANDLER P50", "HANDLER P95", "HANDLER P99", "SLO", "BREACHES (ALL)",
+         "BREACHES (5M)", "COMPLIANCE"],
         [[p.priority, p.started, f"{p.started_per_second_1m:.2f}", _secs(p.wait_p50),
           _secs(p.wait_p95), _secs(p.wait_p99), _secs(p.handler_p50), _secs(p.handler_p95),
-          _secs(p.handler_p99), "-" if p.slo is None else f"{p.slo:g}s", p.breaches,
+          _secs(p.handler_p99), "-" if p.slo is None else f"{p.slo:g}s", p.breaches_total,
           p.breaches_5m,
           "-" if p.compliance is None else f"{p.compliance * 100:.2f}%"]
          for p in f.priorities],
-        title=f"per priority ({f.queue})",
-        empty="nothing measured yet (no worker ran)")
+        title=f"per priority ({f.queue}, last {f.window / 60:g} min)",
+        empty="nothing measured yet (nothing received)")
 
 
 def autoscale_view(f: QueueFigures) -> RenderableType:
@@ -183,7 +189,8 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
             ["blocked", s.blocked], ["dead", s.dead], ["backlog", s.backlog],
             ["oldest ready", age(s.oldest_ready_age)],
             *[[c.replace("_", " "), getattr(s, c)] for c in COUNTERS],
-            ["sent per s (1m / 5m)", f"{_rate(r.sent_1m)} / {_rate(r.sent_5m)}"],
+            ["sent per s (1m / 5m)", f"{_rate(r.sent_1m)} / {_rate(r.sent_5m)}"
+             + _span(r.span_1m, 60.0)],
             ["acked per s (1m / 5m)", f"{_rate(r.acked_1m)} / {_rate(r.acked_5m)}"],
             ["dead-lettered per s (1m / 5m)",
              f"{_rate(r.dead_lettered_1m)} / {_rate(r.dead_lettered_5m)}"],

@@ -8,12 +8,13 @@ handler time (received -> acked or nacked), from the claim time kept with the le
 (in the ``Message``, or in the receipt string for an ack by receipt, from this
 process or another). Sends mark their queue, whose counters are then sampled.
 
-Counted in memory per (queue, priority) -- a lock, a bisection, a logarithm and a few
-dict updates per message -- and written by a daemon thread, started at the first
-count, about once a second in one short transaction (rule 25), and at ``close()`` and
-at interpreter exit. A flush that fails is logged and its figures kept for the next
-one; a process that dies loses at most the last second's figures. After a fork the
-child starts empty (the parent writes what it counted).
+A consumer only appends a tuple to a deque per claim and per ack (no lock); a daemon
+thread, started at the first count, folds them into buckets per (queue, priority) --
+while the consumer waits on its database, mostly -- and writes them about once a
+second in one short transaction (rule 25), and at ``close()`` and at interpreter exit.
+A flush that fails is logged and its figures kept for the next one; a process that
+dies loses at most the last second's figures. After a fork the child starts empty
+(the parent writes what it counted).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hailq.figures")
 
+_CLAIMED, _ENDED, _INBOX = 0, 1, 2  # kinds of counted events
 PRUNE_EVERY = 60  # flushes between prunes of slots past their retention
 CLOCK_EVERY = 60.0  # seconds between readings of the broker's clock
 Slo = Mapping[int, float] | None
@@ -76,9 +79,9 @@ class FigureRecorder:
 
     def _reset(self) -> None:
         """Empty, no flusher (at construction, and in a forked child)."""
-        self._lock = threading.Lock()
         self._flushing = threading.Lock()
-        self._tallies: dict[tuple[str, int], _Tally] = {}
+        # What consumers counted, in order, for the flusher to fold (``_count``).
+        self._events: deque[tuple[Any, ...]] = deque()
         self._touched: set[str] = set()
         self._unwritten: FiguresRecordParams | None = None  # a failed flush, for the next
         self._flushes = 0
@@ -99,21 +102,16 @@ class FigureRecorder:
         time (broker clock) their handler time is measured from."""
         if self._thread is None:
             self._start()
-        now = self.now()
-        with self._lock:
-            self._touched.add(queue)
-            for r in rows:
-                tally = self._tally(queue, r.priority, slo)
-                wait = now - (r.available_at or r.enqueued_at)
-                tally.wait(wait if wait > 0.0 else 0.0, r.attempt)
+        now = time.time() + self._offset if self._clock is None else self._clock()
+        self._events.append((_CLAIMED, queue, slo, now, [
+            (r.priority, r.available_at or r.enqueued_at, r.attempt) for r in rows]))
         return now
 
     def touched(self, queue: str) -> None:
         """``queue`` was sent to or consumed from: sample its counters at the next flush."""
         if self._thread is None:
             self._start()
-        with self._lock:
-            self._touched.add(queue)
+        self._touched.add(queue)  # atomic; one lost to a flush's swap is sampled next time
 
     def ended(self, queue: str, slo: Slo, priority: int, handler: float, ok: bool,
               inbox: bool = False) -> None:
@@ -121,10 +119,7 @@ class FigureRecorder:
         ``inbox``: its handling used an inbox or an ack transaction (rule 26)."""
         if self._thread is None:
             self._start()
-        with self._lock:
-            self._touched.add(queue)
-            self._tally(queue, priority, slo).end(handler if handler > 0.0 else 0.0, ok,
-                                                  inbox)
+        self._events.append((_ENDED, queue, slo, priority, handler, ok, inbox))
 
     def observe(self, queue: str, priority: int, wait: float, handler: float, ok: bool,
                 inbox: bool = False, *, slo: Slo = None, attempt: int = 1) -> None:
@@ -134,25 +129,46 @@ class FigureRecorder:
             self._start()
         if slo is None and self._slo_of is not None:
             slo = self._slo_of(queue)
-        with self._lock:
-            self._touched.add(queue)
-            tally = self._tally(queue, priority, slo)
-            tally.wait(wait if wait > 0.0 else 0.0, attempt)
-            tally.end(handler if handler > 0.0 else 0.0, ok, inbox)
+        self._events.append((_CLAIMED, queue, slo, wait, [(priority, 0.0, attempt)]))
+        self._events.append((_ENDED, queue, slo, priority, handler, ok, inbox))
 
     def inbox(self, queue: str, slo: Slo, priority: int) -> None:
         """A handler run on ``queue`` used an inbox or an ack transaction (rule 26)."""
         if self._thread is None:
             self._start()
-        with self._lock:
-            self._tally(queue, priority, slo).rate[6] += 1
+        self._events.append((_INBOX, queue, slo, priority))
 
-    def _tally(self, queue: str, priority: int, slo: Slo) -> _Tally:
-        tally = self._tallies.get((queue, priority))
-        if tally is None:  # its first message since the last flush
-            tally = self._tallies[queue, priority] = _Tally(
-                bounds_for(slo), None if slo is None else slo.get(priority))
-        return tally
+    def _count(self) -> dict[tuple[str, int], _Tally]:
+        """Fold the events counted so far into tallies per (queue, priority): the flusher's
+        work, off the consumers' path (they only append to a deque, which needs no lock;
+        the flusher takes from its other end only what was there when it began)."""
+        tallies: dict[tuple[str, int], _Tally] = {}
+
+        def tally(queue: str, priority: int, slo: Slo) -> _Tally:
+            found = tallies.get((queue, priority))
+            if found is None:
+                found = tallies[queue, priority] = _Tally(
+                    bounds_for(slo), None if slo is None else slo.get(priority))
+            return found
+
+        take = self._events.popleft
+        for _ in range(len(self._events)):
+            event = take()
+            kind, queue, slo = event[0], event[1], event[2]
+            if kind == _CLAIMED:
+                now = event[3]
+                self._touched.add(queue)
+                for priority, available, attempt in event[4]:
+                    wait = now - available
+                    tally(queue, priority, slo).wait(wait if wait > 0.0 else 0.0, attempt)
+            elif kind == _ENDED:
+                self._touched.add(queue)
+                handler = event[4]
+                tally(queue, event[3], slo).end(handler if handler > 0.0 else 0.0, event[5],
+                                                event[6])
+            else:
+                tally(queue, event[3], slo).rate[6] += 1
+        return tallies
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -161,6 +177,7 @@ class FigureRecorder:
             if self._thread is not None:
                 return
             self._read_clock()
+            _flush_at_exit()
             thread = threading.Thread(target=self._run, args=(self._stop,),
                                       name="hailq-figures", daemon=True)
             self._thread = thread
@@ -172,9 +189,8 @@ class FigureRecorder:
             self._flush()
 
     def _flush(self) -> None:
-        with self._lock:
-            tallies, self._tallies = self._tallies, {}
-            touched, self._touched = self._touched, set()
+        tallies = self._count()
+        touched, self._touched = self._touched, set()
         if self._queues:
             touched.update(self._queues() if callable(self._queues) else self._queues)
         params = _params(tallies, sorted(touched), self._unwritten)
@@ -368,5 +384,15 @@ def _forget_all() -> None:
         recorder._reset()
 
 
-atexit.register(_flush_all)
+_at_exit: list[bool] = []
+
+
+def _flush_at_exit() -> None:
+    """Register the flush at exit once, at the first count: after the backend opened its
+    connections, so that it runs before they are closed at exit (last in, first out)."""
+    if not _at_exit:
+        _at_exit.append(True)
+        atexit.register(_flush_all)
+
+
 os.register_at_fork(after_in_child=_forget_all)

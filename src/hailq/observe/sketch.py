@@ -12,7 +12,7 @@ A percentile is the nearest rank, the ``ceil(q * n)``-th smallest value: the buc
 holding that rank is the one whose cumulative count first reaches it, and the value
 reported is its representative clamped to ``[min, max]``. Against the exact percentile of
 the same values the error is at most 2 % (or 1 ms below 1 ms), within rule 36's 5 %.
-About 290 buckets span 1 ms to a day; a slot stores only those that saw a value.
+About 460 buckets span 1 ms to a day; a slot stores only those that saw a value.
 """
 
 from __future__ import annotations
