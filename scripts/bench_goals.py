@@ -25,6 +25,7 @@ MAX_GROWTH = 1.5  # receive latency, largest backlog against the smallest
 MAX_OVERVIEW_MS = 300.0  # the dashboard's overview over 100 queues x 10,000 messages
 MIN_SEND_RATIO_PG = 0.8  # PostgreSQL sends one by one against the bare insert+commit loop
 MIN_FILL_RATIO = 0.95  # the drain after single sends against the one after send_many
+MIN_FIGURES_RATIO = 0.95  # a drain with every consumer's figures against one without
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ def check_goals(figures: Sequence[Figure], *, postgres: bool = False) -> list[Go
         elif f.name.startswith("send→handler start") and f.name.endswith("(vs target)"):
             goals.append(Goal(f"{f.name.removesuffix(' (vs target)')} ≤ {f.raw:g} ms",
                               f"{f.hailq:.2f} ms", f.hailq <= f.raw))
+    for f in figures:  # rule 36: counting every claim and ack costs at most 5 %
+        if f.name.startswith("drain with figures"):
+            goals.append(Goal(f"{f.name.replace(' (vs without)', '')} ≥ {MIN_FIGURES_RATIO:g} × "
+                              "without", f"{f.ratio:.2f}", f.ratio >= MIN_FIGURES_RATIO))
     held = [f for f in figures if f.name.startswith("rate ") and "started/s" in f.name]
     for f in held:  # rule 33: the limit (f.raw) held within 10% by 4 worker processes
         goals.append(Goal(f"rate limit {f.raw:g}/s held within ±10% by 4 processes",

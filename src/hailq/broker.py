@@ -28,15 +28,24 @@ from hailq.url import DEFAULT_URL, split_url
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
     from hailq.observe.overview import QueueGlance
+    from hailq.observe.recorder import FigureRecorder
     from hailq.schedule import Periodic
 
 
 class Broker:
     """hailq on one database. Thread-safe; use one per process (it is fork-safe too)."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, figures: bool = True,
+                 clock: Clock | None = None) -> None:
+        """``figures``: count every claim, ack and nack of this broker's queues (rules 25,
+        36), written about once a second; False counts nothing (``hailq bench`` compares
+        the two). ``clock``: the backend's injected clock, read directly for waits."""
+        from hailq.observe.recorder import FigureRecorder
+
         self.backend = backend
         self.url = backend.url_for_display
+        self.figures: FigureRecorder | None = (
+            FigureRecorder(backend, clock=clock) if figures else None)
 
     def migrate(self) -> int:
         """Create or upgrade hailq's schema; return its version. ``connect`` does this too."""
@@ -63,7 +72,7 @@ class Broker:
             resort = current is not None and wanted.aging != current.aging
             self.backend.queue_save(QueueSaveParams(name, wanted.to_json(), resort))
         overrides = parse_overrides(found[0].overrides) if found else {}
-        return Queue(self.backend, name, wanted.overlay(overrides), overrides)
+        return Queue(self.backend, name, wanted.overlay(overrides), overrides, self.figures)
 
     def get_queue(self, name: str) -> Queue:
         """An existing queue with its effective settings; QueueNotFound if never declared
@@ -72,11 +81,11 @@ class Broker:
         found = self.backend.queue_describe(QueueDescribeParams([name]))
         if not found:
             raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
-        return _queue(self.backend, found[0])
+        return _queue(self.backend, found[0], self.figures)
 
     def queues(self) -> list[Queue]:
         """Every declared queue with its effective settings."""
-        return [_queue(self.backend, r) for r in self.backend.queue_describe(
+        return [_queue(self.backend, r, self.figures) for r in self.backend.queue_describe(
             QueueDescribeParams(None))]
 
     def configure(self, name: str, *, reset: bool = False, **settings: Any) -> Queue:
@@ -263,7 +272,10 @@ class Broker:
 
     def close(self) -> None:
         """Close this broker's database connections. Using it again afterwards opens new
-        ones, as after a fork: ``close`` frees resources, it does not fence anything off."""
+        ones, as after a fork: ``close`` frees resources, it does not fence anything off.
+        The figures counted in this process are written first."""
+        if self.figures is not None:
+            self.figures.close()
         self.backend.close()
 
     def __enter__(self) -> Broker:
@@ -277,10 +289,11 @@ class Broker:
         return f"<Broker {self.url}>"
 
 
-def _queue(backend: Backend, record: QueueRecord) -> Queue:
+def _queue(backend: Backend, record: QueueRecord,
+           recorder: FigureRecorder | None) -> Queue:
     overrides = parse_overrides(record.overrides)
     declared = QueueSettings.from_json(record.declared)
-    return Queue(backend, record.name, declared.overlay(overrides), overrides)
+    return Queue(backend, record.name, declared.overlay(overrides), overrides, recorder)
 
 
 def _check_flag(value: object, what: str) -> None:
@@ -289,7 +302,7 @@ def _check_flag(value: object, what: str) -> None:
 
 
 def connect(url: str | None = None, *, clock: Clock | None = None,
-            migrate: bool = True) -> Broker:
+            migrate: bool = True, figures: bool = True) -> Broker:
     """Open a broker: ``sqlite:///path.db`` or ``postgresql://user@host:port/db``.
 
     Without ``url``, ``HAILQ_URL`` is used, else ``sqlite:///hailq.db``.
@@ -299,14 +312,15 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
     ``poll_interval=SECONDS``; any other option goes to libpq. ``clock`` replaces the
     SQLite backend's clock (tests; PostgreSQL always uses the database's). The schema
     is created or upgraded unless ``migrate=False``. Bad URLs and options raise
-    InvalidArgument before anything is created; a PostgreSQL URL without the optional
+    InvalidArgument before anything is created; ``figures=False`` counts no waits, handler
+    times or rates in this process (rule 36). A PostgreSQL URL without the optional
     PostgreSQL support installed (``pip install 'hailq[postgres]'``) raises
     BackendUnavailable. See docs/reference/settings.md.
     """
     split = split_url(url if url is not None else os.environ.get("HAILQ_URL", DEFAULT_URL))
     kind = lookup(split)
     backend = kind.open(kind.parse(split), clock)
-    broker = Broker(backend)
+    broker = Broker(backend, figures=figures, clock=clock)
     if migrate:
         try:
             broker.migrate()

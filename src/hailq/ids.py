@@ -15,9 +15,12 @@ _lock = threading.Lock()
 _last = (0, 0)
 
 ID_PATTERN = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
-# id . lease token [. row position]: the position lets a backend find the row without an
-# index on ids; receipts made before it was added still parse (position None).
-RECEIPT_PATTERN = re.compile(r"([0-9A-HJKMNP-TV-Z]{26})\.([0-9a-f]{16})(?:\.([1-9][0-9]{0,17}))?")
+# id . lease token [. row position] [. p priority t claim time]: the position lets a
+# backend find the row without an index on ids; the priority and the claim time (broker
+# clock, milliseconds) let whoever acks, in any process, count the handler time (rule 36).
+# Receipts made before either was added still parse (None for what they lack).
+RECEIPT_PATTERN = re.compile(r"([0-9A-HJKMNP-TV-Z]{26})\.([0-9a-f]{16})(?:\.([1-9][0-9]{0,17}))?"
+                             r"(?:\.p([0-9])t([0-9]{1,16}))?")
 
 
 def new_message_id() -> str:
@@ -49,9 +52,13 @@ def check_message_id(value: object) -> str:
     return value
 
 
-def make_receipt(message_id: str, token: str, seq: int | None) -> str:
-    """``id.token.seq``; without a known position, the older ``id.token`` form."""
-    return f"{message_id}.{token}" if seq is None else f"{message_id}.{token}.{seq}"
+def make_receipt(message_id: str, token: str, seq: int | None, priority: int | None = None,
+                 claimed_at: float | None = None) -> str:
+    """``id.token.seq.pPtMS``; what is not known is left out (``id.token`` at least)."""
+    text = f"{message_id}.{token}" if seq is None else f"{message_id}.{token}.{seq}"
+    if priority is not None and claimed_at is not None and claimed_at >= 0:
+        text += f".p{priority}t{round(claimed_at * 1000)}"
+    return text
 
 
 def parse_receipt(receipt: object) -> tuple[str, str, int | None]:
@@ -62,3 +69,12 @@ def parse_receipt(receipt: object) -> tuple[str, str, int | None]:
         raise InvalidArgument(f"not a hailq receipt: {receipt!r}")
     seq = match.group(3)
     return match.group(1), match.group(2), None if seq is None else int(seq)
+
+
+def receipt_claim(receipt: str) -> tuple[int, float] | None:
+    """The priority and claim time (broker clock, seconds) a receipt carries, None if it
+    carries none (made before they were added) or is no receipt."""
+    match = RECEIPT_PATTERN.fullmatch(receipt)
+    if match is None or match.group(4) is None:
+        return None
+    return int(match.group(4)), int(match.group(5)) / 1000.0

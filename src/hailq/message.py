@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from hailq._time import Duration
 from hailq.backends.base import ClaimedRow, Receipt
 from hailq.codec import Body, decode_body, decode_headers
-from hailq.ids import make_receipt, parse_receipt
+from hailq.ids import make_receipt, parse_receipt, receipt_claim
 
 if TYPE_CHECKING:
     from hailq.queue import Queue
@@ -18,15 +18,17 @@ if TYPE_CHECKING:
 class Message:
     """A received message and its lease. ``receipt`` names this lease alone."""
 
-    __slots__ = ("_lease", "_queue", "_receipt", "attempt", "available_at", "body",
+    __slots__ = ("_ended", "_lease", "_queue", "_receipt", "attempt", "available_at", "body",
                  "enqueued_at", "headers", "id", "lease_until", "ordering_key", "priority",
-                 "settled")
+                 "received_at", "settled")
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
                  lease_until: float, receipt: str, seq: int | None = None,
-                 available_at: float | None = None) -> None:
+                 available_at: float | None = None, received_at: float | None = None,
+                 ) -> None:
         _, token, named_seq = parse_receipt(receipt)
+        claim = receipt_claim(receipt)
         self._queue = queue
         self._lease = Receipt(queue.name, id, token, named_seq if seq is None else seq)
         self.id = id
@@ -39,11 +41,17 @@ class Message:
         # When it became receivable this time (broker's clock): its wait ends at receive.
         self.available_at = enqueued_at if available_at is None else available_at
         self.lease_until = lease_until
+        # When this lease began (broker clock as this process reads it): the handler time
+        # counted at ack or nack runs from here (rule 36); None where unknown.
+        self.received_at = received_at if received_at is not None or claim is None \
+            else claim[1]
+        self._ended: float | None = None  # when a worker's handler ended, if it says so
         self._receipt: str | None = receipt
         self.settled = False  # acked, nacked or dead-lettered through this object
 
     @classmethod
-    def claimed(cls, queue: Queue, r: ClaimedRow) -> Message:
+    def claimed(cls, queue: Queue, r: ClaimedRow, received_at: float | None = None,
+                ) -> Message:
         """From a claimed row, without ``__init__``'s keywords: receive builds one per
         message, and at batch sizes of 10 and more this is a visible share of a cycle."""
         m = cls.__new__(cls)
@@ -54,9 +62,16 @@ class Message:
         m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt
         m.enqueued_at, m.lease_until = r.enqueued_at, r.lease_until
         m.available_at = r.available_at or r.enqueued_at
+        m.received_at, m._ended = received_at, None
         m._receipt = None  # written when first asked for: acks of a Message do not need it
         m.settled = False
         return m
+
+    def handled(self) -> None:
+        """Say the handling of this message ended now, though its ack follows later (a
+        worker's batched ack): the handler time then runs to here (rule 36)."""
+        figures = self._queue.recorder
+        self._ended = figures.now() if figures is not None else None
 
     @property
     def lease(self) -> Receipt:
@@ -68,7 +83,8 @@ class Message:
         """The receipt of this lease, a plain string: ``queue.ack(receipt)`` works later."""
         if self._receipt is None:
             lease = self._lease
-            self._receipt = make_receipt(lease.message_id, lease.token, lease.seq)
+            self._receipt = make_receipt(lease.message_id, lease.token, lease.seq,
+                                         self.priority, self.received_at)
         return self._receipt
 
     @property
@@ -88,7 +104,7 @@ class Message:
 
     def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
         """Give the message back now, after ``delay``, or after the queue's retry backoff."""
-        self._queue.nack(self.receipt, delay=delay, error=error, attempt=self.attempt)
+        self._queue.nack(self, delay=delay, error=error, attempt=self.attempt)
         self.settled = True
 
     def give_back(self, reason: str | None = None) -> None:
@@ -97,12 +113,12 @@ class Message:
         message keeps its place in line and never dies of it, even on its last attempt
         (the attempt still counts, so the next delivery may show one more than
         ``max_attempts``). Raises LeaseLost as ``nack`` does."""
-        self._queue.give_back(self.receipt, reason)
+        self._queue.give_back(self, reason)
         self.settled = True
 
     def dead_letter(self, reason: str) -> None:
         """Move the message to the dead-letter queue now, whatever attempts it has left."""
-        self._queue.dead_letter(self.receipt, reason)
+        self._queue.dead_letter(self, reason)
         self.settled = True
 
     def extend(self, seconds: Duration) -> None:

@@ -42,7 +42,7 @@ from hailq.checks import (
 )
 from hailq.codec import Body, check_key, check_plain_text
 from hailq.errors import InvalidArgument, LeaseLost
-from hailq.ids import check_message_id, parse_receipt
+from hailq.ids import check_message_id, parse_receipt, receipt_claim
 from hailq.message import Message
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
 from hailq.observe import inbox_use
@@ -50,8 +50,9 @@ from hailq.policy.retry import backoff
 from hailq.settings import QueueSettings, check_overrides, parse_overrides
 
 if TYPE_CHECKING:
-    from hailq.backends.base import Backend
+    from hailq.backends.base import Backend, ClaimedRow
     from hailq.observe.figures import QueueFigures
+    from hailq.observe.recorder import FigureRecorder
 
 __all__ = ["MAX_BATCH", "Envelope", "Message", "Queue", "build_message", "check_batch"]
 
@@ -67,11 +68,14 @@ class Queue:
     """
 
     def __init__(self, backend: Backend, name: str, settings: QueueSettings,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None,
+                 recorder: FigureRecorder | None = None) -> None:
         self._backend = backend
         self.name = name
         self.settings = settings
         self.overrides: dict[str, Any] = dict(overrides or {})
+        # The broker's recorder (rule 36): every claim, ack and nack here is counted.
+        self.recorder = recorder
 
     # -- sending -----------------------------------------------------------------------
 
@@ -87,7 +91,10 @@ class Queue:
         """
         message = self._new(Envelope(body, priority, ordering_key, delay, headers, dedup_id,
                                      not_before))
-        return self._backend.message_send(SendParams([message], connection))[0]
+        sent = self._backend.message_send(SendParams([message], connection))[0]
+        if self.recorder is not None:
+            self.recorder.touched(self.name)  # its counters are sampled (rates, rule 36)
+        return sent
 
     def send_many(self, items: Iterable[Body | Envelope], *, connection: Any = None,
                   ) -> list[str]:
@@ -96,7 +103,10 @@ class Queue:
                     for i in check_batch(items, "send_many")]
         if not messages:
             return []
-        return self._backend.message_send(SendParams(messages, connection))
+        sent = self._backend.message_send(SendParams(messages, connection))
+        if self.recorder is not None:
+            self.recorder.touched(self.name)
+        return sent
 
     def _new(self, e: Envelope) -> NewMessage:
         return build_message(self.name, self.settings, e, self._backend.clock_now)
@@ -118,7 +128,18 @@ class Queue:
             if rows or remaining <= 0:
                 break
             self._backend.message_wait(WaitParams([self.name], remaining))
-        return [Message.claimed(self, r) for r in rows]
+        return self._messages(rows)
+
+    def _messages(self, rows: list[ClaimedRow]) -> list[Message]:
+        """Claimed rows as messages, their waits counted (rule 36)."""
+        figures = self.recorder
+        if figures is None:
+            return [Message.claimed(self, r) for r in rows]
+        if not rows:
+            figures.touched(self.name)  # a claim settles expired leases: sample counters
+            return []
+        at = figures.claimed(self.name, self.settings.slo, rows)
+        return [Message.claimed(self, r, at) for r in rows]
 
     def ack_and_receive(self, acks: Iterable[Message], max_messages: int = 1,
                         lease: Duration | None = None,
@@ -134,7 +155,9 @@ class Queue:
         for message, acked in zip(finished, result.acked, strict=True):
             if acked is not None:
                 message.settled = True
-        return result.acked, [Message.claimed(self, r) for r in result.rows]
+        if finished and self.recorder is not None:
+            self._ended(finished, result.acked, ok=True)
+        return result.acked, self._messages(result.rows)
 
     def ack(self, receipt: str | Message) -> None:
         """Ack by receipt or message (see ``Message.ack``)."""
@@ -160,7 +183,35 @@ class Queue:
         for item, result in zip(items, results, strict=True):
             if isinstance(item, Message) and result is not None:
                 item.settled = True
+        if self.recorder is not None and leases:
+            self._ended(items, results, ok=True)
         return results
+
+    def _ended(self, items: Iterable[str | Message], results: Iterable[object], *,
+               ok: bool, inbox: bool = False) -> None:
+        """Count the handler time of each item whose lease was settled (``result`` not
+        None): from its claim time, kept in the ``Message`` or carried by the receipt
+        (any process's), to now or to when a worker said its handling ended."""
+        figures = self.recorder
+        if figures is None:
+            return
+        now = figures.now()
+        for item, result in zip(items, results, strict=True):
+            if result is None:
+                continue
+            if isinstance(item, Message):
+                began = item.received_at
+                if began is None:
+                    continue
+                queue = item.queue
+                slo = self.settings.slo if queue == self.name else item.source.settings.slo
+                ended = item._ended if item._ended is not None else now
+                figures.ended(queue, slo, item.priority, ended - began, ok, inbox)
+            else:
+                claim = receipt_claim(item)
+                if claim is not None:
+                    figures.ended(self.name, self.settings.slo, claim[0], now - claim[1],
+                                  ok, inbox)
 
     def _receipt(self, item: str | Message) -> Receipt:
         """The lease a receipt names, on this queue (a message's own is another queue's
@@ -175,12 +226,15 @@ class Queue:
     def ack_transaction(self, receipt: str | Message) -> Iterator[Any]:
         """See ``Message.transaction``."""
         lease = self._receipt(receipt)
-        inbox_use.note(lease.message_id)  # exactly-once effect: hailq doctor's rule 26
+        # Exactly-once effect (hailq doctor, rule 26): a worker's run counts it as an inbox
+        # run when its handler ends; elsewhere it is counted with the ack here.
+        in_run = inbox_use.note(lease.message_id)
         with self._backend.message_ack_transaction(lease) as conn:
             yield conn
+        self._ended([receipt], [True], ok=True, inbox=not in_run)
 
-    def nack(self, receipt: str, delay: Duration | None = None, error: str | None = None,
-             *, attempt: int | None = None) -> None:
+    def nack(self, receipt: str | Message, delay: Duration | None = None,
+             error: str | None = None, *, attempt: int | None = None) -> None:
         """Give a leased message back (rule 10); after ``max_attempts`` it goes dead.
 
         Without ``delay`` the wait is the retry backoff of the message's attempt
@@ -188,31 +242,36 @@ class Queue:
         lease = self._receipt(receipt)
         text = error_text(error)
         if delay is not None:
-            self._nack(lease, "retry", text, delay=seconds(delay, "delay"))
+            self._nack(receipt, lease, "retry", text, delay=seconds(delay, "delay"))
         elif attempt is not None:
-            self._nack(lease, "retry", text, delay=backoff(self.settings.retry, attempt))
+            self._nack(receipt, lease, "retry", text,
+                       delay=backoff(self.settings.retry, attempt))
         else:  # the statement picks the wait for the attempt it finds: no round trip
             table = tuple(backoff(self.settings.retry, n)
                           for n in range(1, self.settings.max_attempts + 1))
-            self._nack(lease, "retry", text, backoff_table=table)
+            self._nack(receipt, lease, "retry", text, backoff_table=table)
 
-    def give_back(self, receipt: str, reason: str | None = None) -> None:
+    def give_back(self, receipt: str | Message, reason: str | None = None) -> None:
         """See ``Message.give_back``."""
-        self._nack(self._receipt(receipt), "give_back",
+        self._nack(receipt, self._receipt(receipt), "give_back",
                    error_text(reason, "reason") or "given back untried", delay=0.0)
 
-    def dead_letter(self, receipt: str, reason: str) -> None:
+    def dead_letter(self, receipt: str | Message, reason: str) -> None:
         """Dead-letter a leased message now with ``reason``."""
         if not isinstance(reason, str):
             raise InvalidArgument(f"reason must be a string, got {type(reason).__name__}")
-        self._nack(self._receipt(receipt), "dead", error_text(reason, "reason"), delay=0.0)
+        self._nack(receipt, self._receipt(receipt), "dead", error_text(reason, "reason"),
+                   delay=0.0)
 
-    def _nack(self, lease: Receipt, outcome: NackOutcome, error: str | None, *,
-              delay: float | None = None, backoff_table: tuple[float, ...] = (0.0,)) -> None:
+    def _nack(self, item: str | Message, lease: Receipt, outcome: NackOutcome,
+              error: str | None, *, delay: float | None = None,
+              backoff_table: tuple[float, ...] = (0.0,)) -> None:
         if not self._backend.message_nack(NackParams(lease, error or "nacked", outcome,
                                                      delay, backoff_table)):
             raise LeaseLost(f"message {lease.message_id}: the receipt no longer holds its "
                             "lease; nothing changed")
+        if outcome != "give_back":  # given back untried: no handler ran (rule 36)
+            self._ended([item], [True], ok=False)
 
     def extend(self, receipt: str, seconds_: Duration) -> float:
         """Move a lease's end to ``seconds_`` from now; return the new deadline."""

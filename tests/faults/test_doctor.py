@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -83,6 +84,11 @@ def finding(report: dict[str, Any], kind: str) -> dict[str, Any]:
     return found
 
 
+def shell(f: dict[str, Any]) -> list[str]:
+    """A finding's shell commands (its Python snippets left out)."""
+    return [s["code"] for s in f["snippets"] if s["kind"] == "shell"]
+
+
 def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -113,7 +119,7 @@ def test_rule_26_healthy_queue_gets_no_finding_and_exit_0(url: str, start: Start
         stop(w)
         code, report = doctor(url)
     assert code == 0, report
-    assert report == {"healthy": True, "findings": [], "notes": [],
+    assert report == {"healthy": True, "since": 900.0, "findings": [], "notes": [],
                       "queues": [{"queue": "claims", "healthy": True, "findings": []}]}
 
 
@@ -129,14 +135,14 @@ def test_rule_26_poison_message_failing_in_several_workers(url: str, start: Star
         code, report = doctor(url, "--queue", "claims")
     assert code == 3
     f = finding(report, "poison")
-    [group] = f["evidence"]["errors"]
+    group = f["evidence"]
     assert group["error"] == "ValueError: corrupt photo"
     assert group["dead_letters"] == 2 and group["attempts"] == 6
     assert group["failed_repeatedly"] == 2 and sorted(group["message_ids"]) == sorted(bad)
     assert f["evidence"]["max_attempts"] == 3
     assert "lease_too_short" not in kinds(report)  # retries after nacks: not the lease
     # The suggested inspection command works and lists exactly the poison messages.
-    inspect = f["commands"][0]
+    inspect = shell(f)[0]
     assert inspect == "hailq dead claims --grep 'ValueError: corrupt photo'"
     listed = subprocess.run([sys.executable, "-m", "hailq.cli.main", "dead", "claims",
                              "--grep", "ValueError: corrupt photo", "--json", "--url", url],
@@ -149,7 +155,7 @@ MAX_ATTEMPTS = 3
 
 def deaths(report: dict[str, Any]) -> int:
     found = [f for f in report["findings"] if f["kind"] == "poison"]
-    return int(found[0]["evidence"]["errors"][0]["workers_died"]) if found else 0
+    return int(found[0]["evidence"]["workers_died"]) if found else 0
 
 
 @pytest.mark.slow  # workers die and restart until the message dies: .ci/run runs it
@@ -168,11 +174,11 @@ def test_rule_26_poison_message_that_kills_its_workers(url: str, start: Start) -
         report = wait_for(lambda: (lambda r: deaths(r[1]) >= MAX_ATTEMPTS and r)(doctor(url)),
                           60, "the doctor to see the deaths")[1]
     f = finding(report, "poison")
-    [group] = f["evidence"]["errors"]
+    group = f["evidence"]
     assert group["error"] == "worker process exited with code 1 while handling it"
     assert group["message_ids"] == [bad]
     assert group["workers_died"] == MAX_ATTEMPTS  # one per attempt: its holder died
-    assert f["evidence"]["worker_deaths"] == MAX_ATTEMPTS
+    assert group["worker_deaths"] == MAX_ATTEMPTS
     assert "kills the worker" in f["suggestion"]
     assert "lease_too_short" not in kinds(report)
 
@@ -185,7 +191,7 @@ def test_rule_26_lease_too_short_suggests_a_lease_from_p99(url: str, start: Star
         q.send_many([{"n": i, "hold": 2.5} for i in range(3)])
         workers = [start("hold_gil", "slow") for _ in range(2)]
         wait_for(lambda: drained(q), 120, "the queue to drain")
-        wait_for(lambda: settled_figures(q, 4), 30, "the figures")
+        wait_for(lambda: settled_figures(q, 3), 30, "the figures")  # one ack each
         stop(*workers)
         stats = q.stats()
         code, report = doctor(url, "-q", "slow")
@@ -195,12 +201,15 @@ def test_rule_26_lease_too_short_suggests_a_lease_from_p99(url: str, start: Star
     ev = f["evidence"]
     assert ev["worker_deaths"] == 0 and ev["lease"] == 1.0
     assert ev["handler_p99"] >= 2.5
-    assert 3 * 2.5 <= ev["suggested_lease"] <= 3 * ev["handler_p99"] * 1.5
-    assert f["commands"] == [f"hailq configure slow --lease {ev['suggested_lease']:g}"]
+    assert ev["handler_max"] >= 2.5
+    # At least 3 x p99, never below the largest handler time (the issue: 2 s for 2.5 s).
+    assert ev["suggested_lease"] >= max(3 * ev["handler_p99"], ev["handler_max"])
+    assert ev["suggested_lease"] <= 3 * ev["handler_max"] * 1.5
+    assert shell(f) == [f"hailq configure slow --lease {ev['suggested_lease']:g}"]
     assert "poison" not in kinds(report)  # "lease expired" without deaths is the lease
     # The suggested command is one an operator can run as is.
     done = subprocess.run([sys.executable, "-m", "hailq.cli.main",
-                           *f["commands"][0].split()[1:], "--url", url],
+                           *shlex.split(shell(f)[0])[1:], "--url", url],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert hailq.connect(url).get_queue("slow").settings.lease == ev["suggested_lease"]
@@ -293,7 +302,7 @@ def test_rule_26_saturated_downstream(url: str, start: Start, tmp_path: Path) ->
     assert (ev["slots_before"], ev["slots_after"]) == (2, 8)
     assert ev["throughput_after"] < ev["throughput_before"] * 1.25
     assert ev["handler_time_after"] >= ev["handler_time_before"] * 1.5
-    assert any(c.startswith("hailq configure results --rate ") for c in f["commands"])
+    assert any(c.startswith("hailq configure results --rate ") for c in shell(f))
 
 
 @pytest.mark.slow

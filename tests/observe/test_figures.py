@@ -1,6 +1,6 @@
-"""Figures per queue (rule 25), on every backend: wait and handler time per priority,
-service levels, rates, stored so that every process sees the same, written in
-batches and never per message."""
+"""Figures per queue (rules 25, 36), on every backend: wait and handler time per
+priority, service levels, rates, stored so that every process sees the same, written
+in batches and never per message."""
 
 from __future__ import annotations
 
@@ -24,8 +24,23 @@ def slo_queue(broker: hailq.Broker) -> hailq.Queue:
     return broker.queue("claims", slo={9: 2, 0: 600})
 
 
-def recorder_for(broker: hailq.Broker, queue: hailq.Queue) -> FigureRecorder:
-    return FigureRecorder(broker, [queue.name], lambda name: queue.settings.slo)
+class Recorder:
+    """A recorder of its own (not the broker's) counting whole handlings of one queue."""
+
+    def __init__(self, broker: hailq.Broker, queue: hailq.Queue) -> None:
+        self.of = FigureRecorder(broker.backend, interval=3600.0)
+        self.slo = queue.settings.slo
+
+    def observe(self, queue: str, priority: int, wait: float, handler: float, ok: bool,
+                inbox: bool = False) -> None:
+        self.of.observe(queue, priority, wait, handler, ok, slo=self.slo, inbox=inbox)
+
+    def flush(self) -> None:
+        self.of.flush()
+
+
+def recorder_for(broker: hailq.Broker, queue: hailq.Queue) -> Recorder:
+    return Recorder(broker, queue)
 
 
 def test_rule_25_waits_breaches_and_compliance_per_priority_are_exact(
@@ -44,10 +59,12 @@ def test_rule_25_waits_breaches_and_compliance_per_priority_are_exact(
     assert (by[0].started, by[0].breaches, by[0].compliance) == (5, 5, 0.0)
     assert (by[3].slo, by[3].breaches, by[3].compliance) == (None, 0, None)
     assert by[9].breaches_5m == 2 and by[0].breaches_5m == 5
-    assert 0.075 < (by[9].wait_p50 or 0) <= 0.1
-    assert 1.0 < (by[0].handler_p99 or 0) <= 2.5
+    assert (by[9].breaches_total, by[0].breaches_total) == (2, 5)
+    assert by[9].window == 300 and by[9].hour.window == 3600 and by[9].hour.breaches == 2
+    assert abs((by[9].wait_p50 or 0) - 0.1) <= 0.002  # within 2 %
+    assert by[9].wait_max == 30.0 and by[0].handler_p99 == 1.5  # clamped to what was seen
     assert figures.wait[9].within(2.0) == 8
-    assert figures.rates.acked_1m is not None and figures.rates.acked_1m > 0
+    assert figures.rates.acked_1m is None  # a queue younger than a second has no rate yet
 
 
 def test_rule_25_every_process_sees_the_same_figures_and_they_add_up(
@@ -112,21 +129,10 @@ def test_rule_25_concurrent_flushes_of_many_buckets_add_up_to_the_last_one(
         figures = slo_queue.figures()
         assert sum(p.started for p in figures.priorities) == 4 * 10 * 51
         nine = next(p for p in figures.priorities if p.priority == 9)
-        assert nine.handler_p99 == 600  # the open bucket reads as the last bound
+        assert nine.handler_p99 == nine.handler_max == 1e6  # the top 40 of 240, clamped
     finally:
         for b in brokers:
             b.close()
-
-
-def test_rule_25_sent_rate_comes_from_the_counters_workers_sample(
-        broker: hailq.Broker, slo_queue: hailq.Queue) -> None:
-    recorder = recorder_for(broker, slo_queue)
-    recorder.flush()  # the first sample: nothing sent yet
-    slo_queue.send_many(list(range(30)))
-    time.sleep(1.2)
-    rates = slo_queue.figures().rates
-    assert rates.sent_1m is not None and 30 / 60 < rates.sent_1m <= 30 / 1.2 + 0.01
-    assert rates.dead_lettered_1m == 0
 
 
 def test_rule_25_a_failed_flush_keeps_its_figures_for_the_next(

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from hailq.models import AttemptError, DeadMessage
 from hailq.policy.diagnosis import (
+    Finding,
     QueueEvidence,
     SlotPoint,
     Thresholds,
@@ -17,6 +18,7 @@ from hailq.policy.diagnosis import (
     diagnose,
     round_up,
     signature,
+    suggested_lease,
 )
 
 NOW = 10_000.0
@@ -44,6 +46,14 @@ def kinds(e: QueueEvidence, limits: Thresholds | None = None) -> list[str]:
     return [f.kind for f in diagnose(e, limits or Thresholds()).findings]
 
 
+def shell(f: Finding) -> list[str]:
+    return [s.code for s in f.snippets if s.kind == "shell"]
+
+
+def python(f: Finding) -> list[str]:
+    return [s.code for s in f.snippets if s.kind == "python"]
+
+
 TRACE = "Traceback (most recent call last):\n  File \"h.py\", line 3\nValueError: corrupt photo"
 
 
@@ -57,12 +67,15 @@ def test_rule_26_poison_one_message_failing_every_attempt_with_one_error() -> No
                          redelivered=4, inbox_runs=10))
     [f] = d.findings
     assert f.kind == "poison"
-    [group] = f.evidence["errors"]
+    group = f.evidence
     assert group["error"] == "ValueError: corrupt photo"
     assert group["dead_letters"] == 1 and group["attempts"] == 5
     assert group["failed_repeatedly"] == 1 and group["message_ids"] == ["m1"]
-    assert "hailq dead claims --grep 'ValueError: corrupt photo'" in f.commands
-    assert "hailq show claims m1" in f.commands
+    assert "hailq dead claims --grep 'ValueError: corrupt photo'" in shell(f)
+    assert "hailq show claims m1" in shell(f)
+    # The exception named by the error is the one to turn into a dead letter: Python.
+    [code] = python(f)
+    assert "except ValueError as exc:" in code and "hailq.DeadLetter" in code
     assert "DeadLetter" in f.suggestion and "max_attempts is 5" in f.suggestion
 
 
@@ -84,7 +97,7 @@ def test_rule_26_poison_thresholds() -> None:
     assert kinds(healthy(dead=[dead(1, [TRACE] * 4)]), strict) == ["poison"]
     # A high max_attempts is worth lowering.
     [f] = diagnose(healthy(max_attempts=50, dead=[dead(1, [TRACE] * 50)])).findings
-    assert "hailq configure claims --max-attempts 3" in f.commands
+    assert "hailq configure claims --max-attempts 3" in shell(f)
 
 
 def test_rule_26_lease_expired_is_poison_only_where_workers_died() -> None:
@@ -100,7 +113,7 @@ def test_rule_26_lease_expired_is_poison_only_where_workers_died() -> None:
                 workers=[*healthy().workers, *died])
     [f] = diagnose(e).findings
     assert f.kind == "poison"
-    assert f.evidence["errors"][0]["workers_died"] == 3
+    assert f.evidence["workers_died"] == 3 and python(f) == []
     assert "kills the worker" in f.suggestion
 
 
@@ -110,7 +123,8 @@ def test_rule_26_lease_too_short_from_late_acks_suggests_lease_from_p99() -> Non
     assert f.kind == "lease_too_short"
     assert f.evidence["late_acks"] == 4 and f.evidence["worker_deaths"] == 0
     assert f.evidence["suggested_lease"] == 10.0  # 3 x 2.9 = 8.7, rounded up
-    assert f.commands == ["hailq configure claims --lease 10"]
+    assert shell(f) == ["hailq configure claims --lease 10"]
+    assert python(f) == ["broker.configure('claims', lease=10)"]
 
 
 def test_rule_26_lease_too_short_from_redeliveries_without_deaths() -> None:
@@ -151,9 +165,13 @@ def test_rule_26_duplicate_effects_without_inbox() -> None:
     e = healthy(redelivered=2, nacked=2)
     [f] = diagnose(e).findings
     assert f.kind == "duplicate_effects"
-    assert f.evidence == {"redelivered": 2, "late_acks": 0, "handler_runs": 500,
-                          "inbox_runs": 0}
+    assert f.evidence == {"redelivered": 2, "handler_runs": 500, "inbox_runs": 0}
     assert "hailq.inbox" in f.suggestion and "message.transaction()" in f.suggestion
+    # Both ways out are lines of Python, never shell commands.
+    assert shell(f) == [] and len(python(f)) == 2
+    assert python(f)[0].startswith("inbox = hailq.inbox(conn, 'claims')")
+    for code in python(f):
+        compile(code, "snippet", "exec")  # each one is valid Python
 
 
 def test_rule_26_duplicate_effects_thresholds() -> None:
@@ -184,7 +202,8 @@ def test_rule_26_saturated_downstream() -> None:
     assert ev["handler_time_before"] == 0.2 and ev["handler_time_after"] == 0.8
     assert ev["suggested_rate"] == "10/s"
     assert "about 1 worker process" in f.suggestion
-    assert "hailq configure claims --rate 10/s" in f.commands
+    assert "hailq configure claims --rate 10/s" in shell(f)
+    assert "broker.configure('claims', rate='10/s')" in python(f)
 
 
 def test_rule_26_saturation_thresholds() -> None:
@@ -222,3 +241,70 @@ def test_rule_26_signature_is_the_exception_line() -> None:
     assert signature("lease expired") == "lease expired"
     assert signature(None) == "(no error text)"
     assert len(signature("x" * 500)) == 200
+
+
+# -- issue 33: a doctor that clears ------------------------------------------------------
+
+def test_rule_26_poison_one_finding_per_error_each_with_its_own_suggestion() -> None:
+    """Two messages failing again and again with two different errors (the issue's "2 dead
+    letter(s) with one error" that listed both and advised on the first only)."""
+    timeout = "Traceback (most recent call last):\nTimeoutError: results database"
+    e = healthy(dead=[dead(1, [TRACE] * 3), dead(2, [timeout] * 3), dead(3, [TRACE] * 3)])
+    first, second = diagnose(e).findings
+    assert (first.kind, second.kind) == ("poison", "poison")
+    assert (first.evidence["error"], first.evidence["dead_letters"]) == \
+        ("ValueError: corrupt photo", 2)
+    assert first.evidence["message_ids"] == ["m1", "m3"]
+    assert (second.evidence["error"], second.evidence["dead_letters"]) == \
+        ("TimeoutError: results database", 1)
+    assert "2 dead letter(s) failing with 'ValueError: corrupt photo'" in first.title
+    assert "1 dead letter(s) failing with 'TimeoutError: results database'" in second.title
+    # Each suggestion speaks of its own error only.
+    assert "corrupt photo" in first.suggestion and "TimeoutError" not in first.suggestion
+    assert "TimeoutError" in second.suggestion and "corrupt" not in second.suggestion
+    assert "hailq dead claims --grep 'TimeoutError: results database'" in shell(second)
+    assert "hailq show claims m2" in shell(second)
+    assert "except TimeoutError as exc:" in python(second)[0]
+
+
+def test_rule_26_dead_letters_before_the_window_are_a_note_not_a_finding() -> None:
+    old = [dead(i, [TRACE] * 5, at=NOW - 3600) for i in range(3)]
+    d = diagnose(healthy(dead=old))  # the default window: 15 minutes
+    assert d.healthy and d.findings == []
+    [note] = d.notes
+    assert note.kind == "earlier_dead_letters"
+    assert note.evidence == {"dead_letters": 3, "errors": 1, "last_dead_at": NOW - 3600}
+    assert "before the last 15 minutes" in note.text and "1 h ago" in note.text
+    # A window that reaches back to them finds them again.
+    [f] = diagnose(healthy(dead=old, since=2 * 3600.0)).findings
+    assert f.kind == "poison" and f.evidence["dead_letters"] == 3
+    assert "in the last 2 hours" in f.suggestion
+    # Old and new side by side: the new ones are the finding, the old ones the note.
+    d = diagnose(healthy(dead=[*old, dead(9, [TRACE] * 5)]))
+    assert [f.evidence["dead_letters"] for f in d.findings] == [1]
+    assert [n.evidence["dead_letters"] for n in d.notes] == [3]
+
+
+def test_rule_26_a_worker_that_died_long_before_the_window_explains_nothing() -> None:
+    long_ago = WorkerSpan("w9", NOW - 9000, NOW - 7200, "running", 4)
+    # Redeliveries in the window, no nack: the death two hours ago is not their cause.
+    assert kinds(healthy(redelivered=3, inbox_runs=1,
+                         workers=[*healthy().workers, long_ago])) == ["lease_too_short"]
+
+
+def test_rule_26_lease_suggestion_never_below_the_largest_handler_time() -> None:
+    """The issue's case: a 1 s lease, a handler of 2.5 s whose p99 read low; the lease
+    suggested must cover the largest handler time, and 3 x p99."""
+    [f] = diagnose(healthy(lease=1.0, late_acks=2, handler_p99=0.6, handler_max=2.5,
+                           inbox_runs=1)).findings
+    assert f.evidence["suggested_lease"] == 3.0  # max(3 x 0.6, 2.5) = 2.5 -> 3
+    assert f.evidence["handler_max"] == 2.5
+    [f] = diagnose(healthy(lease=1.0, late_acks=2, handler_p99=2.5, handler_max=2.6,
+                           inbox_runs=1)).findings
+    assert f.evidence["suggested_lease"] == 10.0  # 3 x 2.5 = 7.5 -> 10
+    assert "never below the largest" in f.suggestion
+    for p99, largest, lease in [(0.1, 40.0, 30.0), (2.0, 2.1, 1.0), (None, 7.0, 5.0),
+                                (0.9, None, 0.5), (100.0, 120.0, 30.0)]:
+        suggested = suggested_lease(lease, p99, largest)
+        assert suggested >= 3 * (p99 or 0) and suggested >= (largest or 0), (p99, largest)
+        assert suggested > lease

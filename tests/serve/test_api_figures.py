@@ -1,6 +1,6 @@
-"""Rule 25 for consumers in other languages: messages received and settled over HTTP get
-their wait and handler time recorded by the serve process, as a worker's do; on SQLite
-and on PostgreSQL."""
+"""Rules 25 and 36 for consumers in other languages: messages received and settled over
+HTTP get their wait and handler time counted by the broker where claims and acks
+happen, once each, as a worker's and a loop's are; on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 import hailq
-from hailq.serve.figures import ServeFigures
+from hailq.ids import receipt_claim
 
 from .conftest import CLIENT, Server
 
@@ -90,30 +90,30 @@ def test_rule_25_a_lost_lease_or_a_second_ack_records_nothing_more(server: Serve
     assert _priorities(admin, "jobs")[0]["started"] == 1
 
 
-def test_rule_25_serve_figures_forget_ended_leases_stay_bounded_and_flush_on_close(
-        broker: hailq.Broker) -> None:
+def test_rule_36_a_receipt_acked_in_another_process_carries_its_claim_time(
+        broker: hailq.Broker, url: str) -> None:
+    """The receipt keeps the claim's priority and time: whoever acks it, in any process,
+    counts the handler time; a receipt of the older form (without them) still acks."""
     queue = broker.queue("jobs")
-    queue.send_many(range(4))
-    figures = ServeFigures(broker, interval=3600.0, limit=3)  # no flush but the last
+    queue.send_many([hailq.Envelope("a", priority=7), hailq.Envelope("b", priority=7)])
+    held = queue.receive(2, lease=30)
+    receipts = [m.receipt for m in held]
+    claim = receipt_claim(receipts[0])
+    assert claim is not None and claim[0] == 7 and abs(claim[1] - broker.now()) < 5
+    time.sleep(0.3)  # the other process's handler runs
+    other = hailq.connect(url)
     try:
-        held = queue.receive(4, lease=30)
-        figures.handed_out(held)
-        assert figures.remembered() == 3  # the oldest one is forgotten
-        figures.settled("jobs", held[0].receipt or "", True)  # forgotten: not recorded
-        figures.settled("other", held[1].receipt or "", None)  # not its queue: kept
-        for m in held[1:]:
-            figures.settled("jobs", m.receipt or "", True)
-        assert figures.remembered() == 0
-        queue.send("short")
-        short = queue.receive(1, lease=0.5)
-        figures.handed_out(short)
-        time.sleep(1.0)
-        figures.extended("jobs", short[0].receipt or "", None)  # its lease was lost
-        assert figures.remembered() == 0
+        older_form = receipts[1].rsplit(".", 1)[0]  # as receipts were made before
+        assert receipt_claim(older_form) is None
+        assert other.get_queue("jobs").ack_many([receipts[0], older_form]) == [False, False]
     finally:
-        figures.close()
-    by_priority = {p.priority: p for p in queue.figures().priorities}
-    assert by_priority[0].started == 3
+        other.close()  # writes its figures
+    assert broker.figures is not None
+    broker.figures.flush()
+    [p7] = queue.figures().priorities
+    assert p7.started == 2  # both claims counted here, where they happened
+    assert p7.handler_max is not None and 0.3 <= p7.handler_max < 5  # one handler time
+    assert sum(s.finished for s in queue.figures().slots) == 1
 
 
 def test_rule_25_hailq_serve_writes_the_last_figures_as_it_stops(broker: hailq.Broker,

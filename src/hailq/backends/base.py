@@ -16,6 +16,17 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
+from hailq.backends.figure_rows import BucketAdd as BucketAdd
+from hailq.backends.figure_rows import FigureRows as FigureRows
+from hailq.backends.figure_rows import FiguresRecordParams as FiguresRecordParams
+from hailq.backends.figure_rows import FiguresWindowParams as FiguresWindowParams
+from hailq.backends.figure_rows import Point as Point
+from hailq.backends.figure_rows import RangeAdd as RangeAdd
+from hailq.backends.figure_rows import RangeRow as RangeRow
+from hailq.backends.figure_rows import RateAdd as RateAdd
+from hailq.backends.figure_rows import RateSlot as RateSlot
+from hailq.backends.figure_rows import SketchAdd as SketchAdd
+from hailq.backends.figure_rows import SketchRow as SketchRow
 from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
 from hailq.models import (
@@ -215,51 +226,6 @@ class MessageGetParams:
 class MessageDeleteParams:
     queue: str
     id: str
-class BucketAdd(NamedTuple):
-    """One histogram bucket grows: ``n`` more observations summing ``total`` seconds."""
-
-    queue: str
-    kind: Literal["wait", "handler", "inbox"]  # inbox: runs whose handler used one (le 0)
-    priority: int
-    le: float  # the bucket's upper bound; math.inf for the last
-    n: int
-    total: float
-
-
-class RateAdd(NamedTuple):
-    """What one process saw of a queue's priority since its last flush (rule 25)."""
-
-    queue: str
-    priority: int
-    started: int
-    acked: int
-    failed: int
-    breaches: int
-    handler_total: float
-
-
-@dataclass(frozen=True, slots=True)
-class FiguresRecordParams:
-    """A worker's figures since its last flush, written in one transaction; ``sampled``
-    queues get their counters sampled for rates of sends and deaths."""
-
-    buckets: Sequence[BucketAdd] = ()
-    rates: Sequence[RateAdd] = ()
-    sampled: Sequence[str] = ()
-    prune: bool = False  # forget slots and samples older than an hour too
-
-
-@dataclass(frozen=True, slots=True)
-class FigureRows:
-    """A queue's stored figures as read in one snapshot with its stats."""
-
-    stats: QueueStats
-    now: float
-    buckets: list[tuple[str, int, float, int, float]]  # kind, priority, le, n, total
-    rates: list[tuple[int, int, int, int, int, int, float]]  # slot, priority, started...
-    samples: list[tuple[float, int, int]]  # at, sent, dead_lettered
-
-
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
 
 
@@ -420,6 +386,11 @@ class Backend(ScheduleBackend, OverviewBackend, Protocol):
 
     def figures_read(self, queue: str) -> FigureRows:
         """A queue's stats and stored figures in one snapshot; a read, it writes nothing."""
+        ...
+
+    def figures_window(self, params: FiguresWindowParams) -> list[RateSlot]:
+        """A queue's rate slots since ``params.since``, oldest first, by priority within a
+        slot; QueueNotFound if there is no queue. A read."""
         ...
 
     def autoscale_record(self, info: AutoscalerInfo) -> None:

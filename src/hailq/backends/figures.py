@@ -1,9 +1,10 @@
 """Figures per queue (rule 25) in the broker's database: the storage half.
 
-Workers measure wait and handler time in memory and flush once a second
-(``hailq/observe/recorder.py``); this mixin of ``SqlBackend`` writes such a
-batch in one short transaction, and reads a queue's figures in the same
-snapshot as its stats. Nothing here runs per message.
+Every process's broker counts waits at claims and handler times at acks in
+memory and flushes once a second (``hailq/observe/recorder.py``); this mixin of
+``SqlBackend`` writes such a batch in one short transaction, prunes by age in
+bounded statements, and reads a queue's figures in the same snapshot as its
+stats. Nothing here runs per message.
 """
 
 from __future__ import annotations
@@ -14,8 +15,16 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from hailq.backends import rows
-from hailq.backends.base import FigureRows, FiguresRecordParams
-from hailq.errors import QueueNotFound
+from hailq.backends.figure_rows import (
+    FigureRows,
+    FiguresRecordParams,
+    FiguresWindowParams,
+    Point,
+    RangeRow,
+    RateSlot,
+    SketchRow,
+)
+from hailq.backends.operators import _no_queue
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
@@ -26,8 +35,25 @@ def _json_rows(rows: Iterable[dict[str, Any]]) -> str:
     return json.dumps(list(rows), allow_nan=False)
 
 
+SLOT = 10.0  # seconds per stored slot of rates and sketches (queries.sql)
+SHORT, LONG = 300.0, 3600.0  # the percentiles' windows (hailq/observe/figures.py)
+RATE_WINDOWS = (60.0, 300.0, 3600.0)  # the rates' windows
+PRUNE_LIMIT = 5000  # rows one prune statement deletes at most
+PRUNE_ROUNDS = 20  # statements of one table per prune, each its own short transaction
+_PRUNED = ("figures_prune_rates", "figures_prune_sketches", "figures_prune_ranges",
+           "figures_prune_samples")
+
+
+def rate_slot(row: Any) -> RateSlot:
+    """A stored rate row (slot number first) as the seam returns it."""
+    slot, p, started, acked, failed, breaches, handler, redelivered, inbox = row
+    return RateSlot(int(slot) * SLOT, int(p), int(started), int(acked), int(failed),
+                    int(breaches), float(handler), int(redelivered), int(inbox))
+
+
 class FiguresStore:
-    """``figures_record`` and ``figures_read`` of the Backend seam, over ``self.dialect``."""
+    """``figures_record``, ``figures_read`` and ``figures_window`` of the Backend seam,
+    over ``self.dialect``."""
 
     dialect: Dialect
 
@@ -35,7 +61,7 @@ class FiguresStore:
         def record(tx: Tx) -> None:
             now = tx.now
             with tx.atomic():
-                # One statement each, rows in key order: workers flushing at once hold
+                # One statement each, rows in key order: processes flushing at once hold
                 # the shared rows briefly and take them in the same order.
                 if params.buckets:
                     tx.exec("figures_histogram_add", {"rows": _json_rows(
@@ -44,31 +70,78 @@ class FiguresStore:
                 if params.rates:
                     tx.exec("figures_rate_add", {"rows": _json_rows(
                         r._asdict() for r in sorted(params.rates)), "now": now})
-                for queue in params.sampled:
+                    acked: dict[str, int] = {}
+                    for r in params.rates:
+                        acked[r.queue] = acked.get(r.queue, 0) + r.acked
+                    if any(acked.values()):
+                        tx.exec("figures_count_acked", {"rows": _json_rows(
+                            {"queue": q, "n": n} for q, n in sorted(acked.items()) if n),
+                            "now": now})
+                if params.sketches:
+                    tx.exec("figures_sketch_add", {"rows": _json_rows(
+                        k._asdict() for k in sorted(params.sketches)), "now": now})
+                if params.ranges:
+                    tx.exec("figures_range_add", {"rows": _json_rows(
+                        g._asdict() for g in sorted(params.ranges)), "now": now})
+                for queue in sorted(params.sampled):
                     tx.exec("figures_sample", {"queue": queue, "now": now})
-                if params.prune:
-                    tx.exec("figures_prune_rates", {"now": now})
-                    tx.exec("figures_prune_samples", {"now": now})
 
         self.dialect.work(record, durable=False)
+        if params.prune:
+            self._figures_prune()
+
+    def _figures_prune(self) -> None:
+        """Forget slots and samples past their retention, a bounded range at a time, each
+        in its own short transaction (other processes' flushes go in between)."""
+        for name in _PRUNED:
+            for _ in range(PRUNE_ROUNDS):
+                deleted = self.dialect.work(
+                    lambda tx, name=name: tx.exec(name, {"now": tx.now,  # type: ignore[misc]
+                                                         "limit": PRUNE_LIMIT}),
+                    durable=False)
+                if deleted < PRUNE_LIMIT:
+                    break
 
     def figures_read(self, queue: str) -> FigureRows:
         def look(tx: Tx) -> FigureRows:
             live = tx.one("queue_live", {"queue": queue})  # its pause, and that it exists
             if live is None:
-                raise QueueNotFound(f"no queue named {queue!r} (never declared, or "
-                                    "deleted); declare it with broker.queue()")
+                raise _no_queue(queue)
             row = tx.one("stats", {"queue": queue, "now": tx.now})  # its clock comes last
             now = float(row[-1])
             parked = [r[0] for r in tx.run("stats_parked", {"queue": queue, "now": tx.now})]
-            args: dict[str, Any] = {"queue": queue, "now": now}
+            args: dict[str, Any] = {"queue": queue, "now": now, "short": SHORT, "long": LONG}
+            made = tx.one("figures_queue", {"queue": queue})
             return FigureRows(
                 stats=rows.stats(queue, row[:-1], now, parked, bool(live[4])), now=now,
                 buckets=[(str(k), int(p), float(le), int(n), float(t))
                          for k, p, le, n, t in tx.run("figures_histograms", args)],
-                rates=[(int(s), int(p), int(a), int(b), int(c), int(d), float(e))
-                       for s, p, a, b, c, d, e in tx.run("figures_rates", args)],
-                samples=[(float(at), int(sent), int(dead))
-                         for at, sent, dead in tx.run("figures_samples", args)])
+                rates=[rate_slot(r) for r in tx.run("figures_rates", args)],
+                sketches=[SketchRow(int(w), str(k), int(p), int(b), int(n))
+                          for w, k, p, b, n in tx.run("figures_sketches", args)],
+                ranges=[RangeRow(int(w), str(k), int(p), int(n), float(t), float(lo),
+                                 float(hi))
+                        for w, k, p, n, t, lo, hi in tx.run("figures_ranges", args)],
+                points=points(tx, queue, now),
+                created_at=None if made is None else float(made[0]),
+                acked=0 if made is None else int(made[1]))
 
         return self.dialect.read(look)
+
+    def figures_window(self, params: FiguresWindowParams) -> list[RateSlot]:
+        def look(tx: Tx) -> list[RateSlot]:
+            if tx.one("queue_live", {"queue": params.queue}) is None:
+                raise _no_queue(params.queue)
+            return [rate_slot(r) for r in tx.run("figures_window", {
+                "queue": params.queue, "since": float(params.since)})]
+
+        return self.dialect.read(look)
+
+
+def points(tx: Tx, queue: str, now: float) -> list[Point]:
+    """The counter samples each rate window starts from (``figures_points``)."""
+    w0, w1, w2 = RATE_WINDOWS
+    return [Point(float(w), int(after), float(at), int(sent), int(dead), int(acked))
+            for w, after, at, sent, dead, acked in tx.run(
+                "figures_points", {"queue": queue, "now": now, "w0": w0, "w1": w1,
+                                   "w2": w2})]

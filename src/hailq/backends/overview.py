@@ -67,7 +67,8 @@ class OverviewStore:
     dialect: Dialect
 
     def overview_read(self, params: OverviewParams) -> list[QueueGlanceRows]:
-        from hailq.backends.base import FigureRows
+        from hailq.backends.figure_rows import FigureRows, RangeRow, SketchRow
+        from hailq.backends.figures import SHORT, points, rate_slot
 
         cap = params.limit + 1
 
@@ -81,19 +82,21 @@ class OverviewStore:
             if not found:
                 return []
             now = float(found[0][-1])
-            args = {"now": now}
+            args = {"now": now, "short": SHORT}
             buckets: dict[str, list[Any]] = defaultdict(list)
             for q, kind, priority, le, n, total in tx.run("overview_histograms", args):
                 buckets[str(q)].append((str(kind), int(priority), float(le), int(n),
                                         float(total)))
             rates: dict[str, list[Any]] = defaultdict(list)
-            for q, slot, p, started, acked, failed, breaches, handler in tx.run(
-                    "overview_rates", args):
-                rates[str(q)].append((int(slot), int(p), int(started), int(acked),
-                                      int(failed), int(breaches), float(handler)))
-            samples: dict[str, list[Any]] = defaultdict(list)
-            for q, at, sent, dead in tx.run("overview_samples", args):
-                samples[str(q)].append((float(at), int(sent), int(dead)))
+            for r in tx.run("overview_rates", args):
+                rates[str(r[0])].append(rate_slot(r[1:]))
+            sketches: dict[str, list[Any]] = defaultdict(list)
+            for q, kind, priority, b, n in tx.run("overview_sketches", args):
+                sketches[str(q)].append(SketchRow(0, str(kind), int(priority), int(b), int(n)))
+            ranges: dict[str, list[Any]] = defaultdict(list)
+            for q, kind, priority, n, t, lo, hi in tx.run("overview_ranges", args):
+                ranges[str(q)].append(RangeRow(0, str(kind), int(priority), int(n), float(t),
+                                               float(lo), float(hi)))
             out = []
             for row in found:
                 name = str(row[0])
@@ -102,7 +105,9 @@ class OverviewStore:
                     QueueRecord(name, str(row[1]), None if row[2] is None else str(row[2]),
                                 bool(row[3])),
                     FigureRows(stats=stats, now=now, buckets=buckets[name],
-                               rates=rates[name], samples=samples[name]),
+                               rates=rates[name], sketches=sketches[name],
+                               ranges=ranges[name], points=points(tx, name, now),
+                               created_at=float(row[-3]), acked=int(row[-2])),
                     capped))
             return out
 

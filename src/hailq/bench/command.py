@@ -37,7 +37,7 @@ def _pg_reachable(url: str) -> str | None:
 
 
 PARTS = ("send", "cycle", "keys", "latency", "workers")
-EXTRA_PARTS = ("rate", "overview")  # measured only when asked for with --only
+EXTRA_PARTS = ("rate", "overview", "figures")  # measured only when asked for with --only
 
 
 def run_backend(url: str, *, runs: int, quick: bool,
@@ -73,6 +73,11 @@ def run_backend(url: str, *, runs: int, quick: bool,
         from hailq.bench.overview import bench_overview
 
         figures.extend(bench_overview(url, runs, say))
+    if "figures" in parts:
+        from hailq.bench.figures import bench_figures
+
+        say("a drain with the broker's figures and without, batch 1 and 10")
+        figures.extend(bench_figures(url, runs, n))
     return figures
 
 
@@ -93,8 +98,9 @@ def render(backend: str, figures: list[Figure]) -> str:
     workers = [f for f in figures if isinstance(f, WorkerFigure)]
     keyed = [f for f in figures if "order keys" in f.name]
     overview = [f for f in figures if f.name.startswith("overview ")]
+    counted = [f for f in figures if f.name.startswith("drain with figures")]
     figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
-               and f not in overview]
+               and f not in overview and f not in counted]
     lines: list[str] = []
     if figures:
         lines += [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
@@ -117,6 +123,11 @@ def render(backend: str, figures: list[Figure]) -> str:
                   f"{'figure (median)':<48}{'overview':>12}{'one by one':>12}{'ratio':>8}"]
         lines += [f"{f.name:<48}{f.hailq:>9.1f} ms{f.raw:>9.1f} ms{f.ratio:>8.2f}"
                   for f in overview]
+    if counted:  # the baseline is hailq itself, figures off
+        lines += [f"\n{backend}: what the figures cost",
+                  f"{'figure (msgs/s, median)':<48}{'with':>12}{'without':>12}{'ratio':>8}"]
+        lines += [f"{f.name.replace(' (vs without)', ''):<48}{f.hailq:>12,.0f}"
+                  f"{f.raw:>12,.0f}{f.ratio:>8.2f}" for f in counted]
     return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
 
 
@@ -138,7 +149,9 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
                    "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
                    "rate limit of 50/s held by 4 worker processes; only when asked for), "
                    "overview (the dashboard's overview over 100 queues x 10,000 messages; "
-                   "only when asked for). Default: all but rate and overview.")
+                   "only when asked for), figures (a drain with the broker's figures and "
+                   "without; only when asked for). Default: all but rate, overview and "
+                   "figures.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,

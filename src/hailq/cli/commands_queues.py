@@ -145,6 +145,11 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}/s"
 
 
+def _span(span: float | None, window: float) -> str:
+    """A queue younger than the window: over how long its rates were taken."""
+    return "" if span is None or span >= window else f" (over {span:.0f}s)"
+
+
 def _secs(value: float | None) -> str:
     if value is None:
         return "-"
@@ -152,22 +157,23 @@ def _secs(value: float | None) -> str:
 
 
 def priority_view(f: QueueFigures) -> RenderableType:
-    """Per priority: wait and handler percentiles, the target, breaches, compliance."""
+    """Per priority over the last 5 minutes: claims, wait and handler percentiles, the
+    target, breaches (and all time), compliance."""
     return make_table(
         [Col("PRIORITY", short="PRIO"), Col("STARTED", drop=2),
          Col("PER S (1M)", short="PER S", drop=2), Col("WAIT P50", short="W50"),
          Col("WAIT P95", short="W95", drop=3), Col("WAIT P99", short="W99"),
          Col("HANDLER P50", short="H50"), Col("HANDLER P95", short="H95", drop=3),
-         Col("HANDLER P99", short="H99"), "SLO", Col("BREACHES", short="BR"),
-         Col("BREACHES (5M)", short="BR 5M", drop=1), Col("COMPLIANCE", short="COMPL")],
+         Col("HANDLER P99", short="H99"), "SLO", Col("BREACHES (ALL)", short="BR ALL", drop=1),
+         Col("BREACHES (5M)", short="BR 5M"), Col("COMPLIANCE", short="COMPL")],
         [[p.priority, p.started, f"{p.started_per_second_1m:.2f}", _secs(p.wait_p50),
           _secs(p.wait_p95), _secs(p.wait_p99), _secs(p.handler_p50), _secs(p.handler_p95),
-          _secs(p.handler_p99), "-" if p.slo is None else f"{p.slo:g}s", p.breaches,
+          _secs(p.handler_p99), "-" if p.slo is None else f"{p.slo:g}s", p.breaches_total,
           p.breaches_5m,
           "-" if p.compliance is None else f"{p.compliance * 100:.2f}%"]
          for p in f.priorities],
-        title=f"per priority ({f.queue})",
-        empty="nothing measured yet (no worker ran)")
+        title=f"per priority ({f.queue}, last {f.window / 60:g} min)",
+        empty="nothing measured yet (nothing received)")
 
 
 def autoscale_view(f: QueueFigures) -> RenderableType:
@@ -194,7 +200,8 @@ def stats_view(found: list[QueueFigures]) -> RenderableType:
             ["blocked", s.blocked], ["dead", s.dead], ["backlog", s.backlog],
             ["oldest ready", age(s.oldest_ready_age)],
             *[[c.replace("_", " "), getattr(s, c)] for c in COUNTERS],
-            ["sent per s (1m / 5m)", f"{_rate(r.sent_1m)} / {_rate(r.sent_5m)}"],
+            ["sent per s (1m / 5m)", f"{_rate(r.sent_1m)} / {_rate(r.sent_5m)}"
+             + _span(r.span_1m, 60.0)],
             ["acked per s (1m / 5m)", f"{_rate(r.acked_1m)} / {_rate(r.acked_5m)}"],
             ["dead-lettered per s (1m / 5m)",
              f"{_rate(r.dead_lettered_1m)} / {_rate(r.dead_lettered_5m)}"],

@@ -1,5 +1,7 @@
-"""What one queue reports (rule 25): its stats, rates over the last 1 and 5 minutes,
-wait and handler time per priority with service levels, its workers and the
+"""What one queue reports (rules 25, 36): its stats, rates over the last minute, five
+and hour (the rates of a window over one span), wait and handler time per priority
+with service levels over the last 5 minutes and the last hour (percentiles within 2 %
+of the exact ones, ``hailq/observe/sketch.py``), its workers and the
 ``desired_workers`` figure. Built from one snapshot of the stored figures."""
 
 from __future__ import annotations
@@ -9,41 +11,69 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hailq.backends.base import FigureRows
+from hailq.backends.figures import LONG, RATE_WINDOWS, SHORT, SLOT
 from hailq.models import AutoscalerInfo, QueueStats, WorkerInfo
 from hailq.observe.histogram import Histogram, bounds_for
+from hailq.observe.sketch import Sketch
 from hailq.policy.scaling import Demand, desired_workers
 from hailq.settings import QueueSettings
 
-WINDOWS = (60.0, 300.0)  # the rates' windows: 1 and 5 minutes
-SLOT = 10.0  # seconds per stored slot (queries.sql: figures_rate_add)
 ALIVE_FOR = 15.0  # a worker not heard of for this long is not counted
 CEILING_FOR = 600.0  # an autoscaler's saturation point caps desired_workers this long
 
 
 @dataclass(frozen=True)
-class PriorityFigures:
-    """Wait (available -> handler start) and handler time of one priority, and its
-    service level: ``breaches`` waited longer than ``slo``, ``compliance`` is the
-    share within it (exact: each target is a bucket bound)."""
+class Spread:
+    """Wait (available -> received) and handler time (received -> acked or nacked) of
+    one priority over the last ``window`` seconds (rule 36): claims ``started`` then,
+    their ``breaches`` of the target and ``compliance`` (share within it), nearest-rank
+    percentiles within 2 % (or 1 ms) of the exact ones, and the largest value seen."""
 
-    priority: int
-    slo: float | None
-    started: int  # handler runs measured since the queue was first measured
+    window: float
+    started: int
+    breaches: int
+    compliance: float | None
     wait_p50: float | None
     wait_p95: float | None
     wait_p99: float | None
+    wait_max: float | None
     handler_p50: float | None
     handler_p95: float | None
     handler_p99: float | None
-    breaches: int
-    compliance: float | None
+    handler_max: float | None
+
+
+@dataclass(frozen=True)
+class PriorityFigures:
+    """One priority's figures over the last ``window`` seconds (5 minutes; ``hour``: the
+    same over the last hour), with its target ``slo``. ``breaches_total`` counts every
+    breach since the queue was first measured (Prometheus' counter)."""
+
+    priority: int
+    slo: float | None
+    window: float
+    started: int  # claims in the window
+    wait_p50: float | None
+    wait_p95: float | None
+    wait_p99: float | None
+    wait_max: float | None
+    handler_p50: float | None
+    handler_p95: float | None
+    handler_p99: float | None
+    handler_max: float | None
+    breaches: int  # claims in the window that waited past ``slo``
+    compliance: float | None  # share of the window's claims within ``slo``
     started_per_second_1m: float
-    breaches_5m: int
+    breaches_5m: int  # the same as ``breaches`` (the window is 5 minutes)
+    breaches_total: int
+    hour: Spread
 
 
 @dataclass(frozen=True)
 class Rates:
-    """Per second over the last minute and the last five; None where not measured."""
+    """Per second over the last minute, five and hour; None where not measured. The
+    rates of one window share one span (rule 36): ``span_1m`` etc. say over how many
+    seconds they were taken (less than the window for a younger queue)."""
 
     sent_1m: float | None
     sent_5m: float | None
@@ -51,6 +81,12 @@ class Rates:
     acked_5m: float | None
     dead_lettered_1m: float | None
     dead_lettered_5m: float | None
+    span_1m: float | None = None
+    span_5m: float | None = None
+    sent_1h: float | None = None
+    acked_1h: float | None = None
+    dead_lettered_1h: float | None = None
+    span_1h: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +101,9 @@ class Slot:
 
 @dataclass(frozen=True)
 class QueueFigures:
-    """Everything a queue reports, as of ``at`` on the broker's clock."""
+    """Everything a queue reports, as of ``at`` on the broker's clock. Percentiles and
+    breaches cover the last ``window`` seconds (``*_1h``: the last hour); ``wait`` and
+    ``handler`` are all-time histograms (Prometheus)."""
 
     queue: str
     at: float
@@ -83,6 +121,12 @@ class QueueFigures:
     decisions: list[AutoscalerInfo] = field(default_factory=list)  # the last few, newest first
     inbox_runs: int = 0  # handler runs that used an inbox or an ack transaction (rule 26)
     slots: list[Slot] = field(default_factory=list)  # the last minutes, oldest first
+    window: float = SHORT
+    # Handler time of every priority together over ``window`` and over the last hour.
+    handler_p99: float | None = None
+    handler_max: float | None = None
+    handler_p99_1h: float | None = None
+    handler_max_1h: float | None = None
 
     def record(self) -> dict[str, Any]:
         """As JSON: the stats' fields, then the figures; per priority a list of objects."""
@@ -90,8 +134,10 @@ class QueueFigures:
 
         s = self.stats
         return {**asdict(s), "delayed": s.delayed, "backlog": s.backlog,
-                "rates": asdict(self.rates),
+                "rates": asdict(self.rates), "window": self.window,
                 "priorities": [asdict(p) for p in self.priorities],
+                "handler_p99": self.handler_p99, "handler_max": self.handler_max,
+                "handler_p99_1h": self.handler_p99_1h, "handler_max_1h": self.handler_max_1h,
                 "workers": self.workers, "concurrency": self.concurrency,
                 "handler_time": self.handler_time, "desired_workers": self.desired_workers,
                 "autoscalers": [asdict(a) for a in self.autoscalers],
@@ -117,74 +163,74 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
     bounds = bounds_for(slo)
     waits = {p: Histogram.of(b, bounds) for p, b in wait.items()}
     handlers = {p: Histogram.of(b, bounds) for p, b in handler.items()}
+    sketches = _sketches(rows)
 
-    recent: dict[int, list[float]] = {}  # priority -> started 1m, breaches 5m
-    acked = {w: 0 for w in WINDOWS}
+    # Rate slots: per priority the claims and breaches of each window, the series.
+    first = {w: int((now - w) // SLOT) * SLOT for w in (60.0, SHORT, LONG)}
+    counts: dict[tuple[int, float], list[int]] = {}  # (priority, window) -> started, breaches
     finished, seconds = 0, 0.0
-    first_slot = {w: int((now - w) // SLOT) for w in WINDOWS}
-    series: dict[int, list[float]] = {}  # slot -> finished, handler seconds
-    for slot, priority, started, ok, failed, breaches, handler_total in rows.rates:
-        point = series.setdefault(slot, [0, 0.0])
-        point[0] += ok + failed
-        point[1] += handler_total
-        cell = recent.setdefault(priority, [0.0, 0.0])
-        if slot >= first_slot[60.0]:
-            cell[0] += started
-        if slot >= first_slot[300.0]:
-            cell[1] += breaches
-            finished += ok + failed
-            seconds += handler_total
-        for w in WINDOWS:
-            if slot >= first_slot[w]:
-                acked[w] += ok
-    span = {w: now - first_slot[w] * SLOT for w in WINDOWS}
+    series: dict[float, list[float]] = {}  # slot start -> finished, handler seconds
+    for r in rows.rates:
+        for w, start in first.items():
+            if r.slot >= start:
+                cell = counts.setdefault((r.priority, w), [0, 0])
+                cell[0] += r.started
+                cell[1] += r.breaches
+        if r.slot >= first[SHORT]:
+            point = series.setdefault(r.slot, [0, 0.0])
+            point[0] += r.acked + r.failed
+            point[1] += r.handler_total
+            finished += r.acked + r.failed
+            seconds += r.handler_total
+    born = rows.created_at if rows.created_at is not None else -math.inf
+    span_1m = max(now - max(first[60.0], born), 1.0)
 
     priorities = []
-    for p in sorted({*waits, *handlers, *slo}, reverse=True):
-        wh, hh = waits.get(p), handlers.get(p)
+    for p in sorted({*waits, *handlers, *slo, *(k[1] for k in sketches),
+                     *(r.priority for r in rows.rates)}, reverse=True):
         target = slo.get(p)
-        count = wh.count if wh is not None else 0
-        breaches = count - wh.within(target) if wh is not None and target is not None else 0
-        started_1m, breaches_5m = recent.get(p, [0.0, 0.0])
+        short, hour = (_spread(w, target, counts.get((p, w), [0, 0]), sketches.get((w, p)))
+                       for w in (SHORT, LONG))
+        wh = waits.get(p)
+        total = wh.count - wh.within(target) if wh is not None and target is not None else 0
         priorities.append(PriorityFigures(
-            priority=p, slo=target, started=count,
-            wait_p50=_q(wh, 0.5), wait_p95=_q(wh, 0.95), wait_p99=_q(wh, 0.99),
-            handler_p50=_q(hh, 0.5), handler_p95=_q(hh, 0.95), handler_p99=_q(hh, 0.99),
-            breaches=breaches,
-            compliance=(count - breaches) / count if target is not None and count else None,
-            started_per_second_1m=started_1m / span[60.0], breaches_5m=int(breaches_5m)))
+            priority=p, slo=target, window=SHORT, started=short.started,
+            wait_p50=short.wait_p50, wait_p95=short.wait_p95, wait_p99=short.wait_p99,
+            wait_max=short.wait_max, handler_p50=short.handler_p50,
+            handler_p95=short.handler_p95, handler_p99=short.handler_p99,
+            handler_max=short.handler_max, breaches=short.breaches,
+            compliance=short.compliance,
+            started_per_second_1m=counts.get((p, 60.0), [0, 0])[0] / span_1m,
+            breaches_5m=short.breaches, breaches_total=total, hour=hour))
 
-    measured = bool(rows.rates or rows.samples)
-    rates = Rates(
-        sent_1m=_from_samples(rows, now, 60.0, 1), sent_5m=_from_samples(rows, now, 300.0, 1),
-        acked_1m=acked[60.0] / span[60.0] if measured else None,
-        acked_5m=acked[300.0] / span[300.0] if measured else None,
-        dead_lettered_1m=_from_samples(rows, now, 60.0, 2),
-        dead_lettered_5m=_from_samples(rows, now, 300.0, 2))
-
+    rates = _rates(rows)
     alive = [w for w in workers if s.queue in w.queues and w.state == "running"
              and now - w.last_seen <= ALIVE_FOR]
     concurrency = max(math.floor(sum(w.concurrency for w in alive) / len(alive) + 0.5), 1) \
         if alive else 1
     handler_time = seconds / finished if finished else None
     if handler_time is None:  # nothing finished lately: the whole history's mean
-        total = sum(h.total for h in handlers.values())
+        total_s = sum(h.total for h in handlers.values())
         count = sum(h.count for h in handlers.values())
-        handler_time = total / count if count else None
-    arrival = rates.sent_1m  # sampled by workers; None before any worker ran a second
+        handler_time = total_s / count if count else None
+    arrival = rates.sent_1m  # over the same span as acked_1m (rule 36)
     desired = desired_workers(Demand(
         ready=s.ready, in_flight=s.in_flight, oldest_ready_age=s.oldest_ready_age,
         arrival_rate=arrival, handler_time=handler_time, workers=len(alive),
         concurrency=concurrency, slo=tuple(slo.values()),
         max_in_flight=settings.max_in_flight, rate=settings.rate_per_second,
         ceiling=ceiling([a for a in autoscalers or [] if a.at >= now - CEILING_FOR])))
+    every = {w: _merged(sketches, w, "handler") for w in (SHORT, LONG)}
     return QueueFigures(queue=s.queue, at=now, stats=s, settings=settings, rates=rates,
                         priorities=priorities, workers=len(alive), concurrency=concurrency,
                         handler_time=handler_time, desired_workers=desired, wait=waits,
                         handler=handlers, autoscalers=list(autoscalers or []),
                         decisions=list(decisions or []), inbox_runs=inbox_runs,
-                        slots=[Slot(slot * SLOT, int(f), t)
-                               for slot, (f, t) in sorted(series.items())])
+                        slots=[Slot(start, int(f), t)
+                               for start, (f, t) in sorted(series.items())],
+                        handler_p99=every[SHORT].quantile(0.99), handler_max=every[SHORT].hi,
+                        handler_p99_1h=every[LONG].quantile(0.99),
+                        handler_max_1h=every[LONG].hi)
 
 
 def ceiling(latest: list[AutoscalerInfo]) -> int | None:
@@ -196,17 +242,82 @@ def ceiling(latest: list[AutoscalerInfo]) -> int | None:
     return sum(a.ceiling or 0 for a in latest)
 
 
-def _q(h: Histogram | None, q: float) -> float | None:
-    return None if h is None else h.quantile(q)
+_Sketches = dict[tuple[float, int], dict[str, Sketch]]  # (window, priority) -> kind -> ...
 
 
-def _from_samples(rows: FigureRows, now: float, window: float, column: int) -> float | None:
-    """Per second: the counter now minus its oldest sample within the window."""
-    within = [r for r in rows.samples if r[0] >= now - window]
-    if not within:
-        return None
-    at, sent, dead = within[0]
-    if now - at < 1.0:
-        return None
-    current = rows.stats.sent if column == 1 else rows.stats.dead_lettered
-    return max(current - (sent if column == 1 else dead), 0) / (now - at)
+def _sketches(rows: FigureRows) -> _Sketches:
+    """The stored sketch rows as one merged sketch per window, priority and kind."""
+    windows = (SHORT, LONG)
+    buckets: dict[tuple[float, int, str], list[tuple[int, int]]] = {}
+    ranges: dict[tuple[float, int, str], list[tuple[int, float, float, float]]] = {}
+    for k in rows.sketches:
+        buckets.setdefault((windows[k.window], k.priority, k.kind), []).append((k.bucket, k.n))
+    for g in rows.ranges:
+        ranges.setdefault((windows[g.window], g.priority, g.kind), []).append(
+            (g.n, g.total, g.lo, g.hi))
+    out: _Sketches = {}
+    for key in {*buckets, *ranges}:
+        w, p, kind = key
+        out.setdefault((w, p), {})[kind] = Sketch.merge(buckets.get(key, []),
+                                                        ranges.get(key, []))
+    return out
+
+
+def _merged(sketches: _Sketches, window: float, kind: str) -> Sketch:
+    """One kind's sketch of every priority together over ``window``."""
+    parts = [by[kind] for (w, _), by in sketches.items() if w == window and kind in by]
+    counts: dict[int, int] = {}
+    for part in parts:
+        for index, n in part.counts.items():
+            counts[index] = counts.get(index, 0) + n
+    return Sketch.merge(counts.items(), [(x.n, x.total, x.lo, x.hi) for x in parts
+                                         if x.lo is not None and x.hi is not None])
+
+
+def _spread(window: float, target: float | None, counted: list[int],
+            by_kind: dict[str, Sketch] | None) -> Spread:
+    started, breaches = counted
+    empty = Sketch({}, 0, 0.0, None, None)
+    w = (by_kind or {}).get("wait", empty)
+    h = (by_kind or {}).get("handler", empty)
+    return Spread(
+        window=window, started=started, breaches=breaches if target is not None else 0,
+        compliance=(started - breaches) / started if target is not None and started else None,
+        wait_p50=w.quantile(0.5), wait_p95=w.quantile(0.95), wait_p99=w.quantile(0.99),
+        wait_max=w.hi, handler_p50=h.quantile(0.5), handler_p95=h.quantile(0.95),
+        handler_p99=h.quantile(0.99), handler_max=h.hi)
+
+
+def _rates(rows: FigureRows) -> Rates:
+    """Sent, acked and dead-lettered per second over the last minute, five and hour, each
+    window's three over one span: from the counters where the window starts to the
+    counters now. Where it starts: the last sample at or before its start (counters move
+    only where some process samples them within a second, so they held still since);
+    else, for a queue made within the window, zero at its creation; else the first
+    sample inside the window (measured since then only)."""
+    now = rows.now
+    current = (rows.stats.sent, rows.acked, rows.stats.dead_lettered)
+    before = {p.window: p for p in rows.points if p.after == 0}
+    after = {p.window: p for p in rows.points if p.after == 1}
+    found: dict[float, tuple[float | None, float | None, float | None, float | None]] = {}
+    for w in RATE_WINDOWS:
+        start: tuple[float, int, int, int] | None = None
+        if w in before:
+            b = before[w]
+            start = (now - w, b.sent, b.acked, b.dead_lettered)
+        elif rows.created_at is not None and rows.created_at > now - w:
+            start = (rows.created_at, 0, 0, 0)
+        elif w in after:
+            a = after[w]
+            start = (a.at, a.sent, a.acked, a.dead_lettered)
+        span = now - start[0] if start is not None else 0.0
+        if start is None or span < 1.0:
+            found[w] = (None, None, None, None)
+            continue
+        sent, acked, dead = (max(c - s0, 0) / span
+                             for c, s0 in zip(current, start[1:], strict=True))
+        found[w] = (sent, acked, dead, span)
+    (s1, a1, d1, p1), (s5, a5, d5, p5), (sh, ah, dh, ph) = (found[w] for w in RATE_WINDOWS)
+    return Rates(sent_1m=s1, sent_5m=s5, acked_1m=a1, acked_5m=a5, dead_lettered_1m=d1,
+                 dead_lettered_5m=d5, span_1m=p1, span_5m=p5, sent_1h=sh, acked_1h=ah,
+                 dead_lettered_1h=dh, span_1h=ph)

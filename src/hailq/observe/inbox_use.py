@@ -22,11 +22,14 @@ def begin(message_id: str) -> None:
     _running[message_id] = [False]
 
 
-def note(message_id: str) -> None:
-    """An inbox (or an ack transaction) was used for ``message_id``."""
+def note(message_id: str) -> bool:
+    """An inbox (or an ack transaction) was used for ``message_id``; True if a worker's
+    run of it in this process counts that when it ends (else the caller may count it)."""
     cell = _running.get(message_id)
     if cell is not None:
         cell[0] = True
+        return True
+    return False
 
 
 def end(message_id: str) -> bool:

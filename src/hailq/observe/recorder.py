@@ -1,192 +1,400 @@
-"""The worker's figure recorder: wait and handler time per (queue, priority, bucket),
-counted in memory and written to the broker's database once a second in one short
-transaction (rule 25). A message costs a lock, two bisections and a few list updates
-in its (queue, priority)'s tally; nothing is written per message. A flush that fails
-is logged and its figures kept for the next one; a process that dies loses at most
-the last second's figures.
+"""Every consumer's figures (SPEC rules 25, 26, 36): one recorder per ``Broker``.
+
+Counted where claims and acks happen (``hailq/queue.py``), whoever consumes: a worker,
+a loop of the user's own over ``receive()``/``ack()``, an HTTP client of ``hailq
+serve``. A claim counts each message's wait (available -> received), its breach of
+the priority's target and whether it is a redelivery; an ack or a nack counts the
+handler time (received -> acked or nacked), from the claim time kept with the lease
+(in the ``Message``, or in the receipt string for an ack by receipt, from this
+process or another). Sends mark their queue, whose counters are then sampled.
+
+A consumer only appends a tuple to a deque per claim and per ack (no lock); a daemon
+thread, started at the first count, folds them into buckets per (queue, priority) --
+while the consumer waits on its database, mostly -- and writes them about once a
+second in one short transaction (rule 25), and at ``close()`` and at interpreter exit.
+A flush that fails is logged and its figures kept for the next one; a process that
+dies loses at most the last second's figures. After a fork the child starts empty
+(the parent writes what it counted).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from hailq.backends.base import BucketAdd, FiguresRecordParams, RateAdd
+from hailq.backends.base import (
+    BucketAdd,
+    FiguresRecordParams,
+    RangeAdd,
+    RateAdd,
+    SketchAdd,
+)
 from hailq.backends.outage import covers
-from hailq.broker import Broker
 from hailq.errors import HailqError
+from hailq.observe import sketch
 from hailq.observe.histogram import bounds_for, bucket_index
 
 if TYPE_CHECKING:
-    from hailq.observe.process import ProcessSeries
+    from hailq.backends.base import Backend, ClaimedRow
+    from hailq.broker import Broker
 
-log = logging.getLogger("hailq.worker")
+log = logging.getLogger("hailq.figures")
 
-PRUNE_EVERY = 60  # flushes between prunes of slots older than an hour
+_CLAIMED, _ENDED, _INBOX = 0, 1, 2  # kinds of counted events
+PRUNE_EVERY = 60  # flushes between prunes of slots past their retention
 CLOCK_EVERY = 60.0  # seconds between readings of the broker's clock
-
-SloOf = Callable[[str], Mapping[int, float] | None]
+Slo = Mapping[int, float] | None
 Queues = Sequence[str] | Callable[[], Sequence[str]]
 
 
 class FigureRecorder:
-    """Counts what a worker's handlers did; ``start()`` the flusher, ``close()`` flushes."""
+    """Counts one process's claims, acks and nacks; thread-safe. ``close()`` flushes."""
 
-    def __init__(self, broker: Broker, queues: Queues, slo_of: SloOf, *,
-                 interval: float = 1.0, process: ProcessSeries | None = None) -> None:
-        """``queues`` get their counters sampled at each flush: a list, or a callable
-        giving the list (a process whose queues change, such as ``hailq serve``)."""
-        self._broker = broker
-        self._process = process  # this process's own series (--metrics-port), if served
-        self._queues = queues if callable(queues) else list(queues)
+    def __init__(self, backend: Backend | Broker, queues: Queues = (),
+                 slo_of: Callable[[str], Slo] | None = None, *, interval: float = 1.0,
+                 clock: Callable[[], float] | None = None) -> None:
+        """A broker makes its own (``Broker.figures``); one made apart (tests, tools)
+        counts into the same tables. ``queues`` (a list, or a callable giving one) are
+        sampled at every flush; ``slo_of`` gives the targets ``observe`` counts breaches
+        against where it is given none. ``clock``: the broker's clock where reading it
+        costs nothing (an injected one); else this host's clock corrected by the
+        broker's, read once a minute."""
+        from hailq.broker import Broker
+
+        self._backend = backend.backend if isinstance(backend, Broker) else backend
+        self._queues = queues
         self._slo_of = slo_of
         self._interval = interval
-        self._lock = threading.Lock()
-        self._tallies: dict[tuple[str, int], _Tally] = {}
-        # What a failed flush could not write, added to the next one (the flusher's own).
-        self._unwritten: tuple[_Buckets, _Rates] = ({}, {})
-        self._flushing = threading.Lock()
-        self._bounds: dict[str, tuple[tuple[float, ...], Mapping[int, float]]] = {}
+        self._clock = clock
         self._offset = 0.0  # broker clock - this host's clock
         self._offset_read = -CLOCK_EVERY
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="hailq-figures", daemon=True)
-        self._flushes = 0
+        self._reset()
+        _LIVE.add(self)
 
-    def start(self) -> None:
-        self._read_clock()
-        self._thread.start()
+    def _reset(self) -> None:
+        """Empty, no flusher (at construction, and in a forked child)."""
+        self._flushing = threading.Lock()
+        # What consumers counted, in order, for the flusher to fold (``_count``).
+        self._events: deque[tuple[Any, ...]] = deque()
+        self._touched: set[str] = set()
+        self._unwritten: FiguresRecordParams | None = None  # a failed flush, for the next
+        self._flushes = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- counting (any thread) ------------------------------------------------------------
 
     def now(self) -> float:
-        """The broker's clock as this host sees it: waits compare with ``available_at``."""
+        """The broker's clock as this process sees it (waits compare with
+        ``available_at``, handler times with the claim time)."""
+        if self._clock is not None:
+            return self._clock()
         return time.time() + self._offset
 
-    def observe(self, queue: str, priority: int, wait: float, handler: float,
-                ok: bool, inbox: bool = False) -> None:
-        """One handler run: its message waited ``wait`` s and ran ``handler`` s; ``inbox``:
-        the handler used an inbox or an ack transaction (``hailq doctor``, rule 26)."""
-        if wait < 0.0:
-            wait = 0.0
-        if self._process is not None:
-            self._process.observe(queue, handler, ok)
-        bounds, slo = self._bounds_of(queue)  # outside the lock: a first look reads settings
-        with self._lock:
-            tally = self._tallies.get((queue, priority))
-            if tally is None:  # the first run of this (queue, priority) since the last flush
-                tally = self._tallies[queue, priority] = _Tally(bounds, slo.get(priority))
-            i = bucket_index(tally.bounds, wait)
-            tally.waits[i] += 1
-            tally.wait_sums[i] += wait
-            i = bucket_index(tally.bounds, handler)
-            tally.handlers[i] += 1
-            tally.handler_sums[i] += handler
-            tally.inbox += inbox
-            rate = tally.rate
-            rate[0] += 1
-            rate[1 if ok else 2] += 1
-            if tally.target is not None and wait > tally.target:
-                rate[3] += 1
-            rate[4] += handler
+    def claimed(self, queue: str, slo: Slo, rows: Sequence[ClaimedRow]) -> float:
+        """Messages of ``queue`` were just leased: count their waits; return the claim
+        time (broker clock) their handler time is measured from."""
+        if self._thread is None:
+            self._start()
+        now = time.time() + self._offset if self._clock is None else self._clock()
+        self._events.append((_CLAIMED, queue, slo, now, [
+            (r.priority, r.available_at or r.enqueued_at, r.attempt) for r in rows]))
+        return now
 
-    def _bounds_of(self, queue: str) -> tuple[tuple[float, ...], Mapping[int, float]]:
-        found = self._bounds.get(queue)
-        if found is None:
-            slo = dict(self._slo_of(queue) or {})
-            found = self._bounds[queue] = (bounds_for(slo), slo)
-        return found
+    def touched(self, queue: str) -> None:
+        """``queue`` was sent to or consumed from: sample its counters at the next flush."""
+        if self._thread is None:
+            self._start()
+        self._touched.add(queue)  # atomic; one lost to a flush's swap is sampled next time
 
-    def forget_settings(self) -> None:
-        """Read each queue's service levels again at its next message."""
-        self._bounds = {}
+    def ended(self, queue: str, slo: Slo, priority: int, handler: float, ok: bool,
+              inbox: bool = False) -> None:
+        """A message received ``handler`` seconds ago was acked (``ok``) or nacked;
+        ``inbox``: its handling used an inbox or an ack transaction (rule 26)."""
+        if self._thread is None:
+            self._start()
+        self._events.append((_ENDED, queue, slo, priority, handler, ok, inbox))
+
+    def observe(self, queue: str, priority: int, wait: float, handler: float, ok: bool,
+                inbox: bool = False, *, slo: Slo = None, attempt: int = 1) -> None:
+        """One whole handling at once: a claim that waited ``wait`` s and an end after
+        ``handler`` s (what ``claimed`` and ``ended`` count; tests and tools)."""
+        if self._thread is None:
+            self._start()
+        if slo is None and self._slo_of is not None:
+            slo = self._slo_of(queue)
+        self._events.append((_CLAIMED, queue, slo, wait, [(priority, 0.0, attempt)]))
+        self._events.append((_ENDED, queue, slo, priority, handler, ok, inbox))
+
+    def inbox(self, queue: str, slo: Slo, priority: int) -> None:
+        """A handler run on ``queue`` used an inbox or an ack transaction (rule 26)."""
+        if self._thread is None:
+            self._start()
+        self._events.append((_INBOX, queue, slo, priority))
+
+    def _count(self) -> dict[tuple[str, int], _Tally]:
+        """Fold the events counted so far into tallies per (queue, priority): the flusher's
+        work, off the consumers' path (they only append to a deque, which needs no lock;
+        the flusher takes from its other end only what was there when it began)."""
+        tallies: dict[tuple[str, int], _Tally] = {}
+
+        def tally(queue: str, priority: int, slo: Slo) -> _Tally:
+            found = tallies.get((queue, priority))
+            if found is None:
+                found = tallies[queue, priority] = _Tally(
+                    bounds_for(slo), None if slo is None else slo.get(priority))
+            return found
+
+        take = self._events.popleft
+        for _ in range(len(self._events)):
+            event = take()
+            kind, queue, slo = event[0], event[1], event[2]
+            if kind == _CLAIMED:
+                now = event[3]
+                self._touched.add(queue)
+                for priority, available, attempt in event[4]:
+                    wait = now - available
+                    tally(queue, priority, slo).wait(wait if wait > 0.0 else 0.0, attempt)
+            elif kind == _ENDED:
+                self._touched.add(queue)
+                handler = event[4]
+                tally(queue, event[3], slo).end(handler if handler > 0.0 else 0.0, event[5],
+                                                event[6])
+            else:
+                tally(queue, event[3], slo).rate[6] += 1
+        return tallies
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._flushing:
+            if self._thread is not None:
+                return
+            self._read_clock()
+            _flush_at_exit()
+            thread = threading.Thread(target=self._run, args=(self._stop,),
+                                      name="hailq-figures", daemon=True)
+            self._thread = thread
+            thread.start()
 
     def flush(self) -> None:
-        """Write what was counted since the last flush (and sample the queues' counters)."""
+        """Write what was counted since the last flush and sample the touched queues."""
         with self._flushing:
             self._flush()
 
     def _flush(self) -> None:
-        with self._lock:
-            tallies, self._tallies = self._tallies, {}
-        buckets, rates = self._unwritten
-        self._unwritten = ({}, {})
-        for (queue, priority), tally in tallies.items():
-            tally.add_to(queue, priority, buckets, rates)
+        tallies = self._count()
+        touched, self._touched = self._touched, set()
+        if self._queues:
+            touched.update(self._queues() if callable(self._queues) else self._queues)
+        params = _params(tallies, sorted(touched), self._unwritten)
+        self._unwritten = None
+        if not (params.rates or params.sampled or params.buckets):
+            return
         self._flushes += 1
-        sampled = list(self._queues() if callable(self._queues) else self._queues)
-        if not (buckets or rates or sampled):
-            return  # nothing to write (a serve process nobody receives from)
-        params = FiguresRecordParams(
-            buckets=[BucketAdd(q, k, p, le, int(n), t)  # type: ignore[arg-type]
-                     for (q, k, p, le), (n, t) in buckets.items()],
-            rates=[RateAdd(q, p, int(s), int(a), int(f), int(b), h)
-                   for (q, p), (s, a, f, b, h) in rates.items()],
-            sampled=sampled, prune=self._flushes % PRUNE_EVERY == 1)
         try:
-            self._broker.backend.figures_record(params)
+            self._backend.figures_record(FiguresRecordParams(
+                params.buckets, params.rates, params.sampled,
+                self._flushes % PRUNE_EVERY == 1, params.sketches, params.ranges))
         except HailqError as exc:
             if not covers(exc):  # the outage's lines say it (backends/outage.py)
                 log.warning("could not write the figures of %s (%s); kept for the next try",
-                            ", ".join(sampled) or "this process", exc)
-            self._unwritten = (buckets, rates)  # to go with the next flush
+                            ", ".join(params.sampled) or "this process", exc)
+            self._unwritten = params
 
     def close(self) -> None:
-        """Stop the flusher and write what is left."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(self._interval + 5.0)
-        self.flush()
+        """Stop the flusher and write what is left (``Broker.close`` and the interpreter's
+        exit call this); counting again starts a new flusher."""
+        with self._flushing:
+            thread, self._thread = self._thread, None
+            stop, self._stop = self._stop, threading.Event()
+        stop.set()
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(self._interval + 5.0)
+        try:
+            self.flush()
+        except Exception:  # the database may be gone already; figures never fail a close
+            log.debug("the last figures could not be written", exc_info=True)
 
     def _read_clock(self) -> None:
+        if self._clock is not None:
+            return
         try:
             before = time.time()
-            broker_now = self._broker.now()
+            broker_now = self._backend.clock_now()
             self._offset = broker_now - (before + time.time()) / 2
             self._offset_read = time.monotonic()
         except HailqError as exc:
             log.debug("could not read the broker's clock (%s)", exc)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self._interval):
             if time.monotonic() - self._offset_read >= CLOCK_EVERY:
                 self._read_clock()
             try:
                 self.flush()
-            except Exception:  # figures must never take a worker down
+            except Exception:  # figures must never take a consumer down
                 log.exception("writing the figures failed")
 
 
-_Buckets = dict[tuple[str, str, int, float], list[float]]  # (queue, kind, priority, le)
-_Rates = dict[tuple[str, int], list[float]]  # (queue, priority): started ... handler total
-
-
 class _Tally:
-    """What the handlers of one (queue, priority) did since the last flush: counts and
-    sums per bucket index of ``bounds``, and the rates' five figures."""
+    """What one (queue, priority) saw since the last flush: Prometheus buckets and the
+    log-bucket sketches of waits and handler times, and the rate slot's figures."""
 
-    __slots__ = ("bounds", "handler_sums", "handlers", "inbox", "rate", "target", "wait_sums",
-                 "waits")
+    __slots__ = ("bounds", "handler", "handler_n", "handler_s", "rate", "target", "wait_n",
+                 "wait_s", "wait_sketch")
 
     def __init__(self, bounds: tuple[float, ...], target: float | None) -> None:
         self.bounds, self.target = bounds, target
-        self.waits, self.wait_sums = [0] * len(bounds), [0.0] * len(bounds)
-        self.handlers, self.handler_sums = [0] * len(bounds), [0.0] * len(bounds)
-        self.inbox = 0
-        self.rate: list[float] = [0, 0, 0, 0, 0.0]  # started, acked, failed, breaches, s
+        # per bound of ``bounds``: observations and their sum
+        self.wait_n, self.wait_s = [0] * len(bounds), [0.0] * len(bounds)
+        self.handler_n, self.handler_s = [0] * len(bounds), [0.0] * len(bounds)
+        self.wait_sketch = _Sketch()
+        self.handler = _Sketch()
+        # started, acked, failed, breaches, handler seconds, redelivered, inbox
+        self.rate: list[float] = [0, 0, 0, 0, 0.0, 0, 0]
 
-    def add_to(self, queue: str, priority: int, buckets: _Buckets, rates: _Rates) -> None:
-        """Add these counts to a flush's rows (only buckets that saw something)."""
-        for kind, counts, sums in (("wait", self.waits, self.wait_sums),
-                                   ("handler", self.handlers, self.handler_sums)):
-            for le, n, total in zip(self.bounds, counts, sums, strict=True):
+    def wait(self, value: float, attempt: int) -> None:
+        i = bucket_index(self.bounds, value)
+        self.wait_n[i] += 1
+        self.wait_s[i] += value
+        self.wait_sketch.add(value)
+        rate = self.rate
+        rate[0] += 1
+        if self.target is not None and value > self.target:
+            rate[3] += 1
+        if attempt >= 2:
+            rate[5] += 1
+
+    def end(self, value: float, ok: bool, inbox: bool) -> None:
+        i = bucket_index(self.bounds, value)
+        self.handler_n[i] += 1
+        self.handler_s[i] += value
+        self.handler.add(value)
+        rate = self.rate
+        rate[1 if ok else 2] += 1
+        rate[4] += value
+        if inbox:
+            rate[6] += 1
+
+
+class _Sketch:
+    """Log-bucket counts (``hailq/observe/sketch.py``) with count, sum, min and max."""
+
+    __slots__ = ("counts", "hi", "lo", "n", "total")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.n, self.total, self.lo, self.hi = 0, 0.0, float("inf"), 0.0
+
+    def add(self, value: float) -> None:
+        index = sketch.bucket(value)
+        self.counts[index] = self.counts.get(index, 0) + 1
+        self.n += 1
+        self.total += value
+        if value < self.lo:
+            self.lo = value
+        if value > self.hi:
+            self.hi = value
+
+
+def _params(tallies: Mapping[tuple[str, int], _Tally], sampled: list[str],
+            unwritten: FiguresRecordParams | None) -> FiguresRecordParams:
+    """One flush's rows, with those of a flush that failed before added in."""
+    buckets: dict[tuple[str, str, int, float], list[float]] = {}
+    rates: dict[tuple[str, int], list[float]] = {}
+    sketches: dict[tuple[str, Any, int, int], int] = {}
+    ranges: dict[tuple[str, str, int], list[float]] = {}
+    if unwritten is not None:
+        for b in unwritten.buckets:
+            _add(buckets, (b.queue, b.kind, b.priority, b.le), [b.n, b.total])
+        for r in unwritten.rates:
+            _add(rates, (r.queue, r.priority), list(r[2:]))
+        for k in unwritten.sketches:
+            key = (k.queue, k.kind, k.priority, k.bucket)
+            sketches[key] = sketches.get(key, 0) + k.n
+        for g in unwritten.ranges:
+            _range(ranges, (g.queue, g.kind, g.priority), g.n, g.total, g.lo, g.hi)
+        sampled = sorted({*sampled, *unwritten.sampled})
+    for (queue, priority), t in tallies.items():
+        kinds: tuple[tuple[str, list[int], list[float], _Sketch], ...] = (
+            ("wait", t.wait_n, t.wait_s, t.wait_sketch),
+            ("handler", t.handler_n, t.handler_s, t.handler))
+        for kind, counts, sums, sk in kinds:
+            for le, n, total in zip(t.bounds, counts, sums, strict=True):
                 if n:
-                    cell = buckets.setdefault((queue, kind, priority, le), [0, 0.0])
-                    cell[0] += n
-                    cell[1] += total
-        if self.inbox:  # counted as a bucket of its own kind: no schema change
-            buckets.setdefault((queue, "inbox", priority, 0.0), [0, 0.0])[0] += self.inbox
-        row = rates.setdefault((queue, priority), [0, 0, 0, 0, 0.0])
-        for i, value in enumerate(self.rate):
-            row[i] += value
+                    _add(buckets, (queue, kind, priority, le), [n, total])
+            for index, n in sk.counts.items():
+                cell = (queue, kind, priority, index)
+                sketches[cell] = sketches.get(cell, 0) + n
+            if sk.n:
+                _range(ranges, (queue, kind, priority), sk.n, sk.total, sk.lo, sk.hi)
+        if t.rate[6]:  # also all-time, beside the histograms (QueueFigures.inbox_runs)
+            _add(buckets, (queue, "inbox", priority, 0.0), [t.rate[6], 0.0])
+        _add(rates, (queue, priority), list(t.rate))
+    return FiguresRecordParams(
+        buckets=[BucketAdd(q, k, p, le, int(n), t)  # type: ignore[arg-type]
+                 for (q, k, p, le), (n, t) in buckets.items()],
+        rates=[RateAdd(q, p, int(s), int(a), int(f), int(b), h, int(r), int(i))
+               for (q, p), (s, a, f, b, h, r, i) in rates.items()],
+        sampled=sampled,
+        sketches=[SketchAdd(q, k, p, index, n)
+                  for (q, k, p, index), n in sketches.items()],
+        ranges=[RangeAdd(q, k, p, int(n), t, lo, hi)  # type: ignore[arg-type]
+                for (q, k, p), (n, t, lo, hi) in ranges.items()])
+
+
+def _add(into: dict[Any, list[float]], key: Any, values: Sequence[float]) -> None:
+    row = into.get(key)
+    if row is None:
+        into[key] = list(values)
+    else:
+        for i, v in enumerate(values):
+            row[i] += v
+
+
+def _range(into: dict[tuple[str, str, int], list[float]], key: tuple[str, str, int],
+           n: int, total: float, lo: float, hi: float) -> None:
+    row = into.get(key)
+    if row is None:
+        into[key] = [n, total, lo, hi]
+    else:
+        row[0] += n
+        row[1] += total
+        row[2] = min(row[2], lo)
+        row[3] = max(row[3], hi)
+
+
+# Every recorder of this process: flushed at exit, emptied in a forked child.
+_LIVE: weakref.WeakSet[FigureRecorder] = weakref.WeakSet()
+
+
+def _flush_all() -> None:
+    for recorder in list(_LIVE):
+        recorder.close()
+
+
+def _forget_all() -> None:
+    for recorder in list(_LIVE):
+        recorder._reset()
+
+
+_at_exit: list[bool] = []
+
+
+def _flush_at_exit() -> None:
+    """Register the flush at exit once, at the first count: after the backend opened its
+    connections, so that it runs before they are closed at exit (last in, first out)."""
+    if not _at_exit:
+        _at_exit.append(True)
+        atexit.register(_flush_all)
+
+
+os.register_at_fork(after_in_child=_forget_all)

@@ -33,7 +33,6 @@ from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
 from hailq.observe import inbox_use
 from hailq.observe.process import ProcessSeries, ProcessServer
-from hailq.observe.recorder import FigureRecorder
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
 from hailq.runtime.app import App, Handler, app_for
@@ -218,7 +217,6 @@ class Worker:
         # Only a handler with a time limit is watched: the others cost no watchdog work.
         running = None if limit is None else Running(message, limit)
         error: BaseException | None = None
-        waited = services.figures.now() - message.available_at  # rule 25: wait and run
         began = time.monotonic()
         inbox_use.begin(message.id)
         if running is not None:
@@ -234,8 +232,15 @@ class Worker:
         if running is not None:
             services.watchdog.forget(running)
         ran = time.monotonic() - began
-        services.figures.observe(message.queue, message.priority, waited, ran, error is None,
-                                 inbox_use.end(message.id))
+        # Rule 36: the broker counts the wait at the claim and the handler time at the ack
+        # or nack, to the end stamped here (acks are batched); the worker adds whether the
+        # run used an inbox or an ack transaction (rule 26).
+        message.handled()
+        if inbox_use.end(message.id) and self.broker.figures is not None:
+            self.broker.figures.inbox(message.queue, message.source.settings.slo,
+                                      message.priority)
+        if services.series is not None:
+            services.series.observe(message.queue, ran, error is None)
         services.keeper.release(message)
         if not self._inflight.settle(message):
             if running is not None and running.expired:
@@ -398,9 +403,7 @@ class _Services:
                 alive=lambda: self.fetcher.alive or worker.state == "draining",
                 ready=lambda: worker.state == "running" and self.fetcher.alive)
         self.series = series
-        self.figures = FigureRecorder(broker, list(worker.order.queues),
-                                      lambda q: worker._queues[q].settings.slo,
-                                      process=series)
+        self.figures = broker.figures
         self.slots = SlotPool(worker.concurrency)
         self.registry = RegistryReporter(
             broker, worker_id=worker.worker_id, queues=worker.order.queues,
@@ -417,7 +420,6 @@ class _Services:
         self.watchdog.start()
         self.keeper.start()
         self.acks.start()
-        self.figures.start()
         if self.server is not None:
             self.server.start()
         self.slots.start()
@@ -428,7 +430,8 @@ class _Services:
     def close(self) -> None:
         self.watchdog.close()
         self.acks.close()
-        self.figures.close()
+        if self.figures is not None:
+            self.figures.flush()  # what the last handlers did, written now
         if self.server is not None:
             self.server.close()
         if self.series is not None:

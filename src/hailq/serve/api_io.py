@@ -23,7 +23,6 @@ from hailq.errors import InvalidArgument
 from hailq.models import AttemptError
 from hailq.queue import Queue
 from hailq.serve.errors import ApiError
-from hailq.serve.figures import ServeFigures
 from hailq.settings import QueueSettings
 
 T = TypeVar("T")
@@ -44,12 +43,6 @@ async def blocking(call: Callable[[], T]) -> T:
 def broker_of(request: Request) -> Broker:
     broker: Broker = request.app.state.broker
     return broker
-
-
-def figures_of(request: Request) -> ServeFigures:
-    """The app's recorder of wait and handler time for HTTP consumers (rule 25)."""
-    figures: ServeFigures = request.app.state.figures
-    return figures
 
 
 def name_param(request: Request, key: str) -> str:

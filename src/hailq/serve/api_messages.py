@@ -10,7 +10,6 @@ from starlette.responses import Response
 
 from hailq.errors import InvalidArgument, LeaseLost, QueueNotFound
 from hailq.message import Message
-from hailq.queue import Queue
 from hailq.serve import polls
 from hailq.serve.api_io import (
     blocking,
@@ -18,7 +17,6 @@ from hailq.serve.api_io import (
     body_of,
     envelopes,
     errors_json,
-    figures_of,
     integer,
     name_param,
     number,
@@ -51,15 +49,12 @@ async def receive(request: Request) -> Response:
     max_wait: float = request.app.state.max_wait
     if not 0 <= wait <= max_wait:
         raise InvalidArgument(f"wait must be from 0 to {max_wait:g} seconds, got {wait:g}")
-    figures = figures_of(request)
 
     def lease_them() -> list[Message]:
-        got = queue.receive(limit, lease=lease)  # never waits: the poll waits (polls.py)
-        figures.handed_out(got)  # rule 25: the wait ends here, the handler time begins
-        return got
+        return queue.receive(limit, lease=lease)  # never waits: the poll waits (polls.py)
 
     def give_back(m: Message) -> None:  # its client left: the attempt counts
-        _nacked(request, queue, m.receipt, 0.0, polls.LEFT)
+        queue.nack(m.receipt, delay=0.0, error=polls.LEFT)
 
     got = await polls.receive(request, queue.name, wait, lease_them, give_back)
     return ok({"messages": [_received(m) for m in got]})
@@ -79,7 +74,7 @@ async def ack(request: Request) -> Response:
     if not isinstance(receipts, list) or not receipts \
             or not all(isinstance(r, str) for r in receipts) or len(receipts) > 1000:
         raise InvalidArgument("receipts must be a list of 1 to 1000 receipt strings")
-    results = await blocking(lambda: _acked(request, queue, receipts))
+    results = await blocking(lambda: queue.ack_many(receipts))
     return ok({"results": [{"receipt": r, "acked": done is not None, "late": bool(done)}
                            for r, done in zip(receipts, results, strict=True)]})
 
@@ -91,7 +86,7 @@ async def nack(request: Request) -> Response:
     receipt = text(data, "receipt", required=True) or ""
     delay = number(data, "delay")
     error = text(data, "error")
-    await blocking(lambda: _nacked(request, queue, receipt, delay, error))
+    await blocking(lambda: queue.nack(receipt, delay=delay, error=error))
     return ok({"nacked": True})
 
 
@@ -104,29 +99,9 @@ async def extend(request: Request) -> Response:
     if span is None:
         raise InvalidArgument("seconds is required: how long from now the lease lasts")
     until = await blocking(lambda: queue.extend_many([receipt], span)[0])
-    figures_of(request).extended(queue.name, receipt, until)
     if until is None:
         raise LeaseLost(f"receipt {receipt}: it no longer holds its message's lease")
     return ok({"lease_until": until})
-
-
-def _acked(request: Request, queue: Queue, receipts: list[str]) -> list[bool | None]:
-    results = queue.ack_many(receipts)
-    figures = figures_of(request)
-    for receipt, done in zip(receipts, results, strict=True):
-        figures.settled(queue.name, receipt, None if done is None else True)
-    return results
-
-
-def _nacked(request: Request, queue: Queue, receipt: str, delay: float | None,
-            error: str | None) -> None:
-    figures = figures_of(request)
-    try:
-        queue.nack(receipt, delay=delay, error=error)
-    except LeaseLost:
-        figures.settled(queue.name, receipt, None)
-        raise
-    figures.settled(queue.name, receipt, False)
 
 
 async def peek(request: Request) -> Response:

@@ -25,7 +25,6 @@ from hailq.observe.prometheus import CONTENT_TYPE, collect_figures, exposition
 from hailq.serve import api
 from hailq.serve.api_io import blocking
 from hailq.serve.errors import error_response, handlers
-from hailq.serve.figures import ServeFigures
 from hailq.serve.polls import Polls
 from hailq.serve.protocol import DEFAULT_READ_TIMEOUT
 from hailq.serve.schemas import Doc, openapi
@@ -47,19 +46,17 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
     all there within ``read_timeout`` seconds 408; a receive waits at most ``max_wait``
     seconds. Where ``host`` is not loopback, every token must have at least 16
     characters (InvalidArgument otherwise). Wait and handler time of messages received and
-    settled through it are recorded (rule 25); ``close_app`` (or the app's lifespan)
-    writes the last of them."""
+    settled through it are counted by the broker (rule 36); ``close_app`` (or the app's
+    lifespan) writes the last of them."""
     check_tokens(tokens, host)
     policy = Policy(tokens, host, allow_hosts, max_body, read_timeout)
-    figures = ServeFigures(broker)
     app = Starlette(
         routes=[*_own_routes(), *api.routes(), *_dashboard_routes()],
         middleware=[Middleware(SecurityMiddleware, policy=policy)],
         exception_handlers=handlers(),  # type: ignore[arg-type]
-        lifespan=_closing(figures),
+        lifespan=_closing(broker),
     )
     app.state.broker = broker
-    app.state.figures = figures
     app.state.polls = Polls(broker)
     app.state.policy = policy
     app.state.max_wait = max_wait
@@ -68,21 +65,22 @@ def create_app(broker: Broker, *, tokens: Tokens, host: str = "127.0.0.1",
 
 
 def close_app(app: Starlette) -> None:
-    """Stop the long polls' waiters; write the figures still held in memory and stop
-    their flusher."""
+    """Stop the long polls' waiters and write the figures still held in memory."""
     polls: Polls = app.state.polls
     polls.close()
-    figures: ServeFigures = app.state.figures
-    figures.close()
+    broker: Broker = app.state.broker
+    if broker.figures is not None:
+        broker.figures.flush()
 
 
-def _closing(figures: ServeFigures) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def _closing(broker: Broker) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            await blocking(figures.close)
+            if broker.figures is not None:
+                await blocking(broker.figures.flush)
 
     return lifespan
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hailq
+from hailq.ids import RECEIPT_PATTERN
 
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"}
 MESSAGE_ID = {"type": "string", "pattern": r"^[0-9A-HJKMNP-TV-Z]{26}$"}
-RECEIPT = {"type": "string",
-           "pattern": r"^[0-9A-HJKMNP-TV-Z]{26}\.[0-9a-f]{16}(\.[1-9][0-9]{0,17})?$"}
+RECEIPT = {"type": "string", "pattern": f"^{RECEIPT_PATTERN.pattern}$"}
 TEXT = {"type": "string", "pattern": "^[^\u0000]*$"}  # stored in columns: no NUL
 KEY = {"type": ["string", "null"], "minLength": 1, "maxLength": 255,
        "pattern": "^[^\u0000]*$"}

@@ -796,50 +796,156 @@ ON CONFLICT (queue, kind, priority, le) DO UPDATE
 SET n = h.n + excluded.n, total = h.total + excluded.total;
 
 -- name: figures_rate_add
--- This 10-second slot's starts, acks, failures, breaches and handler seconds grow, for
--- every (queue, priority) of the flush in one statement, in key order.
+-- This 10-second slot's claims, acks, failures, breaches, handler seconds, redeliveries
+-- and inbox runs grow, for every (queue, priority) of the flush in one statement, in key
+-- order.
 INSERT INTO {schema}.rates AS r (queue, slot, priority, started, acked, failed, breaches,
-                                 handler_total)
+                                 handler_total, redelivered, inbox)
 SELECT x.queue, floor({schema}.epoch() / 10)::bigint, x.priority, x.started, x.acked,
-       x.failed, x.breaches, x.handler_total
+       x.failed, x.breaches, x.handler_total, x.redelivered, x.inbox
 FROM jsonb_to_recordset(%(rows)s::jsonb)
      AS x(queue text, priority integer, started bigint, acked bigint, failed bigint,
-          breaches bigint, handler_total float8)
+          breaches bigint, handler_total float8, redelivered bigint, inbox bigint)
 ORDER BY 1, 3
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = r.started + excluded.started, acked = r.acked + excluded.acked,
     failed = r.failed + excluded.failed, breaches = r.breaches + excluded.breaches,
-    handler_total = r.handler_total + excluded.handler_total;
+    handler_total = r.handler_total + excluded.handler_total,
+    redelivered = r.redelivered + excluded.redelivered, inbox = r.inbox + excluded.inbox;
+
+-- name: figures_sketch_add
+-- Rule 36: the log buckets (hailq/observe/sketch.py) of this 10-second slot's waits and
+-- handler times grow, all of a flush in one statement, in key order.
+INSERT INTO {schema}.sketches AS k (queue, kind, priority, slot, bucket, n)
+SELECT x.queue, x.kind, x.priority, floor({schema}.epoch() / 10)::bigint, x.bucket, x.n
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+     AS x(queue text, kind text, priority integer, bucket integer, n bigint)
+ORDER BY 1, 2, 3, 5
+ON CONFLICT (queue, kind, priority, slot, bucket) DO UPDATE SET n = k.n + excluded.n;
+
+-- name: figures_range_add
+-- Each sketch's count, sum, minimum and maximum in this slot (percentiles are clamped
+-- into the observed range).
+INSERT INTO {schema}.sketch_ranges AS g (queue, kind, priority, slot, n, total, lo, hi)
+SELECT x.queue, x.kind, x.priority, floor({schema}.epoch() / 10)::bigint, x.n, x.total,
+       x.lo, x.hi
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+     AS x(queue text, kind text, priority integer, n bigint, total float8, lo float8,
+          hi float8)
+ORDER BY 1, 2, 3
+ON CONFLICT (queue, kind, priority, slot) DO UPDATE
+SET n = g.n + excluded.n, total = g.total + excluded.total,
+    lo = least(g.lo, excluded.lo), hi = greatest(g.hi, excluded.hi);
+
+-- name: figures_count_acked
+-- Acks counted per queue as flushed (rates of acks over the same span as sends), on this
+-- connection's shard; a queue deleted meanwhile gets no counter row back.
+INSERT INTO {schema}.counters AS c (queue, shard, acked)
+SELECT x.queue, pg_backend_pid() %% 16, x.n
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(queue text, n bigint)
+WHERE EXISTS (SELECT 1 FROM {schema}.queues WHERE name = x.queue)
+ORDER BY 1
+ON CONFLICT (queue, shard) DO UPDATE SET acked = c.acked + excluded.acked;
 
 -- name: figures_sample
--- The queue's counters as of now, the first sample of each 10-second slot kept: rates of
--- sends and deaths without a write per send.
-INSERT INTO {schema}.samples AS s (queue, slot, at, sent, dead_lettered)
-SELECT %(queue)s, floor({schema}.epoch() / 10)::bigint, {schema}.epoch(),
-       coalesce(sum(sent), 0), coalesce(sum(dead_lettered), 0)
+-- The queue's counters as of now, the last sample of each second kept: rates of sends,
+-- acks and deaths over one span without a write per send.
+INSERT INTO {schema}.samples AS s (queue, slot, at, sent, dead_lettered, acked)
+SELECT %(queue)s, floor({schema}.epoch())::bigint, {schema}.epoch(),
+       coalesce(sum(sent), 0), coalesce(sum(dead_lettered), 0), coalesce(sum(acked), 0)
 FROM {schema}.counters WHERE queue = %(queue)s
-ON CONFLICT (queue, slot) DO NOTHING;
+ON CONFLICT (queue, slot) DO UPDATE
+SET at = excluded.at, sent = excluded.sent, dead_lettered = excluded.dead_lettered,
+    acked = excluded.acked;
 
 -- name: figures_prune_rates
-DELETE FROM {schema}.rates WHERE slot < floor({schema}.epoch() / 10)::bigint - 360;
+-- Rate slots are kept a day (hailq doctor's longest window) and a minute; each prune
+-- deletes at most %(limit)s rows, a range of the slot index.
+DELETE FROM {schema}.rates WHERE ctid IN (
+    SELECT ctid FROM {schema}.rates
+    WHERE slot < floor({schema}.epoch() / 10)::bigint - 8646 LIMIT %(limit)s);
+
+-- name: figures_prune_sketches
+-- Sketches are kept an hour (the longest window of percentiles) and a minute.
+DELETE FROM {schema}.sketches WHERE ctid IN (
+    SELECT ctid FROM {schema}.sketches
+    WHERE slot < floor({schema}.epoch() / 10)::bigint - 366 LIMIT %(limit)s);
+
+-- name: figures_prune_ranges
+DELETE FROM {schema}.sketch_ranges WHERE ctid IN (
+    SELECT ctid FROM {schema}.sketch_ranges
+    WHERE slot < floor({schema}.epoch() / 10)::bigint - 366 LIMIT %(limit)s);
 
 -- name: figures_prune_samples
-DELETE FROM {schema}.samples WHERE slot < floor({schema}.epoch() / 10)::bigint - 360;
+-- Samples are kept an hour and a minute, and the newest of each queue always: the
+-- counters a later rate starts from.
+DELETE FROM {schema}.samples WHERE ctid IN (
+    SELECT ctid FROM {schema}.samples AS s
+    WHERE slot < floor({schema}.epoch())::bigint - 3660
+      AND slot < (SELECT max(slot) FROM {schema}.samples WHERE queue = s.queue)
+    LIMIT %(limit)s);
 
 -- name: figures_histograms
 SELECT kind, priority, le, n, total FROM {schema}.histograms
 WHERE queue = %(queue)s ORDER BY kind, priority, le;
 
 -- name: figures_rates
--- The last five minutes and a slot, per slot and priority.
-SELECT slot, priority, started, acked, failed, breaches, handler_total FROM {schema}.rates
-WHERE queue = %(queue)s AND slot >= floor((%(now)s - 310) / 10)::bigint
+-- The last hour and a slot, per slot and priority.
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+FROM {schema}.rates
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(long)s) / 10)::bigint
 ORDER BY slot, priority;
 
--- name: figures_samples
-SELECT at, sent, dead_lettered FROM {schema}.samples
-WHERE queue = %(queue)s AND slot >= floor((%(now)s - 310) / 10)::bigint
-ORDER BY at;
+-- name: figures_window
+-- hailq doctor's window (rule 26): the slots since %(since)s, the one holding it included.
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+FROM {schema}.rates
+WHERE queue = %(queue)s AND slot >= floor(%(since)s / 10)::bigint
+ORDER BY slot, priority;
+
+-- name: figures_sketches
+-- The sketch buckets of the short (window 0) and the long window (1), summed over slots.
+SELECT 0, kind, priority, bucket, sum(n) FROM {schema}.sketches
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(short)s) / 10)::bigint
+GROUP BY kind, priority, bucket
+UNION ALL
+SELECT 1, kind, priority, bucket, sum(n) FROM {schema}.sketches
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(long)s) / 10)::bigint
+GROUP BY kind, priority, bucket;
+
+-- name: figures_ranges
+SELECT 0, kind, priority, sum(n), sum(total), min(lo), max(hi) FROM {schema}.sketch_ranges
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(short)s) / 10)::bigint
+GROUP BY kind, priority
+UNION ALL
+SELECT 1, kind, priority, sum(n), sum(total), min(lo), max(hi) FROM {schema}.sketch_ranges
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(long)s) / 10)::bigint
+GROUP BY kind, priority;
+
+-- name: figures_points
+-- Where each rate window (%(w0)s, %(w1)s, %(w2)s seconds) starts (hailq/observe/figures.py):
+-- the last sample at or before its start (0), and the first after it (1).
+SELECT w.w, 0, s.at, s.sent, s.dead_lettered, s.acked
+FROM (VALUES (%(w0)s::float8), (%(w1)s::float8), (%(w2)s::float8)) AS w(w)
+CROSS JOIN LATERAL (
+    SELECT at, sent, dead_lettered, acked FROM {schema}.samples
+    WHERE queue = %(queue)s AND slot <= floor(%(now)s::float8 - w.w)::bigint
+    ORDER BY slot DESC LIMIT 1
+) AS s
+UNION ALL
+SELECT w.w, 1, s.at, s.sent, s.dead_lettered, s.acked
+FROM (VALUES (%(w0)s::float8), (%(w1)s::float8), (%(w2)s::float8)) AS w(w)
+CROSS JOIN LATERAL (
+    SELECT at, sent, dead_lettered, acked FROM {schema}.samples
+    WHERE queue = %(queue)s AND slot > floor(%(now)s::float8 - w.w)::bigint
+    ORDER BY slot LIMIT 1
+) AS s;
+
+-- name: figures_queue
+-- When the queue was made (its counters start then) and its acks as flushed so far.
+SELECT q.created_at, coalesce((SELECT sum(acked) FROM {schema}.counters
+                               WHERE queue = q.name), 0)
+FROM {schema}.queues AS q WHERE q.name = %(queue)s;
 
 -- name: overview_plan
 -- PostgreSQL only (SQLite compiles nothing): the overview's statement below plans as
@@ -879,7 +985,8 @@ SELECT q.name, q.settings, o.overrides, coalesce(o.paused, false),
                                             AND lease_until <= t.now
                                             AND attempt < q.max_attempts
                                           LIMIT %(cap)s) AS l) AS oldest),
-       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), t.now
+       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), q.created_at,
+       coalesce(c.acked, 0), t.now
 FROM (SELECT {schema}.epoch() AS now) AS t
 CROSS JOIN {schema}.queues AS q
 LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
@@ -911,7 +1018,8 @@ CROSS JOIN LATERAL (
                                   WHERE queue = q.name AND state = 'dead'
                                   LIMIT %(cap)s) AS x) AS dead
 ) AS n
-LEFT JOIN LATERAL (SELECT sum(sent) AS sent, sum(dead_lettered) AS dead_lettered
+LEFT JOIN LATERAL (SELECT sum(sent) AS sent, sum(dead_lettered) AS dead_lettered,
+                          sum(acked) AS acked
                    FROM {schema}.counters WHERE queue = q.name) AS c ON true
 ORDER BY q.name;
 
@@ -921,14 +1029,21 @@ SELECT queue, kind, priority, le, n, total FROM {schema}.histograms
 ORDER BY queue, kind, priority, le;
 
 -- name: overview_rates
-SELECT queue, slot, priority, started, acked, failed, breaches, handler_total
-FROM {schema}.rates WHERE slot >= floor((%(now)s - 310) / 10)::bigint
+SELECT queue, slot, priority, started, acked, failed, breaches, handler_total, redelivered,
+       inbox
+FROM {schema}.rates WHERE slot >= floor((%(now)s - %(short)s) / 10)::bigint
 ORDER BY queue, slot, priority;
 
--- name: overview_samples
-SELECT queue, at, sent, dead_lettered FROM {schema}.samples
-WHERE slot >= floor((%(now)s - 310) / 10)::bigint
-ORDER BY queue, at;
+-- name: overview_sketches
+-- Every queue's sketch buckets of the short window (the overview shows that one only).
+SELECT queue, kind, priority, bucket, sum(n) FROM {schema}.sketches
+WHERE slot >= floor((%(now)s - %(short)s) / 10)::bigint
+GROUP BY queue, kind, priority, bucket;
+
+-- name: overview_ranges
+SELECT queue, kind, priority, sum(n), sum(total), min(lo), max(hi) FROM {schema}.sketch_ranges
+WHERE slot >= floor((%(now)s - %(short)s) / 10)::bigint
+GROUP BY queue, kind, priority;
 
 -- name: overview_dead_count
 -- How many dead letters ``dead_list`` would list with these filters, counting at most

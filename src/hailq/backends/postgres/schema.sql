@@ -22,6 +22,7 @@ counters nacked bigint NO 0 NO
 counters redelivered bigint NO 0 NO
 counters dead_lettered bigint NO 0 NO
 counters late_acks bigint NO 0 NO
+counters acked bigint NO 0 NO
 dedup queue text NO  NO
 dedup dedup_id text NO  NO
 dedup message_id text NO  NO
@@ -91,11 +92,14 @@ rates acked bigint NO 0 NO
 rates failed bigint NO 0 NO
 rates breaches bigint NO 0 NO
 rates handler_total double precision NO 0 NO
+rates redelivered bigint NO 0 NO
+rates inbox bigint NO 0 NO
 samples queue text NO  NO
 samples slot bigint NO  NO
 samples at double precision NO  NO
 samples sent bigint NO  NO
 samples dead_lettered bigint NO  NO
+samples acked bigint NO 0 NO
 schedules name text NO  NO
 schedules queue text NO  NO
 schedules cron text YES  NO
@@ -113,6 +117,20 @@ schedules declared_at double precision NO  NO
 schedules last_slot double precision NO  NO
 schedules fired_at double precision YES  NO
 schedules fired bigint NO 0 NO
+sketch_ranges queue text NO  NO
+sketch_ranges kind text NO  NO
+sketch_ranges priority smallint NO  NO
+sketch_ranges slot bigint NO  NO
+sketch_ranges n bigint NO 0 NO
+sketch_ranges total double precision NO 0 NO
+sketch_ranges lo double precision NO  NO
+sketch_ranges hi double precision NO  NO
+sketches queue text NO  NO
+sketches kind text NO  NO
+sketches priority smallint NO  NO
+sketches slot bigint NO  NO
+sketches bucket integer NO  NO
+sketches n bigint NO 0 NO
 subscriptions topic text NO  NO
 subscriptions queue text NO  NO
 subscriptions filter text YES  NO
@@ -151,8 +169,14 @@ CREATE UNIQUE INDEX queue_ops_pkey ON {schema}.queue_ops USING btree (name)
 CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (name)
 CREATE UNIQUE INDEX rate_buckets_pkey ON {schema}.rate_buckets USING btree (queue)
 CREATE UNIQUE INDEX rates_pkey ON {schema}.rates USING btree (queue, slot, priority)
+CREATE INDEX rates_slot ON {schema}.rates USING btree (slot)
 CREATE UNIQUE INDEX samples_pkey ON {schema}.samples USING btree (queue, slot)
+CREATE INDEX samples_slot ON {schema}.samples USING btree (slot)
 CREATE UNIQUE INDEX schedules_pkey ON {schema}.schedules USING btree (name)
+CREATE UNIQUE INDEX sketch_ranges_pkey ON {schema}.sketch_ranges USING btree (queue, kind, priority, slot)
+CREATE INDEX sketch_ranges_slot ON {schema}.sketch_ranges USING btree (slot)
+CREATE UNIQUE INDEX sketches_pkey ON {schema}.sketches USING btree (queue, kind, priority, slot, bucket)
+CREATE INDEX sketches_slot ON {schema}.sketches USING btree (slot)
 CREATE UNIQUE INDEX subscriptions_pkey ON {schema}.subscriptions USING btree (topic, queue)
 CREATE UNIQUE INDEX topics_pkey ON {schema}.topics USING btree (name)
 CREATE UNIQUE INDEX waiters_pkey ON {schema}.waiters USING btree (queue, waiter)

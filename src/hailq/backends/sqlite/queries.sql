@@ -647,49 +647,160 @@ ON CONFLICT (queue, kind, priority, le) DO UPDATE
 SET n = n + excluded.n, total = total + excluded.total;
 
 -- name: figures_rate_add
--- This 10-second slot's starts, acks, failures, breaches and handler seconds grow, for
--- every (queue, priority) of the flush in one statement.
+-- This 10-second slot's claims, acks, failures, breaches, handler seconds, redeliveries
+-- and inbox runs grow, for every (queue, priority) of the flush in one statement.
 INSERT INTO hailq_rates (queue, slot, priority, started, acked, failed, breaches,
-                         handler_total)
+                         handler_total, redelivered, inbox)
 SELECT json_extract(value, '$.queue'), CAST(:now / 10 AS INTEGER),
        json_extract(value, '$.priority'), json_extract(value, '$.started'),
        json_extract(value, '$.acked'), json_extract(value, '$.failed'),
-       json_extract(value, '$.breaches'), json_extract(value, '$.handler_total')
+       json_extract(value, '$.breaches'), json_extract(value, '$.handler_total'),
+       json_extract(value, '$.redelivered'), json_extract(value, '$.inbox')
 FROM json_each(:rows) WHERE true
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = started + excluded.started, acked = acked + excluded.acked,
     failed = failed + excluded.failed, breaches = breaches + excluded.breaches,
-    handler_total = handler_total + excluded.handler_total;
+    handler_total = handler_total + excluded.handler_total,
+    redelivered = redelivered + excluded.redelivered, inbox = inbox + excluded.inbox;
+
+-- name: figures_sketch_add
+-- Rule 36: the log buckets (hailq/observe/sketch.py) of this 10-second slot's waits and
+-- handler times grow, all of a flush in one statement.
+INSERT INTO hailq_sketches (queue, kind, priority, slot, bucket, n)
+SELECT json_extract(value, '$.queue'), json_extract(value, '$.kind'),
+       json_extract(value, '$.priority'), CAST(:now / 10 AS INTEGER),
+       json_extract(value, '$.bucket'), json_extract(value, '$.n')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (queue, kind, priority, slot, bucket) DO UPDATE SET n = n + excluded.n;
+
+-- name: figures_range_add
+-- Each sketch's count, sum, minimum and maximum in this slot (percentiles are clamped
+-- into the observed range).
+INSERT INTO hailq_sketch_ranges (queue, kind, priority, slot, n, total, lo, hi)
+SELECT json_extract(value, '$.queue'), json_extract(value, '$.kind'),
+       json_extract(value, '$.priority'), CAST(:now / 10 AS INTEGER),
+       json_extract(value, '$.n'), json_extract(value, '$.total'),
+       json_extract(value, '$.lo'), json_extract(value, '$.hi')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (queue, kind, priority, slot) DO UPDATE
+SET n = n + excluded.n, total = total + excluded.total, lo = min(lo, excluded.lo),
+    hi = max(hi, excluded.hi);
+
+-- name: figures_count_acked
+-- Acks counted per queue as flushed (rates of acks over the same span as sends); a queue
+-- deleted meanwhile gets no counter row back.
+INSERT INTO hailq_counters (queue, acked)
+SELECT json_extract(value, '$.queue'), json_extract(value, '$.n')
+FROM json_each(:rows) WHERE EXISTS (SELECT 1 FROM hailq_queues
+                                    WHERE name = json_extract(value, '$.queue'))
+ON CONFLICT (queue) DO UPDATE SET acked = acked + excluded.acked;
 
 -- name: figures_sample
--- The queue's counters as of now, the first sample of each 10-second slot kept: rates of
--- sends and deaths without a write per send.
-INSERT INTO hailq_samples (queue, slot, at, sent, dead_lettered)
-SELECT :queue, CAST(:now / 10 AS INTEGER), :now, coalesce(sum(sent), 0),
-       coalesce(sum(dead_lettered), 0)
+-- The queue's counters as of now, the last sample of each second kept: rates of sends,
+-- acks and deaths over one span without a write per send.
+INSERT INTO hailq_samples (queue, slot, at, sent, dead_lettered, acked)
+SELECT :queue, CAST(:now AS INTEGER), :now, coalesce(sum(sent), 0),
+       coalesce(sum(dead_lettered), 0), coalesce(sum(acked), 0)
 FROM hailq_counters WHERE queue = :queue
-ON CONFLICT (queue, slot) DO NOTHING;
+ON CONFLICT (queue, slot) DO UPDATE
+SET at = excluded.at, sent = excluded.sent, dead_lettered = excluded.dead_lettered,
+    acked = excluded.acked;
 
 -- name: figures_prune_rates
-DELETE FROM hailq_rates WHERE slot < CAST(:now / 10 AS INTEGER) - 360;
+-- Rate slots are kept a day (hailq doctor's longest window) and a minute; each prune
+-- deletes at most :limit rows, a range of the slot index.
+DELETE FROM hailq_rates WHERE (queue, slot, priority) IN (
+    SELECT queue, slot, priority FROM hailq_rates
+    WHERE slot < CAST(:now / 10 AS INTEGER) - 8646 LIMIT :limit);
+
+-- name: figures_prune_sketches
+-- Sketches are kept an hour (the longest window of percentiles) and a minute.
+DELETE FROM hailq_sketches WHERE (queue, kind, priority, slot, bucket) IN (
+    SELECT queue, kind, priority, slot, bucket FROM hailq_sketches
+    WHERE slot < CAST(:now / 10 AS INTEGER) - 366 LIMIT :limit);
+
+-- name: figures_prune_ranges
+DELETE FROM hailq_sketch_ranges WHERE (queue, kind, priority, slot) IN (
+    SELECT queue, kind, priority, slot FROM hailq_sketch_ranges
+    WHERE slot < CAST(:now / 10 AS INTEGER) - 366 LIMIT :limit);
 
 -- name: figures_prune_samples
-DELETE FROM hailq_samples WHERE slot < CAST(:now / 10 AS INTEGER) - 360;
+-- Samples are kept an hour and a minute, and the newest of each queue always: the
+-- counters a later rate starts from.
+DELETE FROM hailq_samples WHERE (queue, slot) IN (
+    SELECT queue, slot FROM hailq_samples AS s
+    WHERE slot < CAST(:now AS INTEGER) - 3660
+      AND slot < (SELECT max(slot) FROM hailq_samples WHERE queue = s.queue)
+    LIMIT :limit);
 
 -- name: figures_histograms
 SELECT kind, priority, le, n, total FROM hailq_histograms
 WHERE queue = :queue ORDER BY kind, priority, le;
 
 -- name: figures_rates
--- The last five minutes and a slot, per slot and priority.
-SELECT slot, priority, started, acked, failed, breaches, handler_total FROM hailq_rates
-WHERE queue = :queue AND slot >= CAST((:now - 310) / 10 AS INTEGER)
+-- The last hour and a slot, per slot and priority.
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+FROM hailq_rates
+WHERE queue = :queue AND slot >= CAST((:now - :long) / 10 AS INTEGER)
 ORDER BY slot, priority;
 
--- name: figures_samples
-SELECT at, sent, dead_lettered FROM hailq_samples
-WHERE queue = :queue AND slot >= CAST((:now - 310) / 10 AS INTEGER)
-ORDER BY at;
+-- name: figures_window
+-- hailq doctor's window (rule 26): the slots since :since, the one holding it included.
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+FROM hailq_rates
+WHERE queue = :queue AND slot >= CAST(:since / 10 AS INTEGER)
+ORDER BY slot, priority;
+
+-- name: figures_sketches
+-- The sketch buckets of the short (window 0) and the long window (1), summed over slots.
+SELECT 0, kind, priority, bucket, sum(n) FROM hailq_sketches
+WHERE queue = :queue AND slot >= CAST((:now - :short) / 10 AS INTEGER)
+GROUP BY kind, priority, bucket
+UNION ALL
+SELECT 1, kind, priority, bucket, sum(n) FROM hailq_sketches
+WHERE queue = :queue AND slot >= CAST((:now - :long) / 10 AS INTEGER)
+GROUP BY kind, priority, bucket;
+
+-- name: figures_ranges
+SELECT 0, kind, priority, sum(n), sum(total), min(lo), max(hi) FROM hailq_sketch_ranges
+WHERE queue = :queue AND slot >= CAST((:now - :short) / 10 AS INTEGER)
+GROUP BY kind, priority
+UNION ALL
+SELECT 1, kind, priority, sum(n), sum(total), min(lo), max(hi) FROM hailq_sketch_ranges
+WHERE queue = :queue AND slot >= CAST((:now - :long) / 10 AS INTEGER)
+GROUP BY kind, priority;
+
+-- name: figures_points
+-- Where each rate window (:w0, :w1, :w2 seconds) starts (hailq/observe/figures.py): the
+-- last sample at or before its start (0), and the first after it (1).
+SELECT * FROM (SELECT :w0, 0, at, sent, dead_lettered, acked FROM hailq_samples
+               WHERE queue = :queue AND slot <= CAST(:now - :w0 AS INTEGER)
+               ORDER BY slot DESC LIMIT 1)
+UNION ALL
+SELECT * FROM (SELECT :w0, 1, at, sent, dead_lettered, acked FROM hailq_samples
+               WHERE queue = :queue AND slot > CAST(:now - :w0 AS INTEGER)
+               ORDER BY slot LIMIT 1)
+UNION ALL
+SELECT * FROM (SELECT :w1, 0, at, sent, dead_lettered, acked FROM hailq_samples
+               WHERE queue = :queue AND slot <= CAST(:now - :w1 AS INTEGER)
+               ORDER BY slot DESC LIMIT 1)
+UNION ALL
+SELECT * FROM (SELECT :w1, 1, at, sent, dead_lettered, acked FROM hailq_samples
+               WHERE queue = :queue AND slot > CAST(:now - :w1 AS INTEGER)
+               ORDER BY slot LIMIT 1)
+UNION ALL
+SELECT * FROM (SELECT :w2, 0, at, sent, dead_lettered, acked FROM hailq_samples
+               WHERE queue = :queue AND slot <= CAST(:now - :w2 AS INTEGER)
+               ORDER BY slot DESC LIMIT 1)
+UNION ALL
+SELECT * FROM (SELECT :w2, 1, at, sent, dead_lettered, acked FROM hailq_samples
+               WHERE queue = :queue AND slot > CAST(:now - :w2 AS INTEGER)
+               ORDER BY slot LIMIT 1);
+
+-- name: figures_queue
+-- When the queue was made (its counters start then) and its acks as flushed so far.
+SELECT q.created_at, coalesce((SELECT sum(acked) FROM hailq_counters WHERE queue = q.name), 0)
+FROM hailq_queues AS q WHERE q.name = :queue;
 
 -- name: overview_queues
 -- The dashboard's overview (hailq/backends/overview.py): every queue in one statement,
@@ -742,7 +853,8 @@ SELECT q.name, q.settings, o.overrides, coalesce(o.paused, 0),
                                           WHERE queue = q.name AND state = 'leased'
                                             AND lease_until <= :now
                                             AND attempt < q.max_attempts LIMIT :cap))),
-       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), :now
+       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), q.created_at,
+       coalesce(c.acked, 0), :now
 FROM hailq_queues AS q
 LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
 LEFT JOIN hailq_counters AS c ON c.queue = q.name
@@ -754,14 +866,21 @@ SELECT queue, kind, priority, le, n, total FROM hailq_histograms
 ORDER BY queue, kind, priority, le;
 
 -- name: overview_rates
-SELECT queue, slot, priority, started, acked, failed, breaches, handler_total
-FROM hailq_rates WHERE slot >= CAST((:now - 310) / 10 AS INTEGER)
+SELECT queue, slot, priority, started, acked, failed, breaches, handler_total, redelivered,
+       inbox
+FROM hailq_rates WHERE slot >= CAST((:now - :short) / 10 AS INTEGER)
 ORDER BY queue, slot, priority;
 
--- name: overview_samples
-SELECT queue, at, sent, dead_lettered FROM hailq_samples
-WHERE slot >= CAST((:now - 310) / 10 AS INTEGER)
-ORDER BY queue, at;
+-- name: overview_sketches
+-- Every queue's sketch buckets of the short window (the overview shows that one only).
+SELECT queue, kind, priority, bucket, sum(n) FROM hailq_sketches
+WHERE slot >= CAST((:now - :short) / 10 AS INTEGER)
+GROUP BY queue, kind, priority, bucket;
+
+-- name: overview_ranges
+SELECT queue, kind, priority, sum(n), sum(total), min(lo), max(hi) FROM hailq_sketch_ranges
+WHERE slot >= CAST((:now - :short) / 10 AS INTEGER)
+GROUP BY queue, kind, priority;
 
 -- name: overview_dead_count
 -- How many dead letters ``dead_list`` would list with these filters, counting at most

@@ -22,6 +22,18 @@ CREATE INDEX hailq_messages_ready ON hailq_messages (queue, sort_key, seq) WHERE
 -- index hailq_messages_scheduled
 CREATE INDEX hailq_messages_scheduled ON hailq_messages (queue, available_at) WHERE state = 'scheduled';
 
+-- index hailq_rates_slot
+CREATE INDEX hailq_rates_slot ON hailq_rates (slot);
+
+-- index hailq_samples_slot
+CREATE INDEX hailq_samples_slot ON hailq_samples (slot);
+
+-- index hailq_sketch_ranges_slot
+CREATE INDEX hailq_sketch_ranges_slot ON hailq_sketch_ranges (slot);
+
+-- index hailq_sketches_slot
+CREATE INDEX hailq_sketches_slot ON hailq_sketches (slot);
+
 -- table hailq_autoscale
 CREATE TABLE hailq_autoscale (
     seq INTEGER PRIMARY KEY,
@@ -50,7 +62,7 @@ CREATE TABLE hailq_counters (
     redelivered INTEGER NOT NULL DEFAULT 0,
     dead_lettered INTEGER NOT NULL DEFAULT 0,
     late_acks INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
+, acked INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 
 -- table hailq_dedup
 CREATE TABLE hailq_dedup (
@@ -126,7 +138,7 @@ CREATE TABLE hailq_rates (
     acked INTEGER NOT NULL DEFAULT 0,
     failed INTEGER NOT NULL DEFAULT 0,
     breaches INTEGER NOT NULL DEFAULT 0,
-    handler_total REAL NOT NULL DEFAULT 0,
+    handler_total REAL NOT NULL DEFAULT 0, redelivered INTEGER NOT NULL DEFAULT 0, inbox INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (queue, slot, priority)
 ) WITHOUT ROWID;
 
@@ -136,7 +148,7 @@ CREATE TABLE hailq_samples (
     slot INTEGER NOT NULL,
     at REAL NOT NULL,
     sent INTEGER NOT NULL,
-    dead_lettered INTEGER NOT NULL,
+    dead_lettered INTEGER NOT NULL, acked INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (queue, slot)
 ) WITHOUT ROWID;
 
@@ -163,6 +175,30 @@ CREATE TABLE hailq_schedules (
 
 -- table hailq_schema
 CREATE TABLE hailq_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);
+
+-- table hailq_sketch_ranges
+CREATE TABLE hailq_sketch_ranges (
+    queue TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    slot INTEGER NOT NULL,
+    n INTEGER NOT NULL DEFAULT 0,
+    total REAL NOT NULL DEFAULT 0,
+    lo REAL NOT NULL,              -- the smallest value of the slot
+    hi REAL NOT NULL,              -- the largest
+    PRIMARY KEY (queue, kind, priority, slot)
+) WITHOUT ROWID;
+
+-- table hailq_sketches
+CREATE TABLE hailq_sketches (
+    queue TEXT NOT NULL,
+    kind TEXT NOT NULL,            -- wait or handler
+    priority INTEGER NOT NULL,
+    slot INTEGER NOT NULL,         -- epoch seconds / 10
+    bucket INTEGER NOT NULL,       -- hailq/observe/sketch.py
+    n INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, kind, priority, slot, bucket)
+) WITHOUT ROWID;
 
 -- table hailq_subscriptions
 CREATE TABLE hailq_subscriptions (
