@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
+from hailq.backends.levels import LevelsBackend
 from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
 from hailq.models import (
@@ -270,7 +271,7 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(ScheduleBackend, OverviewBackend, Protocol):
+class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
     Periodic schedules' methods: ``hailq/backends/schedules.py``; the overview's:
     ``hailq/backends/overview.py``."""

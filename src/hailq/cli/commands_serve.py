@@ -60,6 +60,7 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     """
     import uvicorn
 
+    from hailq.runtime.levels import LevelsRecorder
     from hailq.serve import Tokens, create_app
     from hailq.serve.app import close_app
     from hailq.serve.security import is_loopback
@@ -95,9 +96,12 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
         config = uvicorn.Config(app, ssl_certfile=certfile, ssl_keyfile=keyfile,
                                 access_log=False, log_level="warning",
                                 timeout_graceful_shutdown=5, lifespan="off")
+        levels = LevelsRecorder(broker)  # the dashboard's charts' history
+        levels.start()
         try:
             uvicorn.Server(config).run(sockets=[sock])
         finally:
+            levels.close()
             close_app(app)  # the figures of the last second (lifespan is off)
 
 

@@ -41,6 +41,7 @@ from hailq.runtime.executor import LoopThread, SlotPool, call_handler
 from hailq.runtime.fetcher import Fetcher
 from hailq.runtime.heartbeat import LeaseKeeper
 from hailq.runtime.inflight import InFlight
+from hailq.runtime.levels import LevelsRecorder
 from hailq.runtime.logs import about
 from hailq.runtime.order import Order, StrictOrder, WeightedOrder
 from hailq.runtime.outcome import Outcome, outcome_of
@@ -407,6 +408,7 @@ class _Services:
         self.watchdog = Watchdog(lambda running: worker._expire(running, self))
         self.begun = time.monotonic()
         self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
+        self.levels = LevelsRecorder(broker)  # the dashboard's charts' history
 
     def start(self) -> None:
         self.watchdog.start()
@@ -419,6 +421,7 @@ class _Services:
         self.registry.start()
         if self.scheduler is not None:
             self.scheduler.start()
+        self.levels.start()
 
     def close(self) -> None:
         self.watchdog.close()
@@ -434,6 +437,7 @@ class _Services:
         self.registry.close()
         if self.scheduler is not None:
             self.scheduler.close()
+        self.levels.close()
 
 
 def _last_line(text: str | None) -> str:
