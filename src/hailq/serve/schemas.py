@@ -185,6 +185,20 @@ SCHEMAS: dict[str, Any] = {
         "maximum": {"type": "integer"}, "throughput": NUMBER_OR_NULL,
         "handler_time": NUMBER_OR_NULL},
         ("id", "queue", "workers", "desired", "decision", "reason", "at")),
+    "ScheduleName": obj({"name": {"type": "string", "minLength": 1, "maxLength": 200}},
+                        ("name",)),
+    "ScheduleState": obj({"name": {"type": "string"}, "paused": {"type": "boolean"}},
+                         ("name", "paused")),
+    "Levels": obj({"now": {"type": "number"}, "seconds": {"type": "number"},
+                   "slot_seconds": {"type": "number"}, "totals": ref("LevelSeries"),
+                   "queues": {"type": "array", "items": ref("LevelSeries")}},
+                  ("now", "seconds", "slot_seconds", "totals", "queues")),
+    "LevelSeries": {"type": "object", "description": "Columns, one value per slot: at "
+                    "(broker clock), ready, in_flight, delayed, dead, sent_per_second, "
+                    "acked_per_second (null where no rate is known); a queue also has name.",
+                    "properties": {"name": {"type": "string"},
+                                   "at": {"type": "array", "items": {"type": "number"}}},
+                    "required": ["at"]},
     "Done": {"type": "object", "description": "What was done, e.g. {\"paused\": true}."},
     "Health": obj({"ok": {"type": "boolean"}}, ("ok",)),
 }
