@@ -260,7 +260,7 @@ def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
 
 # Requests with nothing to say may have no body at all; these must have one.
 _BODY_REQUIRED = frozenset({"SendRequest", "AckRequest", "NackRequest", "ExtendRequest",
-                            "SubscribeRequest"})
+                            "SubscribeRequest", "ScheduleName"})
 
 
 def _path_names(path: str) -> list[str]:
