@@ -382,6 +382,7 @@ def test_queues_named_like_object_properties_work(open_page: Callable[..., Any],
 
 
 def test_charts_keep_their_history_across_a_reload(open_page: Callable[..., Any],
+                                                   server: Server,
                                                    broker: hailq.Broker) -> None:
     from hailq.runtime.levels import LevelsRecorder
 
@@ -407,6 +408,18 @@ def test_charts_keep_their_history_across_a_reload(open_page: Callable[..., Any]
     assert int(page.get_attribute("#chart-depth", "data-points")) >= 2
     points = page.get_attribute("#chart-depth polyline[data-series=ready]", "points")
     assert len(points.split()) >= 2
+    # A queue's page: its own series, from the same history.
+    page.goto(f"{server.base}/queues/orders")
+    page.wait_for_selector("body[data-charts=ready]")
+    assert int(page.get_attribute("#chart-depth", "data-history")) == 1
+    first = json.loads(page.get_attribute("#chart-depth", "data-first"))
+    assert (first["ready"], first["in_flight"]) == (5, 0)
+    assert chart_last(page, "chart-depth")["in_flight"] == 5
+    stays(page)
+    q.send_many(list(range(7)))
+    wait_for(lambda: chart_last(page, "chart-depth").get("ready") == 7, 30,
+             "the queue page's chart to take a live point")
+    assert kept(page)
 
 
 def test_schedules_page_pause_and_resume_by_clicking(open_page: Callable[..., Any],

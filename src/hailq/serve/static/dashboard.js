@@ -202,6 +202,7 @@
       const next = fresh.getElementById(part.id);
       if (next && next.outerHTML !== part.outerHTML) part.replaceWith(document.importNode(next, true));
     }
+    document.dispatchEvent(new Event("hailq:refreshed"));
   }
 
   window.hailq = { api: api, toast: toast, fmt: fmt, every: every };

@@ -9,130 +9,34 @@
   const initial = document.getElementById("overview-data");
   if (!initial) return;
   const hailq = window.hailq;
-  const WINDOW = 3600; // seconds of history the charts show
-  const MAX_POINTS = 2000;
+  const charts = hailq.charts;
   const SERIES = ["ready", "in_flight", "dead", "sent", "acked"];
-
-  const history = { at: [] };
-  for (const name of SERIES) history[name] = [];
-  const perQueue = new Map(); // queue name -> {at: [], ready: []}, for the sparklines
-  let lastSent = null;
+  const history = charts.history(SERIES);
+  const perQueue = new Map(); // queue name -> its ready history, for the sparklines
+  const sentRate = charts.rater();
   let loaded = 0; // points that came from the database
 
-  function trim(series, at) {
-    const cut = at - WINDOW;
-    while (series.at.length > 1 && (series.at[0] < cut || series.at.length > MAX_POINTS)) {
-      for (const key of Object.keys(series)) series[key].shift();
-    }
-  }
-
-  function add(at, values) {
-    const n = history.at.length;
-    if (n && at <= history.at[n - 1]) return; // a poll that raced the history load
-    history.at.push(at);
-    for (const name of SERIES) history[name].push(values[name] || 0);
-    trim(history, at);
-  }
-
-  function addQueue(name, at, ready) {
-    let series = perQueue.get(name);
-    if (!series) { series = { at: [], ready: [] }; perQueue.set(name, series); }
-    const n = series.at.length;
-    if (n && at <= series.at[n - 1]) return;
-    series.at.push(at);
-    series.ready.push(ready);
-    trim(series, at);
+  function queueHistory(name) {
+    let h = perQueue.get(name);
+    if (!h) { h = charts.history(["ready"]); perQueue.set(name, h); }
+    return h;
   }
 
   // What the database recorded: totals per 10 s slot, and each queue's ready counts.
   function load(doc) {
-    const t = doc.totals;
-    for (let i = 0; i < t.at.length; i++) {
-      add(t.at[i], { ready: t.ready[i], in_flight: t.in_flight[i], dead: t.dead[i],
-                     sent: t.sent_per_second[i], acked: t.acked_per_second[i] });
-    }
-    for (const q of doc.queues) {
-      for (let i = 0; i < q.at.length; i++) addQueue(q.name, q.at[i], q.ready[i]);
-    }
-    loaded = t.at.length;
+    loaded = charts.load(history, doc.totals, {
+      ready: "ready", in_flight: "in_flight", dead: "dead", sent: "sent_per_second",
+      acked: "acked_per_second" });
+    for (const q of doc.queues) charts.load(queueHistory(q.name), q, { ready: "ready" });
   }
 
   // One live point from /overview.json.
   function record(doc) {
     const t = doc.totals;
-    let sentRate = t.sent_1m || 0;
-    if (lastSent !== null && doc.at > lastSent.at) {
-      sentRate = Math.max(t.sent - lastSent.sent, 0) / (doc.at - lastSent.at);
-    }
-    lastSent = { at: doc.at, sent: t.sent };
-    add(doc.at, { ready: t.ready, in_flight: t.in_flight, dead: t.dead, sent: sentRate,
-                  acked: t.acked_1m || 0 });
-    for (const q of doc.queues) addQueue(q.name, doc.at, q.ready);
-  }
-
-  const SVG = "http://www.w3.org/2000/svg";
-  function el(name, attrs) {
-    const node = document.createElementNS(SVG, name);
-    for (const k of Object.keys(attrs)) node.setAttribute(k, attrs[k]);
-    return node;
-  }
-
-  function nice(max) {
-    if (max <= 0) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(max)));
-    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= max) return m * p;
-    return 10 * p;
-  }
-
-  // x by time: a reload's history at 10 s and live points every few seconds share one axis.
-  function xs(at, width) {
-    const first = at[0], span = at[at.length - 1] - first;
-    return at.map((t) => (at.length <= 1 || span <= 0 ? width : ((t - first) / span) * width));
-  }
-
-  function draw(svg, names, unit) {
-    if (!svg) return;
-    const W = 600, H = 160, top = 8, bottom = 4;
-    let max = 0;
-    for (const name of names) for (const v of history[name]) max = Math.max(max, v);
-    const scale = nice(max);
-    while (svg.firstChild) svg.removeChild(svg.firstChild);
-    for (const f of [0, 0.5, 1]) {
-      const y = top + (H - top - bottom) * (1 - f);
-      svg.appendChild(el("line", { x1: 0, x2: W, y1: y, y2: y, class: "axis" }));
-    }
-    const label = el("text", { x: 4, y: top + 10 });
-    label.textContent = hailq.fmt(Math.round(scale * 100) / 100) + unit;
-    svg.appendChild(label);
-    const x = xs(history.at, W);
-    for (const name of names) {
-      const points = history[name].map((v, i) =>
-        x[i].toFixed(1) + "," + (top + (H - top - bottom) * (1 - v / scale)).toFixed(1));
-      if (points.length === 1) points.unshift("0," + points[0].split(",")[1]);
-      svg.appendChild(el("polyline", { points: points.join(" "), class: "line s-" + name,
-                                       "data-series": name }));
-    }
-    svg.dataset.points = String(history.at.length);
-    svg.dataset.history = String(loaded);
-    const first = {}, last = {};
-    for (const name of names) {
-      first[name] = history[name][0];
-      last[name] = history[name][history[name].length - 1];
-    }
-    svg.dataset.first = JSON.stringify(first);
-    svg.dataset.last = JSON.stringify(last);
-  }
-
-  function sparkline(row, series) {
-    const svg = row.querySelector("svg.sparkline");
-    if (!svg || !series) return;
-    const values = series.ready;
-    const max = Math.max(1, ...values);
-    const x = xs(series.at, 100);
-    const pts = values.map((v, i) => x[i].toFixed(1) + "," + (19 - (v / max) * 18).toFixed(1));
-    if (pts.length === 1) pts.unshift("0," + pts[0].split(",")[1]);
-    while (svg.firstChild) svg.removeChild(svg.firstChild);
-    svg.appendChild(el("polyline", { points: pts.join(" ") }));
+    charts.add(history, doc.at, { ready: t.ready, in_flight: t.in_flight, dead: t.dead,
+                                  sent: sentRate(doc.at, t.sent, t.sent_1m),
+                                  acked: t.acked_1m || 0 });
+    for (const q of doc.queues) charts.add(queueHistory(q.name), doc.at, { ready: q.ready });
   }
 
   function count(n, capped) { return hailq.fmt(n) + (capped ? "+" : ""); }
@@ -235,10 +139,11 @@
       cell(row, "f-breaches", hailq.fmt(q.breaches_5m),
            { zero: q.breaches_5m === 0, warn: q.breaches_5m > 0 });
       workersCell(row, q);
-      sparkline(row, perQueue.get(q.name));
+      charts.sparkline(row.querySelector("svg.sparkline"), perQueue.get(q.name));
     }
-    draw(document.getElementById("chart-depth"), ["ready", "in_flight", "dead"], "");
-    draw(document.getElementById("chart-rate"), ["sent", "acked"], "/s");
+    charts.draw(document.getElementById("chart-depth"), history, ["ready", "in_flight", "dead"],
+                "", loaded);
+    charts.draw(document.getElementById("chart-rate"), history, ["sent", "acked"], "/s", loaded);
     return changed;
   }
 
@@ -251,7 +156,7 @@
   async function start() {
     const first = JSON.parse(initial.textContent);
     try {
-      load(await hailq.api("GET", "/api/levels?seconds=" + WINDOW));
+      load(await hailq.api("GET", "/api/levels?seconds=" + charts.WINDOW));
     } catch (error) {
       hailq.toast("chart history not loaded: " + error.message, true);
     }
