@@ -134,6 +134,10 @@ def shoot(url: str, out: Path) -> None:
             page.screenshot(path=str(out / "overview.png"))
             heartbeat(broker)
             page.goto(f"{base}/queues/orders")
+            for i in range(4):  # a few refreshes of the queue's own charts
+                orders.send_many([{"order": 95_000 + i * 50 + k} for k in range(30 + 20 * i)])
+                orders.receive(max_messages=10 + 5 * i, lease=600)
+                page.wait_for_timeout(3200)
             page.screenshot(path=str(out / "queue.png"), full_page=False)
             page.goto(f"{base}/queues/email/dead?error=TimeoutError")
             page.screenshot(path=str(out / "dead-letters.png"), full_page=False)
