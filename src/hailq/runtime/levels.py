@@ -6,8 +6,8 @@ not all come at the same instant), the duty asks the backend to record the slot'
 levels (``Broker.backend.levels_record``). The first process of a slot counts and
 writes; the others find the slot taken and count nothing (hailq/backends/levels.py).
 A write that fails (a role that may only read, rule 30; a database away for a while)
-is logged once, and tried again at the next slot: the dashboard still shows what was
-recorded.
+is logged once, and tried again a minute later (its count is not repeated every slot
+for nothing): the dashboard still shows what the others recorded.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hailq.levels")
 
 JITTER = 1.0  # seconds after a slot begins within which a process comes
+FAILED_SKIPS = 5  # slots a process lets pass after a failed write before it tries again
 
 
 class LevelsRecorder:
@@ -56,7 +57,8 @@ class LevelsRecorder:
         except HailqError as exc:
             if not self._failing:
                 log.warning("queue levels not recorded (the dashboard's charts show what "
-                            "was recorded; tried again every %gs): %s", self._slot, exc)
+                            "was recorded; tried again every %gs): %s",
+                            self._slot * (FAILED_SKIPS + 1), exc)
             self._failing = True
             return False
         if self._failing:
@@ -65,8 +67,12 @@ class LevelsRecorder:
         return wrote
 
     def _run(self) -> None:
+        skip = 0
         while not self._stop.is_set():
-            self.record()
+            if skip:
+                skip -= 1
+            elif not self.record() and self._failing:
+                skip = FAILED_SKIPS  # a role that may only read fails each time: rarely
             # Until just after the next slot begins, on this host's clock (the slot a
             # write lands in is taken on the broker's: a skew only shifts the jitter).
             now = time.time()
