@@ -292,6 +292,14 @@ class Broker:
                                   f"got {seconds!r}")
         return self.backend.levels_read(LevelsReadParams(self.now() - seconds, queue))
 
+    def record_levels(self) -> bool:
+        """Record every queue's levels for the current 10 s slot unless some process did
+        already, and forget those past the hour; True if this call wrote them. The duty
+        of every worker and ``hailq serve`` (hailq/runtime/levels.py)."""
+        from hailq.backends.levels import LevelsRecordParams
+
+        return self.backend.levels_record(LevelsRecordParams())
+
 
 def _queue(backend: Backend, record: QueueRecord) -> Queue:
     overrides = parse_overrides(record.overrides)

@@ -71,6 +71,12 @@ def test_levels_count_like_stats_with_sent_and_acked(broker: hailq.Broker) -> No
     assert abs(row.at - broker.now()) < 5
 
 
+def test_the_duty_comes_once_per_slot_of_the_storage() -> None:
+    from hailq.runtime import levels as duty
+
+    assert duty.SLOT == SLOT
+
+
 def test_a_capped_count_reads_as_the_limit_and_leaves_acked_unknown(
         broker: hailq.Broker) -> None:
     broker.queue("jobs").send_many(list(range(5)))

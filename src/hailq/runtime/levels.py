@@ -2,9 +2,9 @@
 dashboard's charts, once per 10-second slot across all of them.
 
 At start and then just after each slot begins (with a little jitter, so processes do
-not all come at the same instant), the duty asks the backend to record the slot's
-levels (``Broker.backend.levels_record``). The first process of a slot counts and
-writes; the others find the slot taken and count nothing (hailq/backends/levels.py).
+not all come at the same instant), the duty asks the broker to record the slot's
+levels (``Broker.record_levels``). The first process of a slot counts and writes; the
+others find the slot taken and count nothing (see the storage side's docstring).
 A write that fails (a role that may only read, rule 30; a database away for a while)
 is logged once, and tried again a minute later (its count is not repeated every slot
 for nothing): the dashboard still shows what the others recorded.
@@ -18,7 +18,6 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from hailq.backends.levels import SLOT, LevelsRecordParams
 from hailq.errors import HailqError
 
 if TYPE_CHECKING:
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hailq.levels")
 
+SLOT = 10.0  # seconds per recorded level: the storage's slot, which a test holds equal
 JITTER = 1.0  # seconds after a slot begins within which a process comes
 FAILED_SKIPS = 5  # slots a process lets pass after a failed write before it tries again
 
@@ -33,10 +33,8 @@ FAILED_SKIPS = 5  # slots a process lets pass after a failed write before it tri
 class LevelsRecorder:
     """Records levels each slot in a thread of its own. ``start()`` then ``close()``."""
 
-    def __init__(self, broker: Broker, *, params: LevelsRecordParams | None = None,
-                 slot: float = SLOT) -> None:
+    def __init__(self, broker: Broker, *, slot: float = SLOT) -> None:
         self._broker = broker
-        self._params = params or LevelsRecordParams()
         self._slot = slot
         self._stop = threading.Event()
         self._failing = False
@@ -53,7 +51,7 @@ class LevelsRecorder:
     def record(self) -> bool:
         """One slot's turn: True if this process wrote the slot's levels."""
         try:
-            wrote = self._broker.backend.levels_record(self._params)
+            wrote = self._broker.record_levels()
         except HailqError as exc:
             if not self._failing:
                 log.warning("queue levels not recorded (the dashboard's charts show what "
