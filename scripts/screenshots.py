@@ -5,11 +5,11 @@ an operator would recognise: orders with priorities and a service level, a pause
 results queue, an email queue with dead letters of several errors, a topic with
 subscriptions and two workers' heartbeats. Handler runs go through the workers' own
 figure recorder, so rates and per-priority waits are real figures. Then it serves the
-dashboard on loopback and takes PNGs of the overview, a queue page and the dead letters
-with Playwright driving Debian's chromium (``/usr/bin/chromium``; no browser download).
+dashboard on loopback and takes PNGs of the overview, a queue page, the dead letters and
+the schedules with Playwright driving Debian's chromium (``/usr/bin/chromium``; no browser download).
 
-Writes ``overview.png``, ``queue.png`` and ``dead-letters.png`` into OUT_DIR (default
-``docs/images``).
+Writes ``overview.png``, ``queue.png``, ``dead-letters.png`` and ``schedules.png`` into
+OUT_DIR (default ``docs/images``).
 """
 
 from __future__ import annotations
@@ -86,6 +86,11 @@ def demo(broker: hailq.Broker) -> None:
             recorder.observe(q, 0, rnd.uniform(0.5, 20), rnd.uniform(0.05, 1.5), True)
     recorder.close()
     heartbeat(broker)
+    broker.schedule("0 6 * * 1-5", queue="email", body={"template": "digest"},
+                    name="weekday digest", timezone="Europe/Paris")
+    broker.schedule(every=300, queue="audit-log", body={"event": "rollup"}, name="rollup")
+    broker.schedule(every=3600, queue="results", body={"job": "export"}, name="hourly export")
+    broker.pause_schedule("hourly export")
 
 
 def heartbeat(broker: hailq.Broker) -> None:
@@ -129,9 +134,16 @@ def shoot(url: str, out: Path) -> None:
             page.screenshot(path=str(out / "overview.png"))
             heartbeat(broker)
             page.goto(f"{base}/queues/orders")
+            for i in range(4):  # a few refreshes of the queue's own charts
+                orders.send_many([{"order": 95_000 + i * 50 + k} for k in range(30 + 20 * i)])
+                orders.receive(max_messages=10 + 5 * i, lease=600)
+                page.wait_for_timeout(3200)
             page.screenshot(path=str(out / "queue.png"), full_page=False)
             page.goto(f"{base}/queues/email/dead?error=TimeoutError")
             page.screenshot(path=str(out / "dead-letters.png"), full_page=False)
+            page.goto(f"{base}/schedules")
+            page.set_viewport_size({"width": 1440, "height": 360})
+            page.screenshot(path=str(out / "schedules.png"), full_page=False)
             browser.close()
     finally:
         server.should_exit = True
@@ -147,7 +159,7 @@ def main() -> None:
         with hailq.connect(url) as broker:
             demo(broker)
         shoot(url, out)
-    print(f"wrote overview.png, queue.png, dead-letters.png to {out}")
+    print(f"wrote overview.png, queue.png, dead-letters.png, schedules.png to {out}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from hailq.url import DEFAULT_URL, split_url
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend
+    from hailq.backends.levels import LevelRow
     from hailq.observe.overview import QueueGlance
     from hailq.observe.recorder import FigureRecorder
     from hailq.schedule import Periodic
@@ -287,6 +288,29 @@ class Broker:
 
     def __repr__(self) -> str:
         return f"<Broker {self.url}>"
+
+    def levels(self, queue: str | None = None, *, seconds: float = 3600.0) -> list[LevelRow]:
+        """Ready, in-flight, delayed, blocked and dead counts and the sent and acked
+        counters of ``queue`` (None: every queue), as recorded every 10 s by the running
+        workers and ``hailq serve`` over the last ``seconds`` (at most an hour), by queue
+        then time. A read (see hailq/backends/levels.py)."""
+        from hailq.backends.levels import KEEP, LevelsReadParams
+
+        if queue is not None:
+            check_name(queue)
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+                or not 0 < seconds <= KEEP:
+            raise InvalidArgument(f"seconds must be a number above 0 and at most {KEEP:g}, "
+                                  f"got {seconds!r}")
+        return self.backend.levels_read(LevelsReadParams(self.now() - seconds, queue))
+
+    def record_levels(self) -> bool:
+        """Record every queue's levels for the current 10 s slot unless some process did
+        already, and forget those past the hour; True if this call wrote them. The duty
+        of every worker and ``hailq serve`` (hailq/runtime/levels.py)."""
+        from hailq.backends.levels import LevelsRecordParams
+
+        return self.backend.levels_record(LevelsRecordParams())
 
 
 def _queue(backend: Backend, record: QueueRecord,

@@ -22,7 +22,7 @@ import pytest
 import hailq
 from needs import unavailable
 
-from .conftest import ADMIN, READ, Server
+from .conftest import ADMIN, CLIENT, READ, Server
 
 pytestmark = pytest.mark.slow
 
@@ -273,3 +273,190 @@ def test_operator_actions_by_clicking(open_page: Callable[..., Any], server: Ser
     page.click("button:has-text('Delete queue')")
     page.wait_for_url(f"{server.base}/")
     assert api.get("/api/queues/jobs").status_code == 404
+
+
+# -- a live view that is live (issue 33, point 5) ---------------------------------------
+
+def classes(page: Any, selector: str) -> set[str]:
+    return set((page.get_attribute(selector, "class") or "").split())
+
+
+def stays(page: Any) -> None:
+    """Mark the page: ``kept(page)`` is true only while no reload has happened since."""
+    page.evaluate("() => { window.__kept = true; }")
+
+
+def kept(page: Any) -> bool:
+    return bool(page.evaluate("() => window.__kept === true"))
+
+
+def test_a_breach_and_a_dead_letter_highlight_without_reload(
+        open_page: Callable[..., Any], server: Server, broker: hailq.Broker) -> None:
+    q = broker.queue("mail", slo={9: 0.5}, max_attempts=1)
+    q.send("first", priority=9)
+    overview = open_page("/")
+    queue_page = open_page("/queues/mail")
+    breaches = 'tr[data-queue="mail"] td.f-breaches'
+    dead = 'tr[data-queue="mail"] td.f-dead'
+    assert "warn" not in classes(overview, breaches)
+    assert "bad" not in classes(overview, dead)
+    assert queue_page.locator("#priorities td.warn, #live-tiles .tile.bad").count() == 0
+    for page in (overview, queue_page):
+        stays(page)
+    # A priority-9 message that waited past its 0.5 s target, received and acked over
+    # HTTP: a breach; and a message whose only attempt failed: a dead letter.
+    time.sleep(1.0)
+    api = server.client(CLIENT)
+    [m] = api.post("/api/queues/mail/receive", json={}).json()["messages"]
+    assert api.post("/api/queues/mail/ack", json={"receipts": [m["receipt"]]}).json()[
+        "results"][0]["acked"]
+    q.send("poison")
+    [poison] = q.receive()
+    poison.nack(error="boom")
+    wait_for(lambda: "warn" in classes(overview, breaches), 30, "the breach to highlight")
+    assert overview.locator(breaches).inner_text() == "1"
+    assert "zero" not in classes(overview, breaches)
+    wait_for(lambda: "bad" in classes(overview, dead), 30, "the dead letter to highlight")
+    assert overview.locator(dead).inner_text() == "1"
+    tile = overview.locator('[data-total="breaches_5m"]').locator("xpath=..")
+    assert "warn" in (tile.get_attribute("class") or "")
+    # The queue page: its tiles and its priorities table, values and highlights.
+    queue_page.wait_for_selector("#priorities td.warn", timeout=30_000)
+    row = queue_page.locator("#priorities tbody tr").first
+    assert row.locator("td").first.inner_text() == "9"
+    queue_page.wait_for_selector("#live-tiles .tile.bad", timeout=30_000)
+    assert kept(overview) and kept(queue_page)
+    # Highlights go when the cause does: the dead letter deleted.
+    assert broker.get_queue("mail").purge(dead=True) == 1
+    wait_for(lambda: "bad" not in classes(overview, dead), 30, "the dead highlight to go")
+    assert "zero" in classes(overview, dead)
+    queue_page.wait_for_selector("#live-tiles .tile.bad", state="detached", timeout=30_000)
+    assert kept(overview) and kept(queue_page)
+
+
+def test_the_workers_column_refreshes(open_page: Callable[..., Any],
+                                      broker: hailq.Broker) -> None:
+    broker.queue("jobs").send_many([1, 2])
+    page = open_page("/")
+    cell = 'tr[data-queue="jobs"] td.f-workers'
+    assert page.get_attribute(cell, "data-workers") == "0"
+    stays(page)
+    broker.save_worker(hailq.WorkerInfo(
+        id="w-live-1", host="img-01", pid=101, queues=["jobs"], concurrency=4, in_flight=0,
+        started_at=time.time(), last_seen=0.0, state="running"))
+    wait_for(lambda: page.get_attribute(cell, "data-workers") == "1", 30,
+             "the workers column to count the new worker")
+    assert page.locator(cell).inner_text().startswith("1")
+    assert page.locator('[data-total="workers"]').inner_text() == "1"
+    broker.save_worker(hailq.WorkerInfo(
+        id="w-live-1", host="img-01", pid=101, queues=["jobs"], concurrency=4, in_flight=0,
+        started_at=time.time(), last_seen=0.0, state="stopped"))
+    wait_for(lambda: page.get_attribute(cell, "data-workers") == "0", 30,
+             "the workers column to drop the stopped worker")
+    assert kept(page)
+
+
+def test_queues_named_like_object_properties_work(open_page: Callable[..., Any],
+                                                  broker: hailq.Broker) -> None:
+    names = ("constructor", "toString", "valueOf", "hasOwnProperty")
+    for name in names:
+        broker.queue(name).send(name)
+    context_errors: list[str] = []
+    page = open_page("/")
+    page.on("pageerror", lambda e: context_errors.append(str(e)))
+    page.reload()
+    page.wait_for_selector("body[data-charts=ready]")
+    assert chart_last(page, "chart-depth")["ready"] == 4
+    assert "live" in page.locator("#live").inner_text()
+    stays(page)
+    broker.get_queue("constructor").send_many([1, 2])
+    wait_for(lambda: page.locator('tr[data-queue="constructor"] td.f-ready').inner_text()
+             == "3", 30, "the constructor queue's row to refresh")
+    wait_for(lambda: chart_last(page, "chart-depth").get("ready") == 6, 30,
+             "the chart to take the new messages")
+    for name in names:
+        spark = page.locator(f'tr[data-queue="{name}"] svg.sparkline polyline')
+        assert spark.count() == 1, name
+    assert kept(page)
+    assert context_errors == []
+
+
+def test_charts_keep_their_history_across_a_reload(open_page: Callable[..., Any],
+                                                   server: Server,
+                                                   broker: hailq.Broker) -> None:
+    from hailq.runtime.levels import LevelsRecorder
+
+    from .test_levels import clear_of_slot_end
+
+    q = broker.queue("orders")
+    q.send_many(list(range(5)))
+    clear_of_slot_end()
+    assert LevelsRecorder(broker).record()  # what any worker or hailq serve records
+    page = open_page("/")
+    page.wait_for_selector("body[data-charts=ready]")
+    assert int(page.get_attribute("#chart-depth", "data-history")) == 1
+    q.receive(max_messages=5, lease=300)
+    wait_for(lambda: chart_last(page, "chart-depth").get("in_flight") == 5, 30,
+             "a live point with the messages in flight")
+    page.reload()
+    page.wait_for_selector("body[data-charts=ready]")
+    # The recorded slot came back from the database, and the live point follows it.
+    assert int(page.get_attribute("#chart-depth", "data-history")) == 1
+    first = json.loads(page.get_attribute("#chart-depth", "data-first"))
+    assert (first["ready"], first["in_flight"]) == (5, 0)
+    assert chart_last(page, "chart-depth")["in_flight"] == 5
+    assert int(page.get_attribute("#chart-depth", "data-points")) >= 2
+    points = page.get_attribute("#chart-depth polyline[data-series=ready]", "points")
+    assert len(points.split()) >= 2
+    # A queue's page: its own series, from the same history.
+    page.goto(f"{server.base}/queues/orders")
+    page.wait_for_selector("body[data-charts=ready]")
+    assert int(page.get_attribute("#chart-depth", "data-history")) == 1
+    first = json.loads(page.get_attribute("#chart-depth", "data-first"))
+    assert (first["ready"], first["in_flight"]) == (5, 0)
+    assert chart_last(page, "chart-depth")["in_flight"] == 5
+    stays(page)
+    q.send_many(list(range(7)))
+    wait_for(lambda: chart_last(page, "chart-depth").get("ready") == 7, 30,
+             "the queue page's chart to take a live point")
+    assert kept(page)
+
+
+def test_schedules_page_pause_and_resume_by_clicking(open_page: Callable[..., Any],
+                                                     broker: hailq.Broker) -> None:
+    broker.schedule(every=60, queue="reports", body={"kind": "report"},
+                    name="hourly <report>")
+    page = open_page("/")
+    page.click("nav a[href='/schedules']")
+    page.wait_for_selector("#schedules")
+    row = page.locator("#schedules tbody tr").first
+    assert row.locator("td.name").inner_text() == "hourly <report>"
+    assert row.locator("td.f-timing").inner_text().startswith("every 1m")
+    assert row.locator("td.f-sent").inner_text() == "0"
+    assert row.locator("td.f-next").inner_text().startswith("in ")
+    assert row.locator(".badge").inner_text() == "active"
+    page.click("#schedules button:has-text('Pause')")
+    page.wait_for_selector("#schedules .badge.paused")
+    assert broker.get_schedule("hourly <report>").paused
+    assert page.locator("#schedules td.f-next").inner_text() == "-"
+    page.click("#schedules button:has-text('Resume')")
+    page.wait_for_selector("#schedules .badge.ok")
+    assert not broker.get_schedule("hourly <report>").paused
+    reader = open_page("/schedules", token=READ)
+    assert reader.locator("#schedules tbody tr").count() == 1
+    assert reader.locator("button[data-action]").count() == 0
+
+
+def test_the_favicon_loads(open_page: Callable[..., Any], server: Server) -> None:
+    page = open_page("/")
+    assert page.locator("link[rel=icon]").get_attribute("href") == "/favicon.ico"
+    response = page.request.get(server.base + "/favicon.ico")
+    assert response.status == 200
+    assert response.headers["content-type"] == "image/x-icon"
+    size = page.evaluate("""async () => {
+        const img = new Image();
+        img.src = "/favicon.ico";
+        await img.decode();
+        return [img.naturalWidth, img.naturalHeight];
+    }""")
+    assert size == [32, 32]

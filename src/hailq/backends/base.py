@@ -27,6 +27,7 @@ from hailq.backends.figure_rows import RateAdd as RateAdd
 from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
+from hailq.backends.levels import LevelsBackend
 from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
 from hailq.models import (
@@ -236,7 +237,7 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(ScheduleBackend, OverviewBackend, Protocol):
+class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
     Periodic schedules' methods: ``hailq/backends/schedules.py``; the overview's:
     ``hailq/backends/overview.py``."""

@@ -43,6 +43,7 @@ from hailq.backends.base import (
 from hailq.backends.catalog import CatalogStore
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
+from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
@@ -87,7 +88,7 @@ class Live(NamedTuple):
 
 
 class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore,
-                 AutoscaleStore):
+                 AutoscaleStore, LevelsStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:

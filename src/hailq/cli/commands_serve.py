@@ -68,6 +68,7 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
     import uvicorn
 
     from hailq.errors import InvalidArgument
+    from hailq.runtime.levels import LevelsRecorder
     from hailq.serve import Tokens, create_app
     from hailq.serve.app import close_app
     from hailq.serve.protocol import server_config
@@ -107,9 +108,12 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
             click.echo(f"Scripts send: Authorization: Bearer {made}")
         config = server_config(app, read_timeout=read_timeout, ssl_certfile=certfile,
                                ssl_keyfile=keyfile, timeout_graceful_shutdown=5)
+        levels = LevelsRecorder(broker)  # the dashboard's charts' history
+        levels.start()
         try:
             uvicorn.Server(config).run(sockets=[sock])
         finally:
+            levels.close()
             close_app(app)  # the figures of the last second (lifespan is off)
 
 

@@ -42,6 +42,7 @@ from hailq.runtime.fetcher import Fetcher
 from hailq.runtime.heartbeat import LeaseKeeper
 from hailq.runtime.held import HeldTable
 from hailq.runtime.inflight import InFlight
+from hailq.runtime.levels import LevelsRecorder
 from hailq.runtime.logs import about
 from hailq.runtime.order import Order, make_order
 from hailq.runtime.outcome import Outcome, outcome_of
@@ -415,6 +416,7 @@ class _Services:
         self.watchdog = Watchdog(lambda running: worker._expire(running, self))
         self.begun = time.monotonic()
         self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
+        self.levels = LevelsRecorder(broker)  # the dashboard's charts' history
 
     def start(self) -> None:
         self.watchdog.start()
@@ -426,6 +428,7 @@ class _Services:
         self.registry.start()
         if self.scheduler is not None:
             self.scheduler.start()
+        self.levels.start()
 
     def close(self) -> None:
         self.watchdog.close()
@@ -442,6 +445,7 @@ class _Services:
         self.registry.close()
         if self.scheduler is not None:
             self.scheduler.close()
+        self.levels.close()
 
 
 def _last_line(text: str | None) -> str:

@@ -9,7 +9,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from hailq.serve import api_dead, api_messages, api_queues, api_topics
+from hailq.serve import (
+    api_dead,
+    api_levels,
+    api_messages,
+    api_queues,
+    api_schedules,
+    api_topics,
+)
 from hailq.serve.schemas import NAME, TEXT, Doc, Param
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -92,9 +99,20 @@ OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
      Doc("Workers with their heartbeats", "read", response="Workers", statuses=(503,))),
     ("GET", "/api/schedules", api_topics.list_schedules,
      Doc("Periodic schedules", "read", response="Schedules", statuses=(503,))),
+    ("POST", "/api/schedules/pause", api_schedules.pause_schedule,
+     Doc("Pause a periodic schedule by name (every scheduler stops sending it)", "admin",
+         "ScheduleName", "ScheduleState")),
+    ("POST", "/api/schedules/resume", api_schedules.resume_schedule,
+     Doc("Resume a periodic schedule by name (from now on: its paused slots are skipped)",
+         "admin", "ScheduleName", "ScheduleState")),
     ("GET", "/api/autoscalers", api_topics.list_autoscalers,
      Doc("Each autoscaler's last decision (of one queue: also its last decisions)",
          "read", response="Autoscalers", query=(_ONE_QUEUE,), statuses=(400, 503))),
+    ("GET", "/api/levels", api_levels.levels,
+     Doc("Queue levels and rates over time, recorded every 10 s (the dashboard's charts)",
+         "read", response="Levels", query=(_ONE_QUEUE, Param(
+             "seconds", {"type": "integer", "minimum": 1, "maximum": api_levels.MAX_SECONDS},
+             "How far back, in seconds (default 3600).")), statuses=(400, 404, 503))),
 ]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -51,6 +51,8 @@ def routes() -> list[BaseRoute]:
         Route("/topics", topics_page, methods=["GET"]),
         Route("/workers", workers_page, methods=["GET"]),
         Route("/autoscalers", autoscalers_page, methods=["GET"]),
+        Route("/schedules", schedules_page, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
@@ -247,3 +249,15 @@ async def autoscalers_page(request: Request) -> Response:
     latest, recent = await blocking(lambda: data.autoscalers(_broker(request)))
     return _render(request, "autoscalers.html", title="Autoscalers", latest=latest,
                    recent=recent)
+
+
+async def schedules_page(request: Request) -> Response:
+    """Periodic schedules (rule 35): timing, next and last slot, messages sent; admins
+    pause and resume them (``POST /api/schedules/pause``, ``/resume``)."""
+    now, found = await blocking(lambda: data.schedules(_broker(request)))
+    return _render(request, "schedules.html", title="Schedules", schedules=found, now=now)
+
+
+async def favicon(request: Request) -> Response:
+    return FileResponse(HERE / "static" / "favicon.ico", media_type="image/x-icon",
+                        headers={"Cache-Control": "max-age=86400"})

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hailq.backends.levels import SLOT, LevelRow
 from hailq.broker import Broker
 from hailq.errors import TopicNotFound
 from hailq.models import (
@@ -287,3 +289,92 @@ def autoscalers(broker: Broker) -> tuple[list[dict[str, Any]], list[dict[str, An
         return {**asdict(d), "ago": max(now - d.at, 0.0)}
 
     return [view(d) for d in latest], [view(d) for d in recent]
+
+
+# -- levels over time (the charts' history) --------------------------------------------
+
+SERIES = ("ready", "in_flight", "delayed", "dead")
+
+
+def levels_json(broker: Broker, queue: str | None, seconds: float) -> dict[str, Any]:
+    """What the charts load when a page opens: the levels recorded over the last
+    ``seconds`` (``Broker.levels``) as columns. ``totals`` sums every queue per slot;
+    with ``queue`` its series are in ``queues``; without, ``queues`` holds each queue's
+    ``at`` and ``ready`` only (the overview's sparklines). Rates per second are the
+    differences of the sent and acked counters between a queue's slots (None at a
+    queue's first slot, and for acked where a count was capped)."""
+    now = broker.now()
+    if queue is not None:
+        broker.get_queue(queue)  # QueueNotFound: a typo answers 404, as elsewhere
+    rows = broker.levels(queue, seconds=seconds)
+    per_queue: dict[str, dict[str, list[Any]]] = {}
+    slots: dict[int, dict[str, Any]] = {}
+    last: dict[str, LevelRow] = {}
+    for row in rows:  # by queue, then time
+        series = per_queue.setdefault(row.queue, _series())
+        before = last.get(row.queue)
+        sent, acked = _rates(before, row)
+        last[row.queue] = row
+        for name in SERIES:
+            series[name].append(getattr(row, name))
+        series["at"].append(row.at)
+        series["sent_per_second"].append(sent)
+        series["acked_per_second"].append(acked)
+        slot = slots.setdefault(math.floor(row.at / SLOT), {
+            "at": row.at, **{name: 0 for name in SERIES},
+            "sent_per_second": None, "acked_per_second": None})
+        slot["at"] = max(slot["at"], row.at)
+        for name in SERIES:
+            slot[name] += getattr(row, name)
+        for name, value in (("sent_per_second", sent), ("acked_per_second", acked)):
+            if value is not None:
+                slot[name] = (slot[name] or 0.0) + value
+    totals = _series()
+    for key in sorted(slots):
+        for name, value in slots[key].items():
+            totals[name].append(value)
+    queues = [{"name": name, **(series if queue is not None else
+                                {"at": series["at"], "ready": series["ready"]})}
+              for name, series in per_queue.items()]
+    return {"now": now, "seconds": seconds, "slot_seconds": SLOT, "totals": totals,
+            "queues": queues}
+
+
+def _series() -> dict[str, list[Any]]:
+    return {name: [] for name in ("at", *SERIES, "sent_per_second", "acked_per_second")}
+
+
+def _rates(before: LevelRow | None, row: LevelRow) -> tuple[float | None, float | None]:
+    """Sent and acked per second between two slots of a queue; a counter that went back
+    (the queue deleted and declared again) gives no rate."""
+    if before is None or row.at <= before.at:
+        return None, None
+    span = row.at - before.at
+    sent = (row.sent - before.sent) / span if row.sent >= before.sent else None
+    acked = None
+    if row.acked is not None and before.acked is not None and row.acked >= before.acked:
+        acked = (row.acked - before.acked) / span
+    return sent, acked
+
+
+# -- schedules ---------------------------------------------------------------------------
+
+def schedules(broker: Broker) -> tuple[float, list[dict[str, Any]]]:
+    """Every periodic schedule (rule 35) with its timing as an operator reads it and its
+    state: paused, waiting for a scheduler (an app's schedule no running worker
+    declares), or active."""
+    now = broker.now()
+    out = []
+    for s in broker.schedules():
+        timing = (f"cron {s.cron} ({s.timezone})" if s.cron is not None
+                  else f"every {_seconds(s.every or 0.0)}")
+        state = "paused" if s.paused else "active" if s.declared else "undeclared"
+        out.append({**asdict(s), "timing": timing, "state": state})
+    return now, out
+
+
+def _seconds(value: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if value >= size and value % size == 0:
+            return f"{value / size:g}{unit}"
+    return f"{value:g}s"

@@ -192,6 +192,20 @@ SCHEMAS: dict[str, Any] = {
         "maximum": {"type": "integer"}, "throughput": NUMBER_OR_NULL,
         "handler_time": NUMBER_OR_NULL},
         ("id", "queue", "workers", "desired", "decision", "reason", "at")),
+    "ScheduleName": obj({"name": {"type": "string", "minLength": 1, "maxLength": 200}},
+                        ("name",)),
+    "ScheduleState": obj({"name": {"type": "string"}, "paused": {"type": "boolean"}},
+                         ("name", "paused")),
+    "Levels": obj({"now": {"type": "number"}, "seconds": {"type": "number"},
+                   "slot_seconds": {"type": "number"}, "totals": ref("LevelSeries"),
+                   "queues": {"type": "array", "items": ref("LevelSeries")}},
+                  ("now", "seconds", "slot_seconds", "totals", "queues")),
+    "LevelSeries": {"type": "object", "description": "Columns, one value per slot: at "
+                    "(broker clock), ready, in_flight, delayed, dead, sent_per_second, "
+                    "acked_per_second (null where no rate is known); a queue also has name.",
+                    "properties": {"name": {"type": "string"},
+                                   "at": {"type": "array", "items": {"type": "number"}}},
+                    "required": ["at"]},
     "Done": {"type": "object", "description": "What was done, e.g. {\"paused\": true}."},
     "Health": obj({"ok": {"type": "boolean"}}, ("ok",)),
 }
@@ -253,7 +267,7 @@ def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
 
 # Requests with nothing to say may have no body at all; these must have one.
 _BODY_REQUIRED = frozenset({"SendRequest", "AckRequest", "NackRequest", "ExtendRequest",
-                            "SubscribeRequest"})
+                            "SubscribeRequest", "ScheduleName"})
 
 
 def _path_names(path: str) -> list[str]:

@@ -1101,3 +1101,70 @@ SELECT DISTINCT ON (queue, autoscaler) autoscaler, queue, host, pid, workers, de
 FROM {schema}.autoscale
 WHERE at >= %(since)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 ORDER BY queue, autoscaler, seq DESC;
+
+-- name: levels_now
+-- Queue levels over time (hailq/backends/levels.py): the clock a slot is taken on.
+SELECT {schema}.epoch();
+
+-- name: levels_taken
+-- Whether some process recorded this slot already (it then counts nothing).
+SELECT 1 FROM {schema}.levels WHERE slot = %(slot)s LIMIT 1;
+
+-- name: levels_count
+-- Every queue's counts for its levels, each stopping at cap rows (a range of its state's
+-- partial index), counted as ``overview_queues`` counts them, and its counters.
+SELECT q.name, n.ready, n.scheduled, n.due, n.leased, n.ended, n.killed, n.blocked, n.dead,
+       coalesce(c.sent, 0), coalesce(c.purged, 0)
+FROM {schema}.queues AS q
+CROSS JOIN LATERAL (
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'ready'
+                                  LIMIT %(cap)s) AS x) AS ready,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'scheduled'
+                                  LIMIT %(cap)s) AS x) AS scheduled,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'scheduled'
+                                    AND available_at <= %(now)s LIMIT %(cap)s) AS x) AS due,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'leased'
+                                  LIMIT %(cap)s) AS x) AS leased,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'leased'
+                                    AND lease_until <= %(now)s LIMIT %(cap)s) AS x) AS ended,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'leased'
+                                    AND lease_until <= %(now)s
+                                    AND attempt >= q.max_attempts
+                                  LIMIT %(cap)s) AS x) AS killed,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND ordering_key IS NOT NULL
+                                    AND state = 'blocked' LIMIT %(cap)s) AS x) AS blocked,
+           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                                  WHERE queue = q.name AND state = 'dead'
+                                  LIMIT %(cap)s) AS x) AS dead
+) AS n
+LEFT JOIN LATERAL (SELECT sum(sent) AS sent, sum(purged) AS purged
+                   FROM {schema}.counters WHERE queue = q.name) AS c ON true
+ORDER BY q.name;
+
+-- name: levels_add
+-- One slot's levels of every queue; a row some other process wrote first stays.
+INSERT INTO {schema}.levels (queue, slot, at, ready, in_flight, delayed, blocked, dead,
+                             sent, acked, capped)
+SELECT x.queue, %(slot)s, %(at)s, x.ready, x.in_flight, x.delayed, x.blocked, x.dead,
+       x.sent, x.acked, x.capped
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+     AS x(queue text, ready bigint, in_flight bigint, delayed bigint, blocked bigint,
+          dead bigint, sent bigint, acked bigint, capped boolean)
+ORDER BY 1
+ON CONFLICT (queue, slot) DO NOTHING;
+
+-- name: levels_prune
+DELETE FROM {schema}.levels WHERE slot < %(slot)s;
+
+-- name: levels_read
+SELECT queue, at, ready, in_flight, delayed, blocked, dead, sent, acked, capped
+FROM {schema}.levels
+WHERE slot >= %(slot)s AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY queue, slot;

@@ -48,6 +48,17 @@ histograms priority smallint NO  NO
 histograms le double precision NO  NO
 histograms n bigint NO 0 NO
 histograms total double precision NO 0 NO
+levels queue text NO  NO
+levels slot bigint NO  NO
+levels at double precision NO  NO
+levels ready bigint NO  NO
+levels in_flight bigint NO  NO
+levels delayed bigint NO  NO
+levels blocked bigint NO  NO
+levels dead bigint NO  NO
+levels sent bigint NO  NO
+levels acked bigint YES  NO
+levels capped boolean NO  NO
 messages seq bigint NO  YES
 messages id text NO  NO
 messages queue text NO  NO
@@ -159,6 +170,8 @@ CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
 CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)
 CREATE UNIQUE INDEX hailq_schema_version_pkey ON {schema}.hailq_schema_version USING btree (version)
 CREATE UNIQUE INDEX histograms_pkey ON {schema}.histograms USING btree (queue, kind, priority, le)
+CREATE UNIQUE INDEX levels_pkey ON {schema}.levels USING btree (queue, slot)
+CREATE INDEX levels_slot ON {schema}.levels USING btree (slot)
 CREATE INDEX messages_dead ON {schema}.messages USING btree (queue, dead_at) WHERE (state = 'dead'::text)
 CREATE INDEX messages_key ON {schema}.messages USING btree (queue, ordering_key, seq) WHERE (ordering_key IS NOT NULL)
 CREATE INDEX messages_leased ON {schema}.messages USING btree (queue, lease_until) WHERE (state = 'leased'::text)

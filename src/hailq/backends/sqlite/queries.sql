@@ -936,3 +936,62 @@ FROM hailq_autoscale
 WHERE seq IN (SELECT max(seq) FROM hailq_autoscale WHERE at >= :since
               AND (:queue IS NULL OR queue = :queue) GROUP BY autoscaler)
 ORDER BY queue, autoscaler;
+
+-- name: levels_now
+-- Queue levels over time (hailq/backends/levels.py): the clock a slot is taken on.
+SELECT :now;
+
+-- name: levels_taken
+-- Whether some process recorded this slot already (it then counts nothing).
+SELECT 1 FROM hailq_levels WHERE slot = :slot LIMIT 1;
+
+-- name: levels_count
+-- Every queue's counts for its levels, each stopping at :cap rows (a range of its state's
+-- partial index), counted as ``overview_queues`` counts them, and its counters.
+SELECT q.name,
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'ready' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'scheduled' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'scheduled'
+                                AND available_at <= :now LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'leased' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'leased'
+                                AND lease_until <= :now LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'leased'
+                                AND lease_until <= :now AND attempt >= q.max_attempts
+                              LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND ordering_key IS NOT NULL
+                                AND state = 'blocked' LIMIT :cap)),
+       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
+                              WHERE queue = q.name AND state = 'dead' LIMIT :cap)),
+       coalesce(c.sent, 0), coalesce(c.purged, 0)
+FROM hailq_queues AS q
+LEFT JOIN hailq_counters AS c ON c.queue = q.name
+ORDER BY q.name;
+
+-- name: levels_add
+-- One slot's levels of every queue; a row some other process wrote first stays.
+INSERT INTO hailq_levels (queue, slot, at, ready, in_flight, delayed, blocked, dead, sent,
+                          acked, capped)
+SELECT json_extract(value, '$.queue'), :slot, :at, json_extract(value, '$.ready'),
+       json_extract(value, '$.in_flight'), json_extract(value, '$.delayed'),
+       json_extract(value, '$.blocked'), json_extract(value, '$.dead'),
+       json_extract(value, '$.sent'), json_extract(value, '$.acked'),
+       json_extract(value, '$.capped')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (queue, slot) DO NOTHING;
+
+-- name: levels_prune
+DELETE FROM hailq_levels WHERE slot < :slot;
+
+-- name: levels_read
+SELECT queue, at, ready, in_flight, delayed, blocked, dead, sent, acked, capped
+FROM hailq_levels
+WHERE slot >= :slot AND (:queue IS NULL OR queue = :queue)
+ORDER BY queue, slot;

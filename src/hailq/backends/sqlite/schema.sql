@@ -7,6 +7,9 @@ CREATE INDEX hailq_autoscale_queue ON hailq_autoscale (queue, at);
 -- index hailq_dedup_expires
 CREATE INDEX hailq_dedup_expires ON hailq_dedup (expires_at);
 
+-- index hailq_levels_slot
+CREATE INDEX hailq_levels_slot ON hailq_levels (slot);
+
 -- index hailq_messages_dead
 CREATE INDEX hailq_messages_dead ON hailq_messages (queue, dead_at) WHERE state = 'dead';
 
@@ -82,6 +85,22 @@ CREATE TABLE hailq_histograms (
     n INTEGER NOT NULL DEFAULT 0,
     total REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (queue, kind, priority, le)
+) WITHOUT ROWID;
+
+-- table hailq_levels
+CREATE TABLE hailq_levels (
+    queue TEXT NOT NULL,
+    slot INTEGER NOT NULL,         -- floor(at / 10)
+    at REAL NOT NULL,              -- when counted, on the broker's clock
+    ready INTEGER NOT NULL,
+    in_flight INTEGER NOT NULL,
+    delayed INTEGER NOT NULL,
+    blocked INTEGER NOT NULL,
+    dead INTEGER NOT NULL,
+    sent INTEGER NOT NULL,         -- the queue's sent counter then
+    acked INTEGER,                 -- its acked count then; NULL when a count was capped
+    capped INTEGER NOT NULL,       -- 1: some count stopped at the limit
+    PRIMARY KEY (queue, slot)
 ) WITHOUT ROWID;
 
 -- table hailq_messages

@@ -1,0 +1,127 @@
+"""Queue levels over time (the dashboard's charts, rule 25): a mixin of ``SqlBackend``.
+
+Ready, in-flight, delayed, blocked and dead counts are a snapshot; to draw them over
+time they are recorded once per ``SLOT`` seconds per queue, with the queue's ``sent``
+and ``acked`` counters beside them (their differences are the throughput). Every worker
+and ``hailq serve`` runs a small duty that calls ``levels_record`` each slot
+(``hailq/runtime/levels.py``); the first process to come in a slot counts and writes,
+the others find the slot taken and count nothing. Two that count at once both insert
+with ``ON CONFLICT (queue, slot) DO NOTHING``: the first row stays, one row per queue
+and slot whatever the number of processes, with no lock held across statements (so
+PgBouncer's transaction mode works). Rows older than ``KEEP`` seconds are pruned by the
+same write. The counting is a read, the write a short transaction of its own: a role
+that may only read (rule 30) fails at the write, which its duty skips.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from hailq.backends.dialect import Dialect, Tx
+
+SLOT = 10.0  # seconds per recorded level
+KEEP = 3900.0  # seconds levels are kept: the last hour, and a slot's margin
+LIMIT = 100_000  # each count stops past this many messages (the row says it was capped)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelsRecordParams:
+    limit: int = LIMIT  # counts stop past this many
+    keep: float = KEEP  # rows older than this many seconds are pruned
+
+
+@dataclass(frozen=True, slots=True)
+class LevelsReadParams:
+    since: float  # broker clock: rows recorded at or after this
+    queue: str | None = None  # one queue, or None for every queue
+
+
+@dataclass(frozen=True, slots=True)
+class LevelRow:
+    """One queue's levels as recorded in one slot. ``acked`` is the queue's acked
+    counter then (sent - present - purged), None where a count reached the limit."""
+
+    queue: str
+    at: float  # broker clock when counted
+    ready: int
+    in_flight: int
+    delayed: int
+    blocked: int
+    dead: int
+    sent: int
+    acked: int | None
+    capped: bool  # some count stopped at the limit: it reads as the limit
+
+
+class LevelsBackend(Protocol):
+    """The levels' part of the seam (``Backend`` has the rest)."""
+
+    def levels_record(self, params: LevelsRecordParams) -> bool:
+        """Count and store every queue's levels for the current slot, unless some
+        process did already; prune rows past ``params.keep``. True if this call wrote."""
+        ...
+
+    def levels_read(self, params: LevelsReadParams) -> list[LevelRow]:
+        """Recorded levels since ``params.since``, by queue then time. A read."""
+        ...
+
+
+class LevelsStore:
+    """``levels_record`` and ``levels_read`` of the Backend seam, over ``self.dialect``."""
+
+    dialect: Dialect
+
+    def levels_record(self, params: LevelsRecordParams) -> bool:
+        cap = params.limit + 1
+
+        def count(tx: Tx) -> tuple[float, list[Any]]:
+            with tx.atomic():
+                now = float(tx.one("levels_now", {"now": tx.now})[0])
+                if tx.one("levels_taken", {"slot": _slot(now)}) is not None:
+                    return now, []  # another process recorded this slot
+                return now, tx.run("levels_count", {"cap": cap, "now": now})
+
+        now, found = self.dialect.read(count)
+        if not found:
+            return False
+        rows = json.dumps([_levels(row, cap) for row in found], allow_nan=False)
+        slot = _slot(now)
+
+        def write(tx: Tx) -> int:
+            with tx.atomic():
+                added = tx.exec("levels_add", {"rows": rows, "slot": slot, "at": now})
+                tx.exec("levels_prune", {"slot": slot - math.ceil(params.keep / SLOT)})
+                return added
+
+        return self.dialect.work(write, durable=False) > 0
+
+    def levels_read(self, params: LevelsReadParams) -> list[LevelRow]:
+        args = {"queue": params.queue, "slot": _slot(params.since)}
+        found = self.dialect.read(lambda tx: tx.run("levels_read", args))
+        return [LevelRow(str(q), float(at), int(r), int(f), int(d), int(b), int(x), int(s),
+                         None if a is None else int(a), bool(c))
+                for q, at, r, f, d, b, x, s, a, c in found]
+
+
+def _slot(at: float) -> int:
+    return math.floor(at / SLOT)
+
+
+def _levels(row: Any, cap: int) -> dict[str, Any]:
+    """One ``levels_count`` row as the levels a chart reads, counted as ``stats`` counts
+    them (due delays ready, ended leases ready again or, after the last attempt, dead)."""
+    name, ready, scheduled, due, leased, ended, killed, blocked, dead, sent, purged = row
+    raw = (ready, scheduled, due, leased, ended, killed, blocked, dead)
+    capped = cap in raw
+    present = ready + scheduled + leased + blocked + dead
+    limit = cap - 1
+    return {"queue": str(name), "ready": min(ready + due + ended - killed, limit),
+            "in_flight": min(max(leased - ended, 0), limit),
+            "delayed": min(max(scheduled - due, 0), limit), "blocked": min(blocked, limit),
+            "dead": min(dead + killed, limit), "sent": int(sent),
+            "acked": None if capped else max(int(sent) - present - int(purged), 0),
+            "capped": capped}
