@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from hailq.backends.outage import Outage, covers
 from hailq.backends.postgres.poollog import PoolLogs
 from hailq.errors import StorageError
+from hailq.outage import Outage, covers
 
 
 class Clock:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from hailq.backends.outage import covers
 from hailq.observe.figures import QueueFigures
 from hailq.observe.prometheus import CONTENT_TYPE, desired_workers_of, exposition
+from hailq.outage import covers
 
 log = logging.getLogger("hailq.metrics")
 
@@ -52,7 +52,7 @@ def make_server(host: str, port: int, source: Source) -> ThreadingHTTPServer:
                 else:
                     self._send(404, "text/plain; charset=utf-8", b"not found\n")
             except Exception as exc:  # the database is away: say so, stay up
-                if not covers(exc):  # an outage has lines of its own (backends/outage.py)
+                if not covers(exc):  # an outage has lines of its own (hailq/outage.py)
                     log.warning("could not read the figures: %s", exc)
                 self._send(503, "text/plain; charset=utf-8",
                            f"could not read the figures: {type(exc).__name__}\n".encode())

@@ -36,10 +36,10 @@ from hailq.backends.base import (
     RateAdd,
     SketchAdd,
 )
-from hailq.backends.outage import covers
 from hailq.errors import HailqError
 from hailq.observe import sketch
 from hailq.observe.histogram import bounds_for, bucket_index
+from hailq.outage import covers
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend, ClaimedRow
@@ -204,7 +204,7 @@ class FigureRecorder:
                 params.buckets, params.rates, params.sampled,
                 self._flushes % PRUNE_EVERY == 1, params.sketches, params.ranges))
         except HailqError as exc:
-            if not covers(exc):  # the outage's lines say it (backends/outage.py)
+            if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 log.warning("could not write the figures of %s (%s); kept for the next try",
                             ", ".join(params.sampled) or "this process", exc)
             self._unwritten = params

@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from hailq.backends.outage import covers
 from hailq.errors import HailqError
+from hailq.outage import covers
 from hailq.queue import Message, Queue
 from hailq.runtime.logs import about
 
@@ -122,7 +122,7 @@ class AckBatcher:
                 break
             except HailqError as exc:
                 if attempt == 2:
-                    if covers(exc):  # the outage's lines say it (backends/outage.py)
+                    if covers(exc):  # the outage's lines say it (hailq/outage.py)
                         return
                     log.error("could not ack %d message(s) of queue %s (%s); they will be "
                               "redelivered when their leases end", len(group), queue.name, exc)

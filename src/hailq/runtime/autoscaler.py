@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, replace
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING
 
-from hailq.backends.outage import covers
 from hailq.errors import HailqError
 from hailq.models import AutoscalerInfo
+from hailq.outage import covers
 from hailq.policy.autoscale import Decision, Limits, Observation, State, decide
 from hailq.runtime import logs
 from hailq.runtime.held import DeathRecorder, HeldTable, exit_cause, held_text
@@ -149,7 +149,7 @@ class Autoscaler:
                         next_tick = now + self.interval
                         self._tick()
                 except HailqError as exc:  # the database may come back: keep the pool
-                    if not covers(exc):  # the outage's lines say it (backends/outage.py)
+                    if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                         log.warning("autoscale tick failed, keeping %d worker(s): %s",
                                     len(self._live()), exc)
                 time.sleep(0.1)
@@ -218,7 +218,7 @@ class Autoscaler:
         try:
             self.broker.record_autoscale(info)
         except HailqError as exc:
-            if not covers(exc):  # the outage's lines say it (backends/outage.py)
+            if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 log.warning("could not store the autoscale decision: %s", exc)
 
     def _record_stop(self) -> None:

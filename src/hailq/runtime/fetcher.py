@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
-from hailq.backends.outage import covers
 from hailq.errors import HailqError
+from hailq.outage import covers
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
 from hailq.runtime.inflight import InFlight
@@ -80,7 +80,7 @@ class Fetcher:
             except Exception as exc:  # the loop must outlive any storage trouble
                 failures += 1
                 delay = min(0.1 * 2 ** failures, 5.0)
-                if not covers(exc):  # an outage has lines of its own (backends/outage.py)
+                if not covers(exc):  # an outage has lines of its own (hailq/outage.py)
                     log.error("receiving failed (%s); retrying in %.1f s", exc, delay,
                               exc_info=not isinstance(exc, HailqError))
                 self._sleep(delay)

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hailq.backends.outage import covers
 from hailq.errors import HailqError
+from hailq.outage import covers
 from hailq.queue import Message
 from hailq.runtime.logs import about
 
@@ -99,7 +99,7 @@ class LeaseKeeper:
         try:
             results = queue.extend_many([h.message for h in group], lease)
         except HailqError as exc:
-            quiet = covers(exc)  # the outage's lines say it (backends/outage.py)
+            quiet = covers(exc)  # the outage's lines say it (hailq/outage.py)
             for held in group:
                 if not quiet:
                     log.warning("message %s of queue %s: could not extend its lease (%s); "

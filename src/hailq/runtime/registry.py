@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from hailq.backends.outage import covers
 from hailq.errors import HailqError
 from hailq.models import WorkerInfo
+from hailq.outage import covers
 from hailq.runtime.service import Service
 
 if TYPE_CHECKING:
@@ -76,6 +76,6 @@ class RegistryReporter(Service):
         try:
             self._broker.save_worker(info)
         except HailqError as exc:
-            if not covers(exc):  # the outage's lines say it (backends/outage.py)
+            if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 log.warning("could not record worker %s in the registry: %s", self.worker_id,
                             exc)

@@ -18,9 +18,9 @@ import logging
 from collections.abc import Iterable
 
 from hailq._time import Clock
-from hailq.backends.outage import covers
 from hailq.broker import Broker
 from hailq.models import ScheduleInfo
+from hailq.outage import covers
 from hailq.policy import slots
 from hailq.runtime.service import Service
 from hailq.schedule import (
@@ -105,7 +105,7 @@ class Scheduler(Service):
             self.run_once()
             upcoming = self.next_due()
         except Exception as exc:  # the database may be away: look again later
-            if not covers(exc):  # the outage's lines say it (backends/outage.py)
+            if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 log.warning("scheduler pass failed (%s: %s); trying again",
                             type(exc).__name__, exc)
             return max(self.interval, 1.0)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from hailq.backends.outage import covers
+from hailq.outage import covers
 
 log = logging.getLogger("hailq.worker")
 
@@ -74,7 +74,7 @@ class Service:
             try:
                 wait = self.tick()
             except Exception as exc:  # the duty must outlive a failure: log it, go on
-                if not covers(exc):  # an outage has lines of its own (backends/outage.py)
+                if not covers(exc):  # an outage has lines of its own (hailq/outage.py)
                     log.exception("%s: a round failed; trying again in %g s", self.name,
                                   self.retry)
                 wait = self.retry

@@ -10,7 +10,7 @@ are retried on fresh connections for a few seconds, then reported as
 StorageError; a call whose outcome the failure left unknown is never re-run
 blindly (see ``core.Dialect.work``). No call outlives its ``timeout``
 (``deadline.py``). An outage is logged once when it begins, at most every 30 s while it
-lasts, and once when it ends (``backends/outage.py``). Nothing relies on session state,
+lasts, and once when it ends (``hailq/outage.py``). Nothing relies on session state,
 so a transaction pooler (PgBouncer) may hand each statement to another server
 connection; through one, prepared statements are off and LISTEN takes a direct
 connection or none; a URL that does not say so turns prepared statements off at the
@@ -40,13 +40,13 @@ from psycopg_pool import ConnectionPool
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
-from hailq.backends.outage import Outage
 from hailq.backends.postgres.calls import NOT_PREPARED, Owned, PooledCalls
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.postgres.poollog import PoolLogs
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.errors import InvalidArgument, SchemaError
+from hailq.outage import Outage
 
 T = TypeVar("T")
 log = logging.getLogger("hailq.postgres")

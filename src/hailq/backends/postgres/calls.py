@@ -2,7 +2,7 @@
 relaxed leases and acks), retries through connection failures that never re-run a call
 blindly, one deadline per call, and errors that name their cause; calls that could not
 reach the database, and the first one that did again, go to the outage report
-(``backends/outage.py``). A mixin of the PostgreSQL dialect (``backend.py``), which
+(``hailq/outage.py``). A mixin of the PostgreSQL dialect (``backend.py``), which
 brings the settings it reads."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import psycopg
 import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from hailq.backends.outage import Outage
 from hailq.backends.postgres.deadline import Watchdog
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.postgres.poollog import PoolLogs
 from hailq.errors import OutcomeUnknown, StorageError
+from hailq.outage import Outage
 
 T = TypeVar("T")
 _RETRY_FOR = 8.0  # seconds an operation keeps retrying through connection failures

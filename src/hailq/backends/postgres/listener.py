@@ -9,8 +9,8 @@ from collections import defaultdict
 import psycopg
 from psycopg import sql
 
-from hailq.backends.outage import Outage
 from hailq.backends.postgres.deadline import Watchdog
+from hailq.outage import Outage
 
 # Seconds between the listening connection's questions to the server. A connection that
 # only waits for notifications would wait for ever on a server that stopped answering

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from hailq.backends.outage import Outage
+from hailq.outage import Outage
 
 _BY_POOL: weakref.WeakValueDictionary[str, Outage] = weakref.WeakValueDictionary()
 _BY_CONN: weakref.WeakKeyDictionary[psycopg.Connection[Any], Outage] = \

@@ -11,9 +11,9 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from hailq.backends.outage import Outage
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import StorageError
+from hailq.outage import Outage
 
 if TYPE_CHECKING:
     from hailq.backends.sqlite.backend import SQLiteDialect
