@@ -160,6 +160,17 @@ class Subscription:
 
 
 @dataclass(frozen=True)
+class RunningMessage:
+    """A message whose handler ran in a worker's slot when the worker last reported:
+    since ``since`` (the broker's clock), on its ``attempt``."""
+
+    message_id: str
+    queue: str
+    attempt: int
+    since: float
+
+
+@dataclass(frozen=True)
 class WorkerInfo:
     """A worker process as it last reported itself (the worker registry)."""
 
@@ -172,6 +183,7 @@ class WorkerInfo:
     started_at: float
     last_seen: float
     state: str  # "running", "draining" or "stopped"
+    running: list[RunningMessage] = field(default_factory=list)  # its slots, oldest first
 
 
 @dataclass(frozen=True)

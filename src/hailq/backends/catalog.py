@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from hailq.backends import rates
 from hailq.backends.base import QueueSaveParams
 from hailq.backends.operators import _columns
-from hailq.models import Subscription, WorkerInfo
+from hailq.models import RunningMessage, Subscription, WorkerInfo
 from hailq.settings import QueueSettings, parse_overrides
 
 if TYPE_CHECKING:
@@ -83,13 +83,18 @@ class CatalogStore:
         args = {"id": worker.id, "host": worker.host, "pid": worker.pid,
                 "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
                 "in_flight": worker.in_flight, "started_at": worker.started_at,
-                "state": worker.state}
+                "state": worker.state, "running": json.dumps(  # since: seconds ago, here
+                    [[r.message_id, r.queue, r.attempt, r.since] for r in worker.running])}
         self.dialect.work(lambda tx: tx.exec("worker_save", {**args, "now": tx.now}),
                           durable=False)
 
     def worker_list(self) -> list[WorkerInfo]:
-        return [WorkerInfo(i, h, p, json.loads(q), c, f, s, seen, st)
-                for i, h, p, q, c, f, s, seen, st in self.dialect.read(
+        # A slot's start is stored as seconds before the report: on the broker's clock it
+        # is the report's time less those.
+        return [WorkerInfo(i, h, p, json.loads(q), c, f, s, seen, st,
+                           [RunningMessage(m, qu, a, seen - ago)
+                            for m, qu, a, ago in json.loads(run or "[]")])
+                for i, h, p, q, c, f, s, seen, st, run in self.dialect.read(
                     lambda tx: tx.run("worker_list", {}))]
 
     def worker_prune(self, before: float) -> int:

@@ -17,7 +17,8 @@ FORGET_AFTER = 86400.0  # a day: long enough to see what happened overnight
 @click.command("workers")
 @common_options
 def workers() -> None:
-    """List the worker processes with their queues and in-flight messages.
+    """List the worker processes with their queues and in-flight messages, then what
+    each live worker's slots run now (as of its last report, every few seconds).
 
     STATUS is what the worker last recorded: running, draining (stopping,
     finishing what it holds) or stopped (it shut down cleanly; it holds
@@ -48,6 +49,15 @@ def workers() -> None:
           age(now - w.started_at), age(now - w.last_seen) + " ago",
           worker_status(w, now)] for w in found],
         empty="no workers have reported; start one with 'hailq worker'")
+    running = [(w, r) for w in found if worker_status(w, now) in ("running", "draining")
+               for r in w.running]
+    if running:
+        app.out.line("")
+        app.out.table(
+            [key("WORKER", drop=2), key("QUEUE"), key("MESSAGE"), Col("ATTEMPT", drop=1),
+             "FOR"],
+            [[w.id, r.queue, r.message_id, r.attempt, age(max(now - r.since, 0.0))]
+             for w, r in running], title="running now")
 
 
 def worker_status(worker: hailq.WorkerInfo, now: float) -> str:

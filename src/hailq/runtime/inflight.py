@@ -22,6 +22,7 @@ class InFlight:
         self.capacity = capacity
         self._table = table
         self._held: dict[str, Message] = {}
+        self._since: dict[str, float] = {}  # receipt -> when its handler got it (monotonic)
         self._settling: set[str] = set()
         self._closed = False
         self._changed = threading.Condition()
@@ -46,6 +47,7 @@ class InFlight:
             if self._closed:
                 return False
             self._held[message.receipt] = message
+            self._since[message.receipt] = time.monotonic()
         if self._table is not None:
             self._table.hold(message.queue, message.receipt, message.attempt)
         return True
@@ -53,6 +55,7 @@ class InFlight:
     def settle(self, message: Message) -> bool:
         """Mark its handler done; False if the message was already given back."""
         with self._changed:
+            self._since.pop(message.receipt, None)
             if self._held.pop(message.receipt, None) is None:
                 return False
             self._settling.add(message.receipt)
@@ -65,6 +68,13 @@ class InFlight:
         with self._changed:
             self._settling.discard(message.receipt)
             self._changed.notify_all()
+
+    def running(self) -> list[tuple[Message, float]]:
+        """The held messages with the seconds their handlers have run, longest first."""
+        now = time.monotonic()
+        with self._changed:
+            found = [(m, now - self._since.get(r, now)) for r, m in self._held.items()]
+        return sorted(found, key=lambda pair: -pair[1])
 
     def wait_empty(self, deadline: float, give_up: threading.Event | None = None) -> bool:
         """Wait until nothing is in flight or ``deadline`` (monotonic) passes."""
@@ -82,5 +92,6 @@ class InFlight:
             self._closed = True
             held = list(self._held.values())
             self._held.clear()
+            self._since.clear()
             self._changed.notify_all()
             return held

@@ -15,12 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
-from hailq.models import WorkerInfo
+from hailq.models import RunningMessage, WorkerInfo
 from hailq.outage import covers
 from hailq.runtime.service import Service
 
 if TYPE_CHECKING:
     from hailq.broker import Broker
+    from hailq.message import Message
 
 log = logging.getLogger("hailq.worker")
 
@@ -36,13 +37,16 @@ class RegistryReporter(Service):
     name = "hailq-registry"
 
     def __init__(self, broker: Broker, *, worker_id: str, queues: Sequence[str],
-                 concurrency: int, in_flight: Callable[[], int], interval: float = 3.0) -> None:
+                 concurrency: int, in_flight: Callable[[], int], interval: float = 3.0,
+                 running: Callable[[], list[tuple[Message, float]]] = list) -> None:
+        """``running``: the messages in its slots with the seconds each has run."""
         super().__init__(interval, wait_first=True)
         self.worker_id = worker_id
         self._broker = broker
         self._queues = list(queues)
         self._concurrency = concurrency
         self._in_flight = in_flight
+        self._running = running
         self._state = "running"
         self._started_at = 0.0
 
@@ -72,7 +76,9 @@ class RegistryReporter(Service):
         info = WorkerInfo(
             id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
             queues=self._queues, concurrency=self._concurrency, in_flight=self._in_flight(),
-            started_at=self._started_at, last_seen=0.0, state=self._state)
+            started_at=self._started_at, last_seen=0.0, state=self._state,
+            running=[RunningMessage(m.id, m.queue, m.attempt, ago)  # since: seconds ago
+                     for m, ago in self._running()])
         try:
             self._broker.save_worker(info)
         except HailqError as exc:

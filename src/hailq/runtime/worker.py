@@ -409,7 +409,7 @@ class _Services:
         self.registry = RegistryReporter(
             broker, worker_id=worker.worker_id, queues=worker.order.queues,
             concurrency=worker.concurrency, in_flight=lambda: worker.in_flight,
-            interval=worker.registry_interval)
+            interval=worker.registry_interval, running=worker._inflight.running)
         self.fetcher = Fetcher(broker, worker._queues, worker.order, worker._inflight,
                                lambda m: worker._dispatch(m, self), worker._flag,
                                poll=worker.poll, acks=self.acks)

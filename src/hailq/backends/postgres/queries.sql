@@ -683,15 +683,17 @@ DELETE FROM {schema}.messages WHERE queue = %(queue)s AND id = %(id)s
 RETURNING ordering_key;
 
 -- name: worker_save
+-- ``running``: what each slot runs now, as JSON [[id, queue, attempt, since], ...].
 INSERT INTO {schema}.workers (id, host, pid, queues, concurrency, in_flight, started_at,
-                              last_seen, state)
+                              last_seen, state, running)
 VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(in_flight)s,
-        %(started_at)s, {schema}.epoch(), %(state)s)
+        %(started_at)s, {schema}.epoch(), %(state)s, %(running)s)
 ON CONFLICT (id) DO UPDATE SET queues = excluded.queues, in_flight = excluded.in_flight,
-    concurrency = excluded.concurrency, last_seen = excluded.last_seen, state = excluded.state;
+    concurrency = excluded.concurrency, last_seen = excluded.last_seen, state = excluded.state,
+    running = excluded.running;
 
 -- name: worker_list
-SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, state
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, state, running
 FROM {schema}.workers ORDER BY started_at, id;
 
 -- name: worker_prune

@@ -160,6 +160,7 @@ workers in_flight integer NO  NO
 workers started_at double precision NO  NO
 workers last_seen double precision NO  NO
 workers state text NO  NO
+workers running text NO '[]'::text NO
 
 -- indexes
 CREATE INDEX autoscale_at ON {schema}.autoscale USING btree (at)

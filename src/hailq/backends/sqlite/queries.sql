@@ -545,14 +545,17 @@ DELETE FROM hailq_messages WHERE queue = :queue AND id = :id
 RETURNING ordering_key;
 
 -- name: worker_save
+-- ``running``: what each slot runs now, as JSON [[id, queue, attempt, since], ...].
 INSERT INTO hailq_workers (id, host, pid, queues, concurrency, in_flight, started_at,
-                           last_seen, state)
-VALUES (:id, :host, :pid, :queues, :concurrency, :in_flight, :started_at, :now, :state)
+                           last_seen, state, running)
+VALUES (:id, :host, :pid, :queues, :concurrency, :in_flight, :started_at, :now, :state,
+        :running)
 ON CONFLICT (id) DO UPDATE SET queues = excluded.queues, in_flight = excluded.in_flight,
-    concurrency = excluded.concurrency, last_seen = excluded.last_seen, state = excluded.state;
+    concurrency = excluded.concurrency, last_seen = excluded.last_seen, state = excluded.state,
+    running = excluded.running;
 
 -- name: worker_list
-SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, state
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, state, running
 FROM hailq_workers ORDER BY started_at, id;
 
 -- name: worker_prune

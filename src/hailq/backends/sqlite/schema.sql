@@ -245,5 +245,5 @@ CREATE TABLE hailq_workers (
     started_at REAL NOT NULL,
     last_seen REAL NOT NULL,
     state TEXT NOT NULL
-);
+, running TEXT NOT NULL DEFAULT '[]');
 
