@@ -90,22 +90,26 @@ def check_hook(hook: object) -> Hook:
     return hook
 
 
-def _ok(hook: Hook, method: str, call: Callable[[], object]) -> bool:
+def _ok(hook: Hook, method: str, call: Callable[[], object], where: str) -> bool:
     """Run one hook method; log and swallow its ``Exception``; True if it returned."""
     try:
         call()
         return True
     except Exception:
-        log.exception("hook %s failed in %s; ignored (the message is not affected)",
-                      hook.name, method)
+        log.exception("hook %s failed in %s %s; ignored, the message is not affected",
+                      hook.name, method, where)
         return False
+
+
+def _about(message: Message) -> str:
+    return f"for message {message.id} of queue {message.queue}"
 
 
 Entered = list[tuple[Hook, AbstractContextManager[Any]]]
 
 
 def _enter(hooks: Sequence[Hook], method: str,
-           make: Callable[[Hook], AbstractContextManager[Any] | None]) -> Entered:
+           make: Callable[[Hook], AbstractContextManager[Any] | None], where: str) -> Entered:
     entered: Entered = []
     for hook in hooks:
         try:
@@ -114,14 +118,14 @@ def _enter(hooks: Sequence[Hook], method: str,
                 continue
             manager.__enter__()
         except Exception:
-            log.exception("hook %s failed in %s; ignored (the message is not affected)",
-                          hook.name, method)
+            log.exception("hook %s failed in %s %s; ignored, the message is not affected",
+                          hook.name, method, where)
             continue
         entered.append((hook, manager))
     return entered
 
 
-def _leave(entered: Entered, method: str, error: BaseException | None) -> None:
+def _leave(entered: Entered, method: str, error: BaseException | None, where: str) -> None:
     for hook, manager in reversed(entered):
         try:
             if error is None:
@@ -133,7 +137,8 @@ def _leave(entered: Entered, method: str, error: BaseException | None) -> None:
                 continue  # a context re-raising what it was given, as it may
             if not isinstance(exc, Exception):
                 raise
-            log.exception("hook %s failed leaving %s; ignored", hook.name, method)
+            log.exception("hook %s failed leaving %s %s; ignored, the message is not "
+                          "affected", hook.name, method, where)
 
 
 def run_handler(hooks: Sequence[Hook], message: Message, call: Callable[[], None]) -> None:
@@ -141,22 +146,24 @@ def run_handler(hooks: Sequence[Hook], message: Message, call: Callable[[], None
     if not hooks:
         call()
         return
-    entered = _enter(hooks, "around_handler", lambda h: h.around_handler(message))
+    where = _about(message)
+    entered = _enter(hooks, "around_handler", lambda h: h.around_handler(message), where)
     error: BaseException | None = None
     try:
         for hook in hooks:
-            _ok(hook, "before_handler", partial(hook.before_handler, message))
+            _ok(hook, "before_handler", partial(hook.before_handler, message), where)
         try:
             call()
         except BaseException as exc:
             error = exc
             for hook in reversed(hooks):
-                _ok(hook, "on_failure", partial(hook.on_failure, message, exc))
+                _ok(hook, "on_failure", partial(hook.on_failure, message, exc), where)
             raise
         for hook in reversed(hooks):
-            _ok(hook, "after_handler", partial(hook.after_handler, message))
+            _ok(hook, "after_handler", partial(hook.after_handler, message), where)
     finally:
-        _leave(entered, "around_handler", error if error is not None else sys.exc_info()[1])
+        _leave(entered, "around_handler", error if error is not None else sys.exc_info()[1],
+               where)
 
 
 class Sending:
@@ -165,6 +172,7 @@ class Sending:
     def __init__(self, hooks: Sequence[Hook], destination: str) -> None:
         self._hooks = hooks
         self._destination = destination
+        self.where = f"for a send to {destination}"
 
     def headers(self, given: dict[str, str] | None) -> dict[str, str] | None:
         """The headers of one outgoing message after every ``before_send`` (``given``
@@ -174,13 +182,14 @@ class Sending:
         for hook in self._hooks:
             changed = dict(current)
             if not _ok(hook, "before_send", partial(hook.before_send, self._destination,
-                                                    changed)) or changed == current:
+                                                    changed), self.where) \
+                    or changed == current:
                 continue
             try:
                 encode_headers(changed)
             except HailqError as exc:
-                log.error("hook %s left headers hailq cannot store (%s); its change is "
-                          "ignored", hook.name, exc)
+                log.error("hook %s left headers hailq cannot store %s (%s); its change "
+                          "is ignored", hook.name, self.where, exc)
                 continue
             current = changed
         return current if current or given is not None else None
@@ -188,17 +197,20 @@ class Sending:
     def done(self, ids: list[str]) -> None:
         """Call every ``after_send`` with the ids written."""
         for hook in reversed(self._hooks):
-            _ok(hook, "after_send", partial(hook.after_send, self._destination, list(ids)))
+            _ok(hook, "after_send", partial(hook.after_send, self._destination, list(ids)),
+                self.where)
 
 
 @contextmanager
 def sending(hooks: Sequence[Hook], destination: str, operation: str) -> Iterator[Sending]:
     """The send hooks around one send call (``around_send`` entered, ``after_send`` by
     ``Sending.done``)."""
-    entered = _enter(hooks, "around_send", lambda h: h.around_send(destination, operation))
+    call = Sending(hooks, destination)
+    entered = _enter(hooks, "around_send", lambda h: h.around_send(destination, operation),
+                     call.where)
     try:
-        yield Sending(hooks, destination)
+        yield call
     except BaseException as exc:
-        _leave(entered, "around_send", exc)
+        _leave(entered, "around_send", exc, call.where)
         raise
-    _leave(entered, "around_send", None)
+    _leave(entered, "around_send", None, call.where)
