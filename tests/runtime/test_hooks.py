@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 import hailq
 
 from .conftest import StartWorker
