@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import hailq
+from hailq.hooks import run_handler
 
 from .conftest import StartWorker
 from .support import wait_for
@@ -87,3 +92,49 @@ def test_a_process_pool_child_runs_the_apps_hooks(
         assert [w for w, _ in _finished(effects, sent)][:2] == ["A.enter", "B.enter"]
         worker.terminate()
         worker.wait(30)
+
+
+class Swallower(hailq.Hook):
+    """Tries to swallow the handler's exception, and to break its own exit."""
+
+    def __init__(self) -> None:
+        self.exits: list[str] = []
+
+    def around_handler(self, message: hailq.Message) -> Any:
+        hook = self
+
+        class Around:
+            def __enter__(self) -> None:
+                pass
+
+            def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+                hook.exits.append(type(error).__name__)
+                return True  # "suppress": ignored
+
+        return Around()
+
+
+class NoEntry(hailq.Hook):
+    def around_handler(self, message: hailq.Message) -> Any:
+        @contextmanager
+        def around() -> Iterator[None]:
+            raise RuntimeError("cannot enter")
+            yield
+
+        return around()
+
+
+def test_no_hook_can_swallow_a_handlers_exception(sqlite_url: str,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    swallower = Swallower()
+    with hailq.connect(sqlite_url) as broker:
+        broker.queue("claims").send(1)
+        [message] = broker.queue("claims").receive()
+
+        def handler() -> None:
+            raise ValueError("the claim is wrong")
+
+        with pytest.raises(ValueError, match="the claim is wrong"):
+            run_handler([NoEntry(), swallower], message, handler)
+    assert swallower.exits == ["ValueError"]
+    assert f"hook NoEntry failed in around_handler for message {message.id}" in caplog.text
