@@ -24,7 +24,6 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from hailq.codec import encode_headers
@@ -90,10 +89,13 @@ def check_hook(hook: object) -> Hook:
     return hook
 
 
-def _ok(hook: Hook, method: str, call: Callable[[], object], where: str) -> bool:
-    """Run one hook method; log and swallow its ``Exception``; True if it returned."""
+def _ok(hook: Hook, method: str, args: tuple[Any, ...], where: object) -> bool:
+    """Run one hook method, unless it is ``Hook``'s no-op; log and swallow its
+    ``Exception``; True if it returned."""
+    if getattr(type(hook), method) is getattr(Hook, method):
+        return True
     try:
-        call()
+        getattr(hook, method)(*args)
         return True
     except Exception:
         log.exception("hook %s failed in %s %s; ignored, the message is not affected",
@@ -101,15 +103,24 @@ def _ok(hook: Hook, method: str, call: Callable[[], object], where: str) -> bool
         return False
 
 
-def _about(message: Message) -> str:
-    return f"for message {message.id} of queue {message.queue}"
+class _About:
+    """Names a message in a log line, formatted only if a line is written."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"for message {self.message.id} of queue {self.message.queue}"
 
 
 Entered = list[tuple[Hook, AbstractContextManager[Any]]]
 
 
 def _enter(hooks: Sequence[Hook], method: str,
-           make: Callable[[Hook], AbstractContextManager[Any] | None], where: str) -> Entered:
+           make: Callable[[Hook], AbstractContextManager[Any] | None], where: object,
+           ) -> Entered:
     entered: Entered = []
     for hook in hooks:
         try:
@@ -125,7 +136,8 @@ def _enter(hooks: Sequence[Hook], method: str,
     return entered
 
 
-def _leave(entered: Entered, method: str, error: BaseException | None, where: str) -> None:
+def _leave(entered: Entered, method: str, error: BaseException | None,
+           where: object) -> None:
     for hook, manager in reversed(entered):
         try:
             if error is None:
@@ -146,21 +158,21 @@ def run_handler(hooks: Sequence[Hook], message: Message, call: Callable[[], None
     if not hooks:
         call()
         return
-    where = _about(message)
+    where = _About(message)
     entered = _enter(hooks, "around_handler", lambda h: h.around_handler(message), where)
     error: BaseException | None = None
     try:
         for hook in hooks:
-            _ok(hook, "before_handler", partial(hook.before_handler, message), where)
+            _ok(hook, "before_handler", (message,), where)
         try:
             call()
         except BaseException as exc:
             error = exc
             for hook in reversed(hooks):
-                _ok(hook, "on_failure", partial(hook.on_failure, message, exc), where)
+                _ok(hook, "on_failure", (message, exc), where)
             raise
         for hook in reversed(hooks):
-            _ok(hook, "after_handler", partial(hook.after_handler, message), where)
+            _ok(hook, "after_handler", (message,), where)
     finally:
         _leave(entered, "around_handler", error if error is not None else sys.exc_info()[1],
                where)
@@ -181,8 +193,7 @@ class Sending:
         current = dict(given or {})
         for hook in self._hooks:
             changed = dict(current)
-            if not _ok(hook, "before_send", partial(hook.before_send, self._destination,
-                                                    changed), self.where) \
+            if not _ok(hook, "before_send", (self._destination, changed), self.where) \
                     or changed == current:
                 continue
             try:
@@ -197,8 +208,7 @@ class Sending:
     def done(self, ids: list[str]) -> None:
         """Call every ``after_send`` with the ids written."""
         for hook in reversed(self._hooks):
-            _ok(hook, "after_send", partial(hook.after_send, self._destination, list(ids)),
-                self.where)
+            _ok(hook, "after_send", (self._destination, list(ids)), self.where)
 
 
 @contextmanager
