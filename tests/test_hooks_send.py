@@ -122,6 +122,8 @@ def test_a_send_that_fails_leaves_around_send_with_its_error_and_no_after_send(
             claims.send({"n": 1}, priority=12)
         assert [c[0] for c in calls] == ["A.enter", "A.before", "A.exit"]
         assert calls[-1] == ("A.exit", "InvalidArgument")
+        with pytest.raises(hailq.InvalidArgument, match="headers must be a dict"):
+            claims.send({"n": 2}, headers=[("claim", "4711")])  # type: ignore[arg-type]
         assert claims.stats().ready == 0
 
 

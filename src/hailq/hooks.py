@@ -21,7 +21,6 @@ context's ``__exit__`` returns is ignored.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -167,15 +166,16 @@ def run_handler(hooks: Sequence[Hook], message: Message, call: Callable[[], None
         try:
             call()
         except BaseException as exc:
-            error = exc
             for hook in reversed(hooks):
                 _ok(hook, "on_failure", (message, exc), where)
             raise
         for hook in reversed(hooks):
             _ok(hook, "after_handler", (message,), where)
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
-        _leave(entered, "around_handler", error if error is not None else sys.exc_info()[1],
-               where)
+        _leave(entered, "around_handler", error, where)
 
 
 class Sending:
@@ -190,6 +190,8 @@ class Sending:
         """The headers of one outgoing message after every ``before_send`` (``given``
         is not changed). A hook's change that hailq cannot store (not text, too long,
         too many) is logged and undone."""
+        if given is not None and not isinstance(given, dict):
+            return given  # the caller's mistake: refused as without hooks
         current = dict(given or {})
         for hook in self._hooks:
             changed = dict(current)
