@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 HEAVY = ("hailq.runtime", "hailq.serve", "hailq.cli", "prometheus_client", "croniter",
-         "starlette", "uvicorn", "jinja2", "rich")
+         "starlette", "uvicorn", "jinja2", "rich", "opentelemetry", "hailq.otel")
 
 
 def _loaded(code: str) -> list[str]:

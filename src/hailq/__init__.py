@@ -29,6 +29,7 @@ from hailq.errors import (
     TopicHasSubscriptions,
     TopicNotFound,
 )
+from hailq.hooks import Hook
 from hailq.inbox import Inbox, inbox
 from hailq.message import Message
 from hailq.models import (
@@ -61,6 +62,7 @@ __all__ = [
     "DeadMessage",
     "Envelope",
     "HailqError",
+    "Hook",
     "Inbox",
     "InvalidArgument",
     "LeaseLost",

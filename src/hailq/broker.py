@@ -19,6 +19,7 @@ from hailq.backends.registry import lookup
 from hailq.checks import check_limit
 from hailq.codec import Body
 from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
+from hailq.hooks import Hook, check_hook
 from hailq.models import AutoscalerInfo, QueueRecord, ScheduleInfo, WorkerInfo
 from hailq.queue import Queue
 from hailq.settings import QueueSettings, check_name, parse_overrides
@@ -37,16 +38,29 @@ class Broker:
     """hailq on one database. Thread-safe; use one per process (it is fork-safe too)."""
 
     def __init__(self, backend: Backend, *, figures: bool = True,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, hooks: Sequence[Hook] = ()) -> None:
         """``figures``: count every claim, ack and nack of this broker's queues (rules 25,
         36), written about once a second; False counts nothing (``hailq bench`` compares
-        the two). ``clock``: the backend's injected clock, read directly for waits."""
+        the two). ``clock``: the backend's injected clock, read directly for waits.
+        ``hooks``: send hooks (``add_hook``)."""
         from hailq.observe.recorder import FigureRecorder
 
+        # Shared with every Queue of this broker, so a hook added later applies to them.
+        self.hooks: list[Hook] = []
+        for hook in hooks:
+            self.add_hook(hook)
         self.backend = backend
         self.url = backend.url_for_display
         self.figures: FigureRecorder | None = (
             FigureRecorder(backend, clock=clock) if figures else None)
+
+    def add_hook(self, hook: Hook) -> Hook:
+        """Run ``hook``'s send methods (``around_send``, ``before_send``, ``after_send``)
+        around every send and publish of this broker's queues and topics, after the hooks
+        added before it; returns it. InvalidArgument unless it is a ``hailq.Hook``. See
+        ``hailq.hooks`` for the order and what a failing hook does."""
+        self.hooks.append(check_hook(hook))
+        return hook
 
     def migrate(self) -> int:
         """Create or upgrade hailq's schema; return its version. ``connect`` does this too."""
@@ -73,7 +87,8 @@ class Broker:
             resort = current is not None and wanted.aging != current.aging
             self.backend.queue_save(QueueSaveParams(name, wanted.to_json(), resort))
         overrides = parse_overrides(found[0].overrides) if found else {}
-        return Queue(self.backend, name, wanted.overlay(overrides), overrides, self.figures)
+        return Queue(self.backend, name, wanted.overlay(overrides), overrides, self.figures,
+                     self.hooks)
 
     def get_queue(self, name: str) -> Queue:
         """An existing queue with its effective settings; QueueNotFound if never declared
@@ -82,12 +97,12 @@ class Broker:
         found = self.backend.queue_describe(QueueDescribeParams([name]))
         if not found:
             raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
-        return _queue(self.backend, found[0], self.figures)
+        return _queue(self.backend, found[0], self.figures, self.hooks)
 
     def queues(self) -> list[Queue]:
         """Every declared queue with its effective settings."""
-        return [_queue(self.backend, r, self.figures) for r in self.backend.queue_describe(
-            QueueDescribeParams(None))]
+        return [_queue(self.backend, r, self.figures, self.hooks)
+                for r in self.backend.queue_describe(QueueDescribeParams(None))]
 
     def configure(self, name: str, *, reset: bool = False, **settings: Any) -> Queue:
         """An operator's change of a queue's settings; see ``Queue.configure``."""
@@ -314,10 +329,11 @@ class Broker:
 
 
 def _queue(backend: Backend, record: QueueRecord,
-           recorder: FigureRecorder | None) -> Queue:
+           recorder: FigureRecorder | None, hooks: list[Hook]) -> Queue:
     overrides = parse_overrides(record.overrides)
     declared = QueueSettings.from_json(record.declared)
-    return Queue(backend, record.name, declared.overlay(overrides), overrides, recorder)
+    return Queue(backend, record.name, declared.overlay(overrides), overrides, recorder,
+                 hooks)
 
 
 def _check_flag(value: object, what: str) -> None:
@@ -326,7 +342,8 @@ def _check_flag(value: object, what: str) -> None:
 
 
 def connect(url: str | None = None, *, clock: Clock | None = None,
-            migrate: bool = True, figures: bool = True) -> Broker:
+            migrate: bool = True, figures: bool = True,
+            hooks: Sequence[Hook] = ()) -> Broker:
     """Open a broker: ``sqlite:///path.db`` or ``postgresql://user@host:port/db``.
 
     Without ``url``, ``HAILQ_URL`` is used, else ``sqlite:///hailq.db``.
@@ -339,12 +356,17 @@ def connect(url: str | None = None, *, clock: Clock | None = None,
     InvalidArgument before anything is created; ``figures=False`` counts no waits, handler
     times or rates in this process (rule 36). A PostgreSQL URL without the optional
     PostgreSQL support installed (``pip install 'hailq[postgres]'``) raises
-    BackendUnavailable. See docs/reference/settings.md.
+    BackendUnavailable. ``hooks`` run around every send and publish (``Broker.add_hook``;
+    docs/guides/hooks-and-tracing.md). See docs/reference/settings.md.
     """
     split = split_url(url if url is not None else os.environ.get("HAILQ_URL", DEFAULT_URL))
     kind = lookup(split)
     backend = kind.open(kind.parse(split), clock)
-    broker = Broker(backend, figures=figures, clock=clock)
+    try:
+        broker = Broker(backend, figures=figures, clock=clock, hooks=hooks)
+    except BaseException:
+        backend.close()
+        raise
     if migrate:
         try:
             broker.migrate()

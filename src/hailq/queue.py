@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from hailq.checks import (
 )
 from hailq.codec import Body, check_key, check_plain_text
 from hailq.errors import InvalidArgument, LeaseLost
+from hailq.hooks import Hook, sending
 from hailq.ids import check_message_id, parse_receipt, receipt_claim
 from hailq.message import Message
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
@@ -69,8 +71,11 @@ class Queue:
 
     def __init__(self, backend: Backend, name: str, settings: QueueSettings,
                  overrides: dict[str, Any] | None = None,
-                 recorder: FigureRecorder | None = None) -> None:
+                 recorder: FigureRecorder | None = None,
+                 hooks: list[Hook] | None = None) -> None:
         self._backend = backend
+        # The broker's send hooks (hailq/hooks.py), shared: a hook added later applies.
+        self._hooks: list[Hook] = hooks if hooks is not None else []
         self.name = name
         self.settings = settings
         self.overrides: dict[str, Any] = dict(overrides or {})
@@ -89,9 +94,10 @@ class Queue:
         first message's id and enqueue nothing (rule 4). With ``connection``, the
         message joins that open transaction on the broker's database (rule 3).
         """
-        message = self._new(Envelope(body, priority, ordering_key, delay, headers, dedup_id,
-                                     not_before))
-        sent = self._backend.message_send(SendParams([message], connection))[0]
+        envelope = Envelope(body, priority, ordering_key, delay, headers, dedup_id, not_before)
+        if self._hooks:
+            return self._send_hooked([envelope], connection)[0]
+        sent = self._backend.message_send(SendParams([self._new(envelope)], connection))[0]
         if self.recorder is not None:
             self.recorder.touched(self.name)  # its counters are sampled (rates, rule 36)
         return sent
@@ -99,13 +105,27 @@ class Queue:
     def send_many(self, items: Iterable[Body | Envelope], *, connection: Any = None,
                   ) -> list[str]:
         """Enqueue a batch atomically, all or none; items are bodies or ``Envelope``s."""
-        messages = [self._new(i if isinstance(i, Envelope) else Envelope(i))
-                    for i in check_batch(items, "send_many")]
-        if not messages:
+        envelopes = [i if isinstance(i, Envelope) else Envelope(i)
+                     for i in check_batch(items, "send_many")]
+        if not envelopes:
             return []
-        sent = self._backend.message_send(SendParams(messages, connection))
+        if self._hooks:
+            return self._send_hooked(envelopes, connection)
+        sent = self._backend.message_send(SendParams([self._new(e) for e in envelopes],
+                                                     connection))
         if self.recorder is not None:
             self.recorder.touched(self.name)
+        return sent
+
+    def _send_hooked(self, envelopes: list[Envelope], connection: Any) -> list[str]:
+        """A send with the broker's send hooks around it (hailq/hooks.py)."""
+        with sending(self._hooks, self.name, "send") as call:
+            messages = [self._new(replace(e, headers=call.headers(e.headers)))
+                        for e in envelopes]
+            sent = self._backend.message_send(SendParams(messages, connection))
+            if self.recorder is not None:
+                self.recorder.touched(self.name)
+            call.done(sent)
         return sent
 
     def _new(self, e: Envelope) -> NewMessage:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from hailq.backends.base import PublishParams, SubscriptionDeleteParams
 from hailq.checks import Envelope, build_message, check_batch
 from hailq.codec import Body, check_plain_text
 from hailq.errors import InvalidArgument, MessageTooLarge, SubscriptionNotFound
+from hailq.hooks import sending
 from hailq.models import Subscription
 from hailq.queue import Queue
 from hailq.settings import MAX_MESSAGE_SIZE_LIMIT, QueueSettings, check_name
@@ -84,6 +86,16 @@ class Topic:
         """
         envelopes = [i if isinstance(i, Envelope) else Envelope(i)
                      for i in check_batch(items, "publish_many")]
+        hooks = self._broker.hooks
+        if not hooks or not envelopes:
+            return self._publish(envelopes, connection)
+        with sending(hooks, self.name, "publish") as call:
+            envelopes = [replace(e, headers=call.headers(e.headers)) for e in envelopes]
+            result = self._publish(envelopes, connection)
+            call.done([i for copies in result for i in copies.values()])
+        return result
+
+    def _publish(self, envelopes: list[Envelope], connection: Any) -> list[dict[str, str]]:
         backend = self._broker.backend
         # Bad input fails even with no subscriptions; each copy is then held to its own
         # subscription's max_message_size as it is built.

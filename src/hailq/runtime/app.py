@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hailq._time import Duration
 from hailq.codec import Body
 from hailq.errors import InvalidArgument
+from hailq.hooks import Hook, check_hook
 from hailq.queue import Message
 from hailq.runtime.timelimit import check_time_limit
 from hailq.settings import QueueSettings, check_name
@@ -60,6 +61,21 @@ class App:
         self.name = name
         self._routes: dict[str, Route] = {}
         self._periodics: dict[str, Periodic] = {}
+        self._hooks: list[Hook] = []
+
+    def hook(self, hook: Hook) -> Hook:
+        """Run ``hook``'s handler methods (``around_handler``, ``before_handler``,
+        ``after_handler``, ``on_failure``) around every handler of this app, after the
+        hooks added before it; returns it. Every worker of the app runs them, each child
+        of a process pool too (it imports the app). InvalidArgument unless it is a
+        ``hailq.Hook``. See ``hailq.hooks`` for the order and what a failing hook does."""
+        self._hooks.append(check_hook(hook))
+        return hook
+
+    @property
+    def hooks(self) -> list[Hook]:
+        """The hooks added with ``hook``, in order."""
+        return list(self._hooks)
 
     def handler(self, queue: str, *, time_limit: float | None = None,
                 **settings: Any) -> Callable[[Handler], Handler]:

@@ -10,6 +10,7 @@ the process alive (its message has been given back by then).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import itertools
 import logging
@@ -37,7 +38,10 @@ class LoopThread:
 
         With ``running``, the watchdog can cancel it at its time limit (the wait here
         then ends with ``CancelledError`` at once)."""
-        future = asyncio.run_coroutine_threadsafe(_wrap(awaitable), self._get())
+        # The coroutine runs in a copy of the caller's context: what hooks made current
+        # around the handler (a request id, a tracing span) is current inside it too.
+        context = contextvars.copy_context()
+        future = asyncio.run_coroutine_threadsafe(_wrap(awaitable, context), self._get())
         if running is not None:
             running.attach(future)
         return future.result()
@@ -64,7 +68,12 @@ class LoopThread:
             loop.close()
 
 
-async def _wrap(awaitable: Awaitable[Any]) -> Any:
+async def _wrap(awaitable: Awaitable[Any], context: contextvars.Context) -> Any:
+    # A task of its own, in ``context``; cancelling this one (the time limit) cancels it.
+    return await asyncio.get_running_loop().create_task(_await(awaitable), context=context)
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 

@@ -31,6 +31,7 @@ from typing import Literal
 
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
+from hailq.hooks import run_handler
 from hailq.observe import inbox_use
 from hailq.observe.process import ProcessSeries, ProcessServer
 from hailq.queue import Message, Queue
@@ -224,7 +225,8 @@ class Worker:
             services.watchdog.watch(running)
         try:
             try:
-                call_handler(handler, message, services.loop, running)
+                run_handler(self.app.hooks, message,
+                            lambda: call_handler(handler, message, services.loop, running))
             finally:
                 if running is not None:
                     running.finish()
