@@ -282,8 +282,9 @@ class FigureRecorder:
                 params.buckets, params.rates, params.sampled,
                 self._flushes % PRUNE_EVERY == 0, params.sketches, params.ranges))
         except HailqError as exc:
-            log.warning("could not write the figures of %s (%s); kept for the next try",
-                        ", ".join(params.sampled) or "this process", exc)
+            (log.debug if _exiting else log.warning)(
+                "could not write the figures of %s (%s); kept for the next try",
+                ", ".join(params.sampled) or "this process", exc)
             self._unwritten = params
 
     def close(self) -> None:
@@ -339,12 +340,7 @@ class _Tally:
         self.rate: list[float] = [0, 0, 0, 0, 0.0, 0, 0]
 
     def waits(self, values: list[float], redelivered: int) -> None:
-        bounds, n, total = self.bounds, self.wait_n, self.wait_s
-        for v in values:
-            i = bisect_left(bounds, v)  # a value on a bound is within it (Prometheus' le)
-            n[i] += 1
-            total[i] += v
-        self.wait_sketch.add(values)
+        self.wait_sketch.add(values, self.bounds, self.wait_n, self.wait_s)
         rate = self.rate
         rate[0] += len(values)
         target = self.target
@@ -354,13 +350,8 @@ class _Tally:
 
     def ends(self, values: list[float], failed: int, inbox: int) -> None:
         """``values``: handler times, the ``failed`` ones last."""
-        bounds, n, total = self.bounds, self.handler_n, self.handler_s
-        for v in values:
-            i = bisect_left(bounds, v)
-            n[i] += 1
-            total[i] += v
         if values:
-            self.handler.add(values)
+            self.handler.add(values, self.bounds, self.handler_n, self.handler_s)
         rate = self.rate
         rate[1] += len(values) - failed
         rate[2] += failed
@@ -377,12 +368,32 @@ class _Sketch:
         self.counts: dict[int, int] = {}
         self.n, self.total, self.lo, self.hi = 0, 0.0, float("inf"), 0.0
 
-    def add(self, values: list[float]) -> None:
+    def add(self, values: list[float], bounds: tuple[float, ...], n: list[int],
+            sums: list[float]) -> None:
+        """Count ``values`` here, and in the Prometheus buckets of ``bounds`` (``n``,
+        ``sums``): a log bucket with no bound inside goes whole into the Prometheus
+        bucket of its largest value; the values of one with a bound inside (a target,
+        say) are placed one by one, so a value on a bound is within it (``le``)."""
+        indices = sketch.buckets(values)
+        found = Counter(indices)
         counts = self.counts
-        for index, k in Counter(sketch.buckets(values)).items():
+        straddling = set()
+        for index, k in found.items():
             counts[index] = counts.get(index, 0) + k
+            low, high = sketch.span(index)
+            first = bisect_left(bounds, low * (1 - 1e-9))
+            if first == bisect_left(bounds, high * (1 + 1e-9)):
+                n[first] += k
+            else:
+                straddling.add(index)
+        if straddling:
+            for v, index in zip(values, indices, strict=True):
+                if index in straddling:
+                    n[bisect_left(bounds, v)] += 1
+        total = sum(values)
+        sums[-1] += total  # only their sum is read (Prometheus' _sum), not per bucket
         self.n += len(values)
-        self.total += sum(values)
+        self.total += total
         self.lo = min(self.lo, min(values))
         self.hi = max(self.hi, max(values))
 
@@ -422,7 +433,7 @@ def _params(tallies: Mapping[tuple[str, int], _Tally], sampled: list[str],
             ("handler", t.handler_n, t.handler_s, t.handler))
         for kind, counts, sums, sk in kinds:
             for le, n, total in zip(t.bounds, counts, sums, strict=True):
-                if n:
+                if n or total:  # the sum rides on the last bucket
                     _add(buckets, (queue, kind, priority, le), [n, total])
             for index, n in sk.counts.items():
                 cell = (queue, kind, priority, index)
@@ -469,7 +480,11 @@ def _range(into: dict[tuple[str, str, int], list[float]], key: tuple[str, str, i
 _LIVE: weakref.WeakSet[FigureRecorder] = weakref.WeakSet()
 
 
+_exiting: list[bool] = []  # the interpreter exits: a last flush that fails is no news
+
+
 def _flush_all() -> None:
+    _exiting.append(True)
     for recorder in list(_LIVE):
         recorder.close()
 

@@ -48,6 +48,13 @@ def buckets(values: Iterable[float]) -> list[int]:
             for v in values]
 
 
+def span(index: int) -> tuple[float, float]:
+    """The values a bucket holds: more than the first, at most the second."""
+    if index <= LOW:
+        return -math.inf, FLOOR
+    return GAMMA ** (index - 1), GAMMA ** index
+
+
 def representative(index: int) -> float:
     """The value a bucket stands for: within ``ALPHA`` of each value in it."""
     return 2.0 * GAMMA ** index / (GAMMA + 1.0)
