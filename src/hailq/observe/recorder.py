@@ -64,7 +64,7 @@ class FigureRecorder:
                  clock: Callable[[], float] | None = None) -> None:
         """A broker makes its own (``Broker.figures``); one made apart (tests, tools)
         counts into the same tables. ``queues`` (a list, or a callable giving one) are
-        sampled at every flush; ``slo_of`` gives the targets ``observe`` counts breaches
+        sampled at every flush that writes anything; ``slo_of`` gives the targets ``observe`` counts breaches
         against where it is given none. ``clock``: the broker's clock where reading it
         costs nothing (an injected one); else this host's clock corrected by the
         broker's, read once a minute."""
@@ -270,7 +270,7 @@ class FigureRecorder:
     def _flush(self) -> None:
         tallies = self._count()
         touched, self._touched = self._touched, set()
-        if self._queues:
+        if self._queues and (tallies or touched):  # an idle recorder writes nothing
             touched.update(self._queues() if callable(self._queues) else self._queues)
         params = _params(tallies, sorted(touched), self._unwritten)
         self._unwritten = None
