@@ -11,7 +11,8 @@ included, without start-up and fill. Loops: ``raw`` (the benchmark's bare loop),
 ``raw, same job`` (its lease doing a lease's job, see ``sqlite_floor.py``) and ``hailq``
 (``queue.receive(batch)`` then ``queue.ack_many(...)``), and ``hailq, no figures`` (the
 same on ``hailq.connect(url, figures=False)``: what counting every claim and ack costs,
-its background thread included). Time in the kernel (writing the WAL) is not counted. Needs valgrind; not part of ``make test``.
+its background thread included). Time in the kernel (writing the WAL) is not counted.
+Needs valgrind; not part of ``make test``.
 """
 
 from __future__ import annotations
