@@ -53,8 +53,9 @@ from hailq.bench.raw import RawSQLite  # noqa: E402
 BODY = {"claim": 8311}
 
 
-def fill(folder: str, n: int) -> hailq.Queue:
-    queue = hailq.connect(f"sqlite:///{folder}/hailq.db").queue("bench", lease=60)
+def fill(folder: str, n: int, figures: bool = True) -> hailq.Queue:
+    queue = hailq.connect(f"sqlite:///{folder}/hailq.db", figures=figures).queue(
+        "bench", lease=60)
     for start in range(0, n, 1000):
         queue.send_many([BODY] * min(1000, n - start))
     return queue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -44,7 +44,7 @@ from hailq.checks import (
 from hailq.codec import Body, check_key, check_plain_text
 from hailq.errors import InvalidArgument, LeaseLost
 from hailq.hooks import Hook, sending
-from hailq.ids import check_message_id, parse_receipt, receipt_claim
+from hailq.ids import check_message_id, parse_receipt
 from hailq.message import Message
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
 from hailq.observe import inbox_use
@@ -207,31 +207,11 @@ class Queue:
             self._ended(items, results, ok=True)
         return results
 
-    def _ended(self, items: Iterable[str | Message], results: Iterable[object], *,
+    def _ended(self, items: Sequence[str | Message], results: Sequence[bool | None], *,
                ok: bool, inbox: bool = False) -> None:
-        """Count the handler time of each item whose lease was settled (``result`` not
-        None): from its claim time, kept in the ``Message`` or carried by the receipt
-        (any process's), to now or to when a worker said its handling ended."""
-        figures = self.recorder
-        if figures is None:
-            return
-        now = figures.now()
-        for item, result in zip(items, results, strict=True):
-            if result is None:
-                continue
-            if isinstance(item, Message):
-                began = item.received_at
-                if began is None:
-                    continue
-                queue = item.queue
-                slo = self.settings.slo if queue == self.name else item.source.settings.slo
-                ended = item._ended if item._ended is not None else now
-                figures.ended(queue, slo, item.priority, ended - began, ok, inbox)
-            else:
-                claim = receipt_claim(item)
-                if claim is not None:
-                    figures.ended(self.name, self.settings.slo, claim[0], now - claim[1],
-                                  ok, inbox)
+        """Count the handler times of the settled items (rule 36, ``FigureRecorder``)."""
+        if self.recorder is not None:
+            self.recorder.settled(self, items, results, ok, inbox)
 
     def _receipt(self, item: str | Message) -> Receipt:
         """The lease a receipt names, on this queue (a message's own is another queue's

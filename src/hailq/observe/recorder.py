@@ -27,27 +27,26 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hailq.backends.base import (
-    BucketAdd,
     FiguresRecordParams,
-    RangeAdd,
-    RateAdd,
-    SketchAdd,
 )
 from hailq.errors import HailqError
-from hailq.observe import sketch
-from hailq.observe.histogram import bounds_for, bucket_index
+from hailq.ids import receipt_claim
+from hailq.observe.histogram import bounds_for
+from hailq.observe.tally import Tally, take
+from hailq.observe.tally import params as rows_of
 from hailq.outage import covers
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend, ClaimedRow
     from hailq.broker import Broker
+    from hailq.message import Message
+    from hailq.queue import Queue
 
 log = logging.getLogger("hailq.figures")
 
-_CLAIMED, _ENDED, _INBOX = 0, 1, 2  # kinds of counted events
 PRUNE_EVERY = 60  # flushes between prunes of slots past their retention
 CLOCK_EVERY = 60.0  # seconds between readings of the broker's clock
 Slo = Mapping[int, float] | None
@@ -62,10 +61,10 @@ class FigureRecorder:
                  clock: Callable[[], float] | None = None) -> None:
         """A broker makes its own (``Broker.figures``); one made apart (tests, tools)
         counts into the same tables. ``queues`` (a list, or a callable giving one) are
-        sampled at every flush; ``slo_of`` gives the targets ``observe`` counts breaches
-        against where it is given none. ``clock``: the broker's clock where reading it
-        costs nothing (an injected one); else this host's clock corrected by the
-        broker's, read once a minute."""
+        sampled at every flush that writes anything; ``slo_of`` gives the targets
+        ``observe`` counts breaches against where it is given none. ``clock``: the
+        broker's clock where reading it costs nothing (an injected one); else this
+        host's clock corrected by the broker's, read once a minute."""
         from hailq.broker import Broker
 
         self._backend = backend.backend if isinstance(backend, Broker) else backend
@@ -81,8 +80,14 @@ class FigureRecorder:
     def _reset(self) -> None:
         """Empty, no flusher (at construction, and in a forked child)."""
         self._flushing = threading.Lock()
-        # What consumers counted, in order, for the flusher to fold (``_count``).
-        self._events: deque[tuple[Any, ...]] = deque()
+        # What consumers counted, for the flusher to fold (``_count``): per queue and
+        # priority the waits and the handler times (a failure's as -1 - seconds), the
+        # (queue, priority) of each redelivery and inbox run, each queue's last targets.
+        self._waits: dict[str, dict[int, deque[float]]] = {}
+        self._ends: dict[str, dict[int, deque[float]]] = {}
+        self._again: deque[tuple[str, int]] = deque()
+        self._inboxes: deque[tuple[str, int]] = deque()
+        self._slos: dict[str, Slo] = {}
         self._touched: set[str] = set()
         self._unwritten: FiguresRecordParams | None = None  # a failed flush, for the next
         self._flushes = 0
@@ -104,8 +109,17 @@ class FigureRecorder:
         if self._thread is None:
             self._start()
         now = time.time() + self._offset if self._clock is None else self._clock()
-        self._events.append((_CLAIMED, queue, slo, now, [
-            (r.priority, r.available_at or r.enqueued_at, r.attempt) for r in rows]))
+        self._slos[queue] = slo
+        per = self._waits.get(queue)
+        if per is None:
+            per = self._waits.setdefault(queue, {})
+        for r in rows:  # ClaimedRow: 5 priority, 7 attempt, 8 enqueued, 12 available
+            found = per.get(r[5])
+            if found is None:
+                found = per.setdefault(r[5], deque())
+            found.append(now - (r[12] or r[8]))
+            if r[7] >= 2:
+                self._again.append((queue, r[5]))
         return now
 
     def touched(self, queue: str) -> None:
@@ -120,55 +134,116 @@ class FigureRecorder:
         ``inbox``: its handling used an inbox or an ack transaction (rule 26)."""
         if self._thread is None:
             self._start()
-        self._events.append((_ENDED, queue, slo, priority, handler, ok, inbox))
+        self._slos[queue] = slo
+        per = self._ends.get(queue)
+        if per is None:
+            per = self._ends.setdefault(queue, {})
+        found = per.get(priority)
+        if found is None:
+            found = per.setdefault(priority, deque())
+        if handler < 0.0:
+            handler = 0.0
+        found.append(handler if ok else -1.0 - handler)  # a failure: below zero
+        if inbox:
+            self._inboxes.append((queue, priority))
+
+    def settled(self, queue: Queue, items: Sequence[str | Message],
+                results: Sequence[object], ok: bool, inbox: bool = False) -> None:
+        """``items`` (messages or receipts) were acked (``ok``) or nacked through
+        ``queue``: count the handler time of each whose ``result`` is not None, from its
+        claim time (kept in the ``Message``, or carried by the receipt, any process's)
+        to now, or to when a worker said its handling ended. One call per ack or batch
+        of acks, a few attribute reads and an append per message."""
+        if self._thread is None:
+            self._start()
+        now = time.time() + self._offset if self._clock is None else self._clock()
+        name = queue.name
+        self._slos[name] = queue.settings.slo
+        per = self._ends.get(name)
+        if per is None:
+            per = self._ends.setdefault(name, {})
+        last, found = -1, None
+        for item, result in zip(items, results, strict=True):
+            if result is None:
+                continue
+            if isinstance(item, str):
+                claim = receipt_claim(item)
+                if claim is None:
+                    continue  # a receipt made before claims were written in it
+                priority, began = claim
+                end = now
+            else:
+                received = item.received_at
+                if received is None:
+                    continue
+                began = received
+                if item._queue.name != name:  # acked with another queue's claim
+                    self.settled(item._queue, [item], [result], ok, inbox)
+                    continue
+                priority = item.priority
+                end = now if item._ended is None else item._ended
+            if priority != last or found is None:
+                found = per.get(priority)
+                if found is None:
+                    found = per.setdefault(priority, deque())
+                last = priority
+            handler = end - began
+            if handler < 0.0:
+                handler = 0.0
+            found.append(handler if ok else -1.0 - handler)  # a failure: below zero
+            if inbox:
+                self._inboxes.append((name, priority))
 
     def observe(self, queue: str, priority: int, wait: float, handler: float, ok: bool,
                 inbox: bool = False, *, slo: Slo = None, attempt: int = 1) -> None:
         """One whole handling at once: a claim that waited ``wait`` s and an end after
         ``handler`` s (what ``claimed`` and ``ended`` count; tests and tools)."""
-        if self._thread is None:
-            self._start()
         if slo is None and self._slo_of is not None:
             slo = self._slo_of(queue)
-        self._events.append((_CLAIMED, queue, slo, wait, [(priority, 0.0, attempt)]))
-        self._events.append((_ENDED, queue, slo, priority, handler, ok, inbox))
+        if self._thread is None:
+            self._start()
+        self._slos[queue] = slo
+        per = self._waits.setdefault(queue, {})
+        per.setdefault(priority, deque()).append(wait)
+        if attempt >= 2:
+            self._again.append((queue, priority))
+        self.ended(queue, slo, priority, handler, ok, inbox)
 
     def inbox(self, queue: str, slo: Slo, priority: int) -> None:
         """A handler run on ``queue`` used an inbox or an ack transaction (rule 26)."""
         if self._thread is None:
             self._start()
-        self._events.append((_INBOX, queue, slo, priority))
+        self._slos[queue] = slo
+        self._inboxes.append((queue, priority))
 
-    def _count(self) -> dict[tuple[str, int], _Tally]:
-        """Fold the events counted so far into tallies per (queue, priority): the flusher's
-        work, off the consumers' path (they only append to a deque, which needs no lock;
-        the flusher takes from its other end only what was there when it began)."""
-        tallies: dict[tuple[str, int], _Tally] = {}
-
-        def tally(queue: str, priority: int, slo: Slo) -> _Tally:
-            found = tallies.get((queue, priority))
-            if found is None:
-                found = tallies[queue, priority] = _Tally(
-                    bounds_for(slo), None if slo is None else slo.get(priority))
-            return found
-
-        take = self._events.popleft
-        for _ in range(len(self._events)):
-            event = take()
-            kind, queue, slo = event[0], event[1], event[2]
-            if kind == _CLAIMED:
-                now = event[3]
-                self._touched.add(queue)
-                for priority, available, attempt in event[4]:
-                    wait = now - available
-                    tally(queue, priority, slo).wait(wait if wait > 0.0 else 0.0, attempt)
-            elif kind == _ENDED:
-                self._touched.add(queue)
-                handler = event[4]
-                tally(queue, event[3], slo).end(handler if handler > 0.0 else 0.0, event[5],
-                                                event[6])
-            else:
-                tally(queue, event[3], slo).rate[6] += 1
+    def _count(self) -> dict[tuple[str, int], Tally]:
+        """Fold what consumers counted into tallies per (queue, priority): the flusher's
+        work, off the consumers' path. Consumers only append floats to deques (no lock,
+        and nothing the garbage collector tracks is kept per message); the flusher takes
+        from the other end only what was there when it began."""
+        waits = take(self._waits)
+        ends = take(self._ends)
+        again: dict[tuple[str, int], int] = {}
+        for _ in range(len(self._again)):
+            key = self._again.popleft()
+            again[key] = again.get(key, 0) + 1
+        inboxes: dict[tuple[str, int], int] = {}
+        for _ in range(len(self._inboxes)):
+            key = self._inboxes.popleft()
+            inboxes[key] = inboxes.get(key, 0) + 1
+        self._touched.update(q for q, _ in (*waits, *ends))
+        tallies: dict[tuple[str, int], Tally] = {}
+        for key in {*waits, *ends, *inboxes}:
+            slo = self._slos.get(key[0])
+            tally = tallies[key] = Tally(bounds_for(slo),
+                                          None if slo is None else slo.get(key[1]))
+            if key in waits:
+                values = waits[key]
+                tally.waits([v if v > 0.0 else 0.0 for v in values], again.get(key, 0))
+            values = ends.get(key, [])
+            failed = [-1.0 - v for v in values if v < 0.0]
+            tally.ends([v for v in values if v >= 0.0] + failed, len(failed),
+                       inboxes.get(key, 0))
         return tallies
 
     # -- writing ---------------------------------------------------------------------------
@@ -192,9 +267,9 @@ class FigureRecorder:
     def _flush(self) -> None:
         tallies = self._count()
         touched, self._touched = self._touched, set()
-        if self._queues:
+        if self._queues and (tallies or touched):  # an idle recorder writes nothing
             touched.update(self._queues() if callable(self._queues) else self._queues)
-        params = _params(tallies, sorted(touched), self._unwritten)
+        params = rows_of(tallies, sorted(touched), self._unwritten)
         self._unwritten = None
         if not (params.rates or params.sampled or params.buckets):
             return
@@ -202,11 +277,12 @@ class FigureRecorder:
         try:
             self._backend.figures_record(FiguresRecordParams(
                 params.buckets, params.rates, params.sampled,
-                self._flushes % PRUNE_EVERY == 1, params.sketches, params.ranges))
+                self._flushes % PRUNE_EVERY == 0, params.sketches, params.ranges))
         except HailqError as exc:
             if not covers(exc):  # the outage's lines say it (hailq/outage.py)
-                log.warning("could not write the figures of %s (%s); kept for the next try",
-                            ", ".join(params.sampled) or "this process", exc)
+                (log.debug if _exiting else log.warning)(
+                    "could not write the figures of %s (%s); kept for the next try",
+                    ", ".join(params.sampled) or "this process", exc)
             self._unwritten = params
 
     def close(self) -> None:
@@ -244,139 +320,15 @@ class FigureRecorder:
                 log.exception("writing the figures failed")
 
 
-class _Tally:
-    """What one (queue, priority) saw since the last flush: Prometheus buckets and the
-    log-bucket sketches of waits and handler times, and the rate slot's figures."""
-
-    __slots__ = ("bounds", "handler", "handler_n", "handler_s", "rate", "target", "wait_n",
-                 "wait_s", "wait_sketch")
-
-    def __init__(self, bounds: tuple[float, ...], target: float | None) -> None:
-        self.bounds, self.target = bounds, target
-        # per bound of ``bounds``: observations and their sum
-        self.wait_n, self.wait_s = [0] * len(bounds), [0.0] * len(bounds)
-        self.handler_n, self.handler_s = [0] * len(bounds), [0.0] * len(bounds)
-        self.wait_sketch = _Sketch()
-        self.handler = _Sketch()
-        # started, acked, failed, breaches, handler seconds, redelivered, inbox
-        self.rate: list[float] = [0, 0, 0, 0, 0.0, 0, 0]
-
-    def wait(self, value: float, attempt: int) -> None:
-        i = bucket_index(self.bounds, value)
-        self.wait_n[i] += 1
-        self.wait_s[i] += value
-        self.wait_sketch.add(value)
-        rate = self.rate
-        rate[0] += 1
-        if self.target is not None and value > self.target:
-            rate[3] += 1
-        if attempt >= 2:
-            rate[5] += 1
-
-    def end(self, value: float, ok: bool, inbox: bool) -> None:
-        i = bucket_index(self.bounds, value)
-        self.handler_n[i] += 1
-        self.handler_s[i] += value
-        self.handler.add(value)
-        rate = self.rate
-        rate[1 if ok else 2] += 1
-        rate[4] += value
-        if inbox:
-            rate[6] += 1
-
-
-class _Sketch:
-    """Log-bucket counts (``hailq/observe/sketch.py``) with count, sum, min and max."""
-
-    __slots__ = ("counts", "hi", "lo", "n", "total")
-
-    def __init__(self) -> None:
-        self.counts: dict[int, int] = {}
-        self.n, self.total, self.lo, self.hi = 0, 0.0, float("inf"), 0.0
-
-    def add(self, value: float) -> None:
-        index = sketch.bucket(value)
-        self.counts[index] = self.counts.get(index, 0) + 1
-        self.n += 1
-        self.total += value
-        if value < self.lo:
-            self.lo = value
-        if value > self.hi:
-            self.hi = value
-
-
-def _params(tallies: Mapping[tuple[str, int], _Tally], sampled: list[str],
-            unwritten: FiguresRecordParams | None) -> FiguresRecordParams:
-    """One flush's rows, with those of a flush that failed before added in."""
-    buckets: dict[tuple[str, str, int, float], list[float]] = {}
-    rates: dict[tuple[str, int], list[float]] = {}
-    sketches: dict[tuple[str, Any, int, int], int] = {}
-    ranges: dict[tuple[str, str, int], list[float]] = {}
-    if unwritten is not None:
-        for b in unwritten.buckets:
-            _add(buckets, (b.queue, b.kind, b.priority, b.le), [b.n, b.total])
-        for r in unwritten.rates:
-            _add(rates, (r.queue, r.priority), list(r[2:]))
-        for k in unwritten.sketches:
-            key = (k.queue, k.kind, k.priority, k.bucket)
-            sketches[key] = sketches.get(key, 0) + k.n
-        for g in unwritten.ranges:
-            _range(ranges, (g.queue, g.kind, g.priority), g.n, g.total, g.lo, g.hi)
-        sampled = sorted({*sampled, *unwritten.sampled})
-    for (queue, priority), t in tallies.items():
-        kinds: tuple[tuple[str, list[int], list[float], _Sketch], ...] = (
-            ("wait", t.wait_n, t.wait_s, t.wait_sketch),
-            ("handler", t.handler_n, t.handler_s, t.handler))
-        for kind, counts, sums, sk in kinds:
-            for le, n, total in zip(t.bounds, counts, sums, strict=True):
-                if n:
-                    _add(buckets, (queue, kind, priority, le), [n, total])
-            for index, n in sk.counts.items():
-                cell = (queue, kind, priority, index)
-                sketches[cell] = sketches.get(cell, 0) + n
-            if sk.n:
-                _range(ranges, (queue, kind, priority), sk.n, sk.total, sk.lo, sk.hi)
-        if t.rate[6]:  # also all-time, beside the histograms (QueueFigures.inbox_runs)
-            _add(buckets, (queue, "inbox", priority, 0.0), [t.rate[6], 0.0])
-        _add(rates, (queue, priority), list(t.rate))
-    return FiguresRecordParams(
-        buckets=[BucketAdd(q, k, p, le, int(n), t)  # type: ignore[arg-type]
-                 for (q, k, p, le), (n, t) in buckets.items()],
-        rates=[RateAdd(q, p, int(s), int(a), int(f), int(b), h, int(r), int(i))
-               for (q, p), (s, a, f, b, h, r, i) in rates.items()],
-        sampled=sampled,
-        sketches=[SketchAdd(q, k, p, index, n)
-                  for (q, k, p, index), n in sketches.items()],
-        ranges=[RangeAdd(q, k, p, int(n), t, lo, hi)  # type: ignore[arg-type]
-                for (q, k, p), (n, t, lo, hi) in ranges.items()])
-
-
-def _add(into: dict[Any, list[float]], key: Any, values: Sequence[float]) -> None:
-    row = into.get(key)
-    if row is None:
-        into[key] = list(values)
-    else:
-        for i, v in enumerate(values):
-            row[i] += v
-
-
-def _range(into: dict[tuple[str, str, int], list[float]], key: tuple[str, str, int],
-           n: int, total: float, lo: float, hi: float) -> None:
-    row = into.get(key)
-    if row is None:
-        into[key] = [n, total, lo, hi]
-    else:
-        row[0] += n
-        row[1] += total
-        row[2] = min(row[2], lo)
-        row[3] = max(row[3], hi)
-
-
 # Every recorder of this process: flushed at exit, emptied in a forked child.
 _LIVE: weakref.WeakSet[FigureRecorder] = weakref.WeakSet()
 
 
+_exiting: list[bool] = []  # the interpreter exits: a last flush that fails is no news
+
+
 def _flush_all() -> None:
+    _exiting.append(True)
     for recorder in list(_LIVE):
         recorder.close()
 

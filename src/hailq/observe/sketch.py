@@ -37,6 +37,24 @@ def bucket(value: float) -> int:
     return math.ceil(math.log(min(value, _CEILING)) / _LOG_GAMMA)
 
 
+_INVERSE = 1.0 / _LOG_GAMMA
+
+
+def buckets(values: Iterable[float]) -> list[int]:
+    """``bucket`` of each value, in one pass without a Python call per value (a
+    recorder's flush folds thousands at once)."""
+    log, ceil, floor, low, top = math.log, math.ceil, FLOOR, LOW, _CEILING
+    return [ceil(log(v if v < top else top) * _INVERSE) if v > floor else low
+            for v in values]
+
+
+def span(index: int) -> tuple[float, float]:
+    """The values a bucket holds: more than the first, at most the second."""
+    if index <= LOW:
+        return -math.inf, FLOOR
+    return GAMMA ** (index - 1), GAMMA ** index
+
+
 def representative(index: int) -> float:
     """The value a bucket stands for: within ``ALPHA`` of each value in it."""
     return 2.0 * GAMMA ** index / (GAMMA + 1.0)
