@@ -80,6 +80,9 @@ _SETTINGS_IN = {
                                      "maximum": 30 * 86400},
             "description": "Priority (0-9) -> the longest a message of it should wait, "
                            "in seconds."},
+    "order": {"type": "string", "enum": ["priority", "deadline"],
+              "description": "deadline: earliest deadline (available + the priority's "
+                             "slo target) first; needs slo, excludes aging (rule 41)."},
 }
 # A burst needs a rate limit to go with it.
 _BURST_NEEDS_RATE = {"dependentSchemas": {"burst": {"anyOf": [
