@@ -1186,3 +1186,13 @@ SELECT queue, at, ready, in_flight, delayed, blocked, dead, sent, acked, capped
 FROM {schema}.levels
 WHERE slot >= %(slot)s AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 ORDER BY queue, slot;
+
+-- name: figures_ready_first
+-- A queue in deadline order (rule 41): its first ready messages in delivery order, one
+-- range of the ready index, to size its pool (hailq/policy/scaling.py); no rows for a
+-- queue in priority order.
+SELECT m.priority, m.available_at, m.ordering_key FROM {schema}.messages AS m
+WHERE m.queue = %(queue)s AND m.state = 'ready'
+  AND EXISTS (SELECT 1 FROM {schema}.queues WHERE name = %(queue)s AND deadlines IS NOT NULL)
+ORDER BY m.sort_key, m.seq
+LIMIT %(n)s;

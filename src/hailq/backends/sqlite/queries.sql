@@ -1010,3 +1010,13 @@ SELECT queue, at, ready, in_flight, delayed, blocked, dead, sent, acked, capped
 FROM hailq_levels
 WHERE slot >= :slot AND (:queue IS NULL OR queue = :queue)
 ORDER BY queue, slot;
+
+-- name: figures_ready_first
+-- A queue in deadline order (rule 41): its first ready messages in delivery order, one
+-- range of the ready index, to size its pool (hailq/policy/scaling.py); no rows for a
+-- queue in priority order.
+SELECT m.priority, m.available_at, m.ordering_key FROM hailq_messages AS m
+WHERE m.queue = :queue AND m.state = 'ready'
+  AND EXISTS (SELECT 1 FROM hailq_queues WHERE name = :queue AND deadlines IS NOT NULL)
+ORDER BY m.sort_key, m.seq
+LIMIT :n;
