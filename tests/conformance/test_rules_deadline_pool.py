@@ -64,3 +64,21 @@ def test_rule_41_a_late_message_names_the_largest_useful_pool_and_why(
     (record,) = json.loads(shown.stdout)["queues"]
     assert record["desired_workers"] == figures.desired_workers
     assert record["desired_workers_reason"].startswith("late: 1 ")
+
+
+def test_rule_41_the_doctor_names_a_deadline_queue_whose_pool_is_too_small(
+        broker: hailq.Broker, raw: RawDatabase) -> None:
+    from hailq.doctor import examine
+
+    q = broker.queue("claims", slo=SLO, order="deadline")
+    strict = broker.queue("strict", slo=SLO)
+    for queue in (q, strict):
+        queue.send_many([hailq.Envelope(n, priority=5) for n in range(100)])
+        settle(raw, broker, queue.name, 20)
+
+    found = {d.queue: d for d in examine(broker)}
+    (finding,) = [f for f in found["claims"].findings if f.kind == "pool_too_small"]
+    assert finding.evidence["needed"] == 2 and finding.evidence["workers"] == 0
+    assert finding.evidence["reason"] is None
+    assert "--min 2" in finding.snippets[0].code
+    assert not [f for f in found["strict"].findings if f.kind == "pool_too_small"]
