@@ -37,6 +37,9 @@ def test_rule_41_desired_workers_is_the_smallest_pool_that_meets_every_target(
     figures = q.figures()
     # 100 runs of 1 s due within 60 s: two slots start the last one at 49 s.
     assert (figures.desired_workers, figures.desired_workers_reason) == (2, None)
+    glances = {g.name: g for g in broker.overview()}  # the dashboard's overview
+    assert glances["claims"].figures.desired_workers == 2
+    assert glances["strict"].figures.desired_workers == 10
     # Priority order drains the backlog within the tightest target instead.
     assert strict.figures().desired_workers == 10
 
