@@ -243,3 +243,28 @@ def test_rule_41_the_interpolation_is_geometric() -> None:
 
     assert targets_of({9: 10, 0: 3600})[5] == pytest.approx(math.exp(
         math.log(10) + 4 / 9 * (math.log(3600) - math.log(10))))
+
+
+def test_rule_41_an_operator_switches_the_order_with_hailq_configure(
+        broker: hailq.Broker, url: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    q = broker.queue("claims", slo={9: 0.1, 0: 0.3})
+    q.send("old bulk", priority=0)
+    time.sleep(0.4)
+    q.send("new urgent", priority=9)
+    env = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"}
+
+    def configure(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hailq.cli.main", "configure", "claims",
+                               *args, "--url", url], capture_output=True, text=True,
+                              env=env, timeout=120, stdin=subprocess.DEVNULL)
+
+    done = configure("--order", "deadline")
+    assert done.returncode == 0, done.stderr
+    assert "deadline" in done.stdout
+    refused = configure("--aging", "5")
+    assert refused.returncode != 0 and "one or the other" in refused.stderr
+    assert bodies(broker.get_queue("claims")) == ["old bulk", "new urgent"]

@@ -42,7 +42,7 @@ PREVIEW = 160  # characters of a body in a table cell
 FULL = 20_000  # characters of a body shown when a row is opened
 
 # The settings a queue page lists, in this order, with how each reads.
-SETTING_ROWS = ("lease", "max_attempts", "max_in_flight", "aging", "on_dead", "retry",
+SETTING_ROWS = ("lease", "max_attempts", "max_in_flight", "aging", "order", "on_dead", "retry",
                 "rate", "burst", "slo", "dedup_window", "max_message_size")
 
 
