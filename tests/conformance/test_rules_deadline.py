@@ -268,3 +268,30 @@ def test_rule_41_an_operator_switches_the_order_with_hailq_configure(
     refused = configure("--aging", "5")
     assert refused.returncode != 0 and "one or the other" in refused.stderr
     assert bodies(broker.get_queue("claims")) == ["old bulk", "new urgent"]
+
+
+def test_rule_41_a_scheduled_message_is_due_its_priority_target_after_it_is_sent(
+        broker: hailq.Broker, raw: RawDatabase) -> None:
+    from hailq.runtime.scheduler import Scheduler
+
+    broker.queue("ticks", slo={9: 10, 0: 3600}, order="deadline")
+    broker.schedule(every=1, queue="ticks", body="tick", name="tick", priority=9)
+    scheduler = Scheduler(broker, tick=0.01)
+    deadline = time.monotonic() + 10
+    while broker.get_schedule("tick").fired < 1 and time.monotonic() < deadline:
+        scheduler.run_once()
+        time.sleep(0.05)
+
+    assert keys(raw, "ticks") == pytest.approx({9: 10.0})
+
+
+def test_rule_41_a_published_copy_is_due_by_its_subscription_queues_targets(
+        broker: hailq.Broker, raw: RawDatabase) -> None:
+    orders = broker.topic("orders")
+    orders.subscribe("billing", slo={9: 10, 0: 3600}, order="deadline")
+    orders.subscribe("shipping")
+    orders.publish("order", priority=9)
+
+    assert keys(raw, "billing") == pytest.approx({9: 10.0})
+    assert keys(raw, "shipping") == {9: pytest.approx(-9.0 - raw.execute(
+        f"SELECT available_at FROM {messages(raw)} WHERE queue = 'shipping'")[0][0])}
