@@ -6,6 +6,7 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from hailq._time import seconds
@@ -148,7 +149,7 @@ class QueueSettings:
                 raise InvalidArgument(
                     'order="deadline" needs service-level targets, e.g. slo={9: 10, 0: 3600}')
 
-    @property
+    @cached_property  # read on every send of the queue
     def targets(self) -> tuple[float, ...] | None:
         """Every priority's target in deadline order (index = priority, unnamed ones
         interpolated, ``policy/deadlines.py``); None in priority order."""
