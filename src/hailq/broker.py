@@ -82,9 +82,9 @@ class Broker:
         current = QueueSettings.from_json(found[0].declared) if found else None
         wanted = QueueSettings.build(current, **settings)
         if not found or wanted != current:
-            # Messages already queued take the new aging too, or old and new ones would
-            # be ordered by different rules (rule 16).
-            resort = current is not None and wanted.aging != current.aging
+            # Messages already queued take the new aging or targets too, or old and new
+            # ones would be ordered by different rules (rules 16, 41).
+            resort = current is not None and wanted.ordering != current.ordering
             self.backend.queue_save(QueueSaveParams(name, wanted.to_json(), resort))
         overrides = parse_overrides(found[0].overrides) if found else {}
         return Queue(self.backend, name, wanted.overlay(overrides), overrides, self.figures,
@@ -267,8 +267,9 @@ class Broker:
 
         if not slots:
             return False
-        aging = self.queue(schedule.queue).settings.aging
-        return self.backend.schedule_fire(fire_params(schedule, slots, now, aging))
+        settings = self.queue(schedule.queue).settings
+        return self.backend.schedule_fire(fire_params(schedule, slots, now, settings.aging,
+                                                      settings.targets))
 
     def pause_schedule(self, name: str) -> None:
         """Stop sending ``name``'s slots until ``resume_schedule`` (every scheduler)."""

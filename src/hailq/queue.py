@@ -341,7 +341,7 @@ class Queue:
     def redrive(self, ids: Iterable[str] | None = None) -> int:
         """Return dead messages (all, or these ids) to ready with attempt 0, in key order."""
         chosen = None if ids is None else [check_message_id(i) for i in check_batch(ids, "redrive")]
-        return self._backend.dead_redrive(RedriveParams(self.name, chosen, self.settings.aging))
+        return self._backend.dead_redrive(RedriveParams(self.name, chosen))
 
     def purge(self, dead: bool = False) -> int:
         """Delete every live message (ready, delayed, blocked and leased ones), or with

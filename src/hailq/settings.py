@@ -6,16 +6,19 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from hailq._time import seconds
 from hailq.errors import InvalidArgument
+from hailq.policy.deadlines import targets_of
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 MIB = 1024 * 1024
 MAX_MESSAGE_SIZE_LIMIT = 64 * MIB
 
 OnDead = Literal["continue", "park"]
+Order = Literal["priority", "deadline"]
 
 
 def check_name(name: object, what: str = "queue name") -> str:
@@ -62,7 +65,7 @@ class RetryPolicy:
 
 _SETTING_NAMES = (
     "lease", "max_attempts", "aging", "retry", "dedup_window",
-    "max_message_size", "max_in_flight", "on_dead", "rate", "burst", "slo",
+    "max_message_size", "max_in_flight", "on_dead", "rate", "burst", "slo", "order",
 )
 
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*")
@@ -106,6 +109,10 @@ class QueueSettings:
     # Service levels (rule 25): priority -> the longest a message of it should wait, in
     # seconds, from available to handler start. Priorities not listed have none.
     slo: dict[int, float] | None = None
+    # Rule 41: "priority" (rule 16: strict, or aged with ``aging``) or "deadline": the
+    # message whose deadline (available_at + its priority's target, from ``slo``) comes
+    # first is served first. One or the other with ``aging``.
+    order: Order = "priority"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -131,6 +138,29 @@ class QueueSettings:
                 raise InvalidArgument("burst needs a rate (e.g. rate=\"100/s\", burst=20)")
             _check_int(self.burst, "burst", 1, 1_000_000)
         set_(self, "slo", check_slo(self.slo))
+        if self.order not in ("priority", "deadline"):
+            raise InvalidArgument(f'order must be "priority" or "deadline", got {self.order!r}')
+        if self.order == "deadline":
+            if self.aging is not None:
+                raise InvalidArgument(
+                    'order="deadline" and aging are one or the other: deadline order '
+                    "already lets old work of every priority through (set aging=None)")
+            if self.slo is None:
+                raise InvalidArgument(
+                    'order="deadline" needs service-level targets, e.g. slo={9: 10, 0: 3600}')
+
+    @cached_property  # read on every send of the queue
+    def targets(self) -> tuple[float, ...] | None:
+        """Every priority's target in deadline order (index = priority, unnamed ones
+        interpolated, ``policy/deadlines.py``); None in priority order."""
+        if self.order != "deadline" or self.slo is None:
+            return None
+        return targets_of(self.slo)
+
+    @property
+    def ordering(self) -> tuple[float | None, tuple[float, ...] | None]:
+        """What the sort keys of live messages depend on: a change re-sorts them."""
+        return self.aging, self.targets
 
     @property
     def rate_per_second(self) -> float | None:
@@ -214,7 +244,11 @@ def _check_int(value: object, what: str, low: int, high: int) -> None:
 def check_overrides(changes: dict[str, Any]) -> dict[str, Any]:
     """Operator overrides as stored (JSON values): ``changes`` checked as declaring them
     would check them (unknown names and bad values raise InvalidArgument)."""
-    built = asdict(QueueSettings.build(None, **changes))
+    probe = dict(changes)
+    if probe.get("order") == "deadline":  # its targets may be declared, aging cleared:
+        probe.setdefault("slo", {0: 1.0})  # checked against the effective settings
+        probe["aging"] = None              # when the change is applied
+    built = asdict(QueueSettings.build(None, **probe))
     return {name: built[name] for name in changes}
 
 

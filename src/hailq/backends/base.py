@@ -57,6 +57,8 @@ class NewMessage:
     dedup_id: str | None
     dedup_window: float
     aging: float | None
+    # Deadline order (rule 41): the target of this message's priority; None otherwise.
+    target: float | None = None
 
 
 class Receipt(NamedTuple):
@@ -163,7 +165,6 @@ class DeadListParams:
 class RedriveParams:
     queue: str
     ids: Sequence[str] | None = None  # None: every dead message
-    aging: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ class CatalogStore:
                                        "settings": params.settings, "now": tx.now})
                 tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
                 if params.resort:
-                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
+                    tx.exec("queue_resort", {"queue": params.name})
             self._settings.pop(params.name, None)
 
         self.dialect.work(save, durable=True)

@@ -147,6 +147,9 @@ class FigureRows:
     points: list[Point] = field(default_factory=list)
     created_at: float | None = None
     acked: int = 0  # hailq_counters.acked: the acks recorders have flushed
+    # A queue in deadline order (rule 41): its first ready messages in delivery order,
+    # (priority, available_at, ordering key), to size its pool; None: not read.
+    ready_first: list[tuple[int, float, str | None]] | None = None
 
 
 class FiguresWindowParams(NamedTuple):

@@ -25,6 +25,7 @@ from hailq.backends.figure_rows import (
     SketchRow,
 )
 from hailq.backends.operators import _no_queue
+from hailq.policy.scaling import READY_READ
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
@@ -124,7 +125,9 @@ class FiguresStore:
                         for w, k, p, n, t, lo, hi in tx.run("figures_ranges", args)],
                 points=points(tx, queue, now),
                 created_at=None if made is None else float(made[0]),
-                acked=0 if made is None else int(made[1]))
+                acked=0 if made is None else int(made[1]),
+                ready_first=[(int(p), float(a), k) for p, a, k in tx.run(
+                    "figures_ready_first", {"queue": queue, "n": READY_READ})])
 
         return self.dialect.read(look)
 

@@ -75,8 +75,8 @@ class OperatorStore:
                                            "now": tx.now})
                 tx.exec("queue_apply", _columns(params.name, effective))
                 tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
-                if effective.aging != before.aging:  # rule 16: one order for old and new
-                    tx.exec("queue_resort", {"queue": params.name, "aging": effective.aging})
+                if effective.ordering != before.ordering:  # rules 16, 41: one order for all
+                    tx.exec("queue_resort", {"queue": params.name})
                 paused = bool(ops[1]) if ops is not None else False
                 return QueueRecord(params.name, str(declared[0]), text, paused)
 
@@ -181,7 +181,7 @@ class OperatorStore:
 
     def dead_redrive(self, params: RedriveParams) -> int:
         args = {"queue": params.queue, "ids": list(params.ids or []),
-                "all": params.ids is None, "aging": params.aging}
+                "all": params.ids is None}
 
         def redrive(tx: Tx) -> int:
             with tx.atomic():
@@ -223,4 +223,11 @@ def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:
     """The settings statements obey, as the queues table's columns hold them."""
     return {"name": name, "lease": effective.lease, "max_attempts": effective.max_attempts,
             "aging": effective.aging, "max_in_flight": effective.max_in_flight,
-            "park": effective.on_dead == "park"}
+            "park": effective.on_dead == "park", "deadlines": _deadlines(effective)}
+
+
+def _deadlines(effective: QueueSettings) -> str | None:
+    """Deadline order's target of every priority (rule 41), a JSON array indexed by
+    priority, as the queues table holds it; None in priority order."""
+    targets = effective.targets
+    return None if targets is None else json.dumps(list(targets))

@@ -69,6 +69,7 @@ class OverviewStore:
     def overview_read(self, params: OverviewParams) -> list[QueueGlanceRows]:
         from hailq.backends.figure_rows import FigureRows, RangeRow, SketchRow
         from hailq.backends.figures import SHORT, points, rate_slot
+        from hailq.policy.scaling import READY_READ
 
         cap = params.limit + 1
 
@@ -101,13 +102,20 @@ class OverviewStore:
             for row in found:
                 name = str(row[0])
                 stats, capped = _stats(name, row, cap, now)
+                # Deadline order (rule 41) sizes its pool from its first ready messages:
+                # read for the queues whose settings may say so (the query checks).
+                first = None
+                if "deadline" in str(row[1]) + str(row[2] or ""):
+                    first = [(int(p), float(a), k) for p, a, k in tx.run(
+                        "figures_ready_first", {"queue": name, "n": READY_READ})]
                 out.append(QueueGlanceRows(
                     QueueRecord(name, str(row[1]), None if row[2] is None else str(row[2]),
                                 bool(row[3])),
                     FigureRows(stats=stats, now=now, buckets=buckets[name],
                                rates=rates[name], sketches=sketches[name],
                                ranges=ranges[name], points=points(tx, name, now),
-                               created_at=float(row[-3]), acked=int(row[-2])),
+                               created_at=float(row[-3]), acked=int(row[-2]),
+                               ready_first=first),
                     capped))
             return out
 

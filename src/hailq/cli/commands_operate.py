@@ -15,8 +15,8 @@ from hailq.cli.output import age, preview, prose, record, text
 from hailq.tracebacks import signature
 
 # The settings `hailq configure` can override, in the order they are shown.
-SHOWN = ("lease", "max_attempts", "max_in_flight", "aging", "on_dead", "dedup_window",
-         "max_message_size", "rate", "burst", "retry")
+SHOWN = ("lease", "max_attempts", "max_in_flight", "aging", "order", "on_dead",
+         "dedup_window", "max_message_size", "rate", "burst", "retry")
 
 
 @click.command("pause")
@@ -81,6 +81,9 @@ class OrNone(click.ParamType):  # type: ignore[type-arg]  # click's generic argu
 @click.option("--aging", type=OrNone(Finite(min=0.001, max=30 * 86400)),
               metavar="SECONDS|none", help="Seconds per priority level; 'none' for strict "
                                            "priority.")
+@click.option("--order", type=click.Choice(["priority", "deadline"]),
+              help="priority: strict or aged; deadline: the message due first (available "
+                   "+ its priority's slo target) goes first (needs slo, no aging).")
 @click.option("--on-dead", type=click.Choice(["continue", "park"]),
               help="What a dead head of an ordering key does to its key.")
 @click.option("--dedup-window", type=Finite(min=0, max=30 * 86400), metavar="SECONDS",
@@ -97,7 +100,7 @@ class OrNone(click.ParamType):  # type: ignore[type-arg]  # click's generic argu
               help="Clear every override first: back to what code declares.")
 @common_options
 def configure(queue_name: str, lease: float | None, max_attempts: int | None,
-              max_in_flight: Any, aging: Any, on_dead: str | None,
+              max_in_flight: Any, aging: Any, order: str | None, on_dead: str | None,
               dedup_window: float | None, max_message_size: int | None,
               rate: str | None, burst: Any, reset: bool) -> None:
     """Override settings of QUEUE, or show them (no option given).
@@ -111,7 +114,8 @@ def configure(queue_name: str, lease: float | None, max_attempts: int | None,
     table marks overridden settings.
     """
     given = {"lease": lease, "max_attempts": max_attempts, "max_in_flight": max_in_flight,
-             "aging": aging, "on_dead": on_dead, "dedup_window": dedup_window,
+             "aging": aging, "order": order, "on_dead": on_dead,
+             "dedup_window": dedup_window,
              "max_message_size": max_message_size,
              "rate": None if rate is None else ("none" if rate.lower() == "none" else rate),
              "burst": burst}

@@ -15,7 +15,7 @@ from hailq.backends.figures import LONG, RATE_WINDOWS, SHORT, SLOT
 from hailq.models import AutoscalerInfo, QueueStats, WorkerInfo
 from hailq.observe.histogram import Histogram, bounds_for
 from hailq.observe.sketch import Sketch
-from hailq.policy.scaling import Demand, desired_workers
+from hailq.policy.scaling import Backlog, Demand, arrival_mix, deadline_workers, desired_workers
 from hailq.settings import QueueSettings
 
 ALIVE_FOR = 15.0  # a worker not heard of for this long is not counted
@@ -127,6 +127,9 @@ class QueueFigures:
     handler_max: float | None = None
     handler_p99_1h: float | None = None
     handler_max_1h: float | None = None
+    # Deadline order (rule 41): why no pool meets every target (then ``desired_workers``
+    # is the largest useful pool); None where one does, or in priority order.
+    desired_workers_reason: str | None = None
 
     def record(self) -> dict[str, Any]:
         """As JSON: the stats' fields, then the figures; per priority a list of objects."""
@@ -140,6 +143,7 @@ class QueueFigures:
                 "handler_p99_1h": self.handler_p99_1h, "handler_max_1h": self.handler_max_1h,
                 "workers": self.workers, "concurrency": self.concurrency,
                 "handler_time": self.handler_time, "desired_workers": self.desired_workers,
+                "desired_workers_reason": self.desired_workers_reason,
                 "autoscalers": [asdict(a) for a in self.autoscalers],
                 "autoscale_decisions": [asdict(a) for a in self.decisions]}
 
@@ -214,12 +218,18 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
         count = sum(h.count for h in handlers.values())
         handler_time = total_s / count if count else None
     arrival = rates.sent_1m  # over the same span as acked_1m (rule 36)
-    desired = desired_workers(Demand(
+    demand = Demand(
         ready=s.ready, in_flight=s.in_flight, oldest_ready_age=s.oldest_ready_age,
         arrival_rate=arrival, handler_time=handler_time, workers=len(alive),
         concurrency=concurrency, slo=tuple(slo.values()),
         max_in_flight=settings.max_in_flight, rate=settings.rate_per_second,
-        ceiling=ceiling([a for a in autoscalers or [] if a.at >= now - CEILING_FOR])))
+        ceiling=ceiling([a for a in autoscalers or [] if a.at >= now - CEILING_FOR]))
+    desired, reason = desired_workers(demand), None
+    if settings.order == "deadline" and slo and rows.ready_first is not None:
+        started = {f.priority: f.started_per_second_1m for f in priorities}
+        answer = deadline_workers(demand, Backlog(
+            now, slo, rows.ready_first, arrival_mix(arrival, started, rows.ready_first, slo)))
+        desired, reason = answer.workers, answer.reason
     every = {w: _merged(sketches, w, "handler") for w in (SHORT, LONG)}
     return QueueFigures(queue=s.queue, at=now, stats=s, settings=settings, rates=rates,
                         priorities=priorities, workers=len(alive), concurrency=concurrency,
@@ -230,7 +240,7 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
                                for start, (f, t) in sorted(series.items())],
                         handler_p99=every[SHORT].quantile(0.99), handler_max=every[SHORT].hi,
                         handler_p99_1h=every[LONG].quantile(0.99),
-                        handler_max_1h=every[LONG].hi)
+                        handler_max_1h=every[LONG].hi, desired_workers_reason=reason)
 
 
 def ceiling(latest: list[AutoscalerInfo]) -> int | None:

@@ -120,7 +120,9 @@ def desired_workers(figures: list[QueueFigures]) -> dict[str, Any]:
             "queues": [{"queue": f.queue, "desired_workers": f.desired_workers,
                         "workers": f.workers, "concurrency": f.concurrency,
                         "ready": f.stats.ready, "in_flight": f.stats.in_flight,
-                        "oldest_ready_age": f.stats.oldest_ready_age} for f in figures],
+                        "oldest_ready_age": f.stats.oldest_ready_age,
+                        # Deadline order (rule 41): why no pool meets every target.
+                        "reason": f.desired_workers_reason} for f in figures],
             "total": sum(f.desired_workers for f in figures)}
 
 

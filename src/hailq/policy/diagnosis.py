@@ -18,6 +18,9 @@ every threshold is tested with hand-built inputs.
 - *duplicate_effects*: redeliveries in the window, and none of the window's
   measured handler runs used an inbox (``hailq.inbox``) or an ack transaction.
 - *saturated_downstream* and the note ``at_rate_limit``: ``hailq/policy/plateau.py``.
+- *pool_too_small*: a queue in deadline order runs fewer workers than the pool that
+  meets every target (its ``desired_workers``, rule 41), or than the largest useful
+  one where none can.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def diagnose(e: QueueEvidence, limits: Thresholds | None = None) -> Diagnosis:
     deaths = [w for w in e.workers if w.died(e.now) and w.last_seen >= e.start - e.lease]
     recent = [d for d in e.dead if d.dead_at >= e.start]
     findings = _poison(e, recent, deaths, limits)
-    findings += [f for f in (_lease(e, deaths), _duplicates(e)) if f is not None]
+    findings += [f for f in (_lease(e, deaths), _duplicates(e), _pool(e)) if f is not None]
     notes: list[Note] = []
     limited = at_rate_limit(e, limits)
     if limited is not None:
@@ -310,3 +313,29 @@ def _duplicates(e: QueueEvidence) -> Finding | None:
                 "        ...  # the effect"),
          python("with message.transaction() as conn:  # effect and ack commit together\n"
                 "    ...  # the effect, in the broker's database")])
+
+
+def _pool(e: QueueEvidence) -> Finding | None:
+    """A queue in deadline order (rule 41) whose running pool is smaller than the one
+    that meets every target (``desired_workers``): how many workers it needs."""
+    if not e.deadline_order or e.workers_now >= e.desired_workers:
+        return None
+    needed, per = e.desired_workers, max(e.concurrency, 1)
+    if e.pool_reason is None:
+        title = (f"pool too small for its targets: {e.workers_now} worker process(es) run, "
+                 f"deadline order meets every target with {needed}")
+        why = (f"Run {needed} worker process(es) of {per} handler slot(s) (or let "
+               "'hailq autoscale' grow to desired_workers): with fewer, some messages "
+               "start after their deadline.")
+    else:
+        title = (f"pool too small for its targets: {e.workers_now} worker process(es) run; "
+                 f"no pool meets every target ({e.pool_reason}), {needed} is the largest "
+                 "that helps")
+        why = (f"Run {needed} worker process(es) of {per} handler slot(s): more would not "
+               f"meet more targets. No pool meets them all: {e.pool_reason}.")
+    return Finding(
+        e.queue, "pool_too_small", title,
+        {"workers": e.workers_now, "needed": needed, "concurrency": per,
+         "reason": e.pool_reason, "ready": e.ready, "in_flight": e.in_flight},
+        why, [shell(f"hailq autoscale TARGET --queue {e.queue} --min {needed} "
+                    f"--max {max(needed, 1)} --concurrency {per}")])

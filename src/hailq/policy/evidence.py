@@ -95,7 +95,9 @@ def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
         dead=list(dead),
         workers=[WorkerSpan(w.id, w.started_at, w.last_seen, w.state, w.concurrency)
                  for w in workers if s.queue in w.queues],
-        slots=slots)
+        slots=slots, deadline_order=settings.order == "deadline",
+        workers_now=figures.workers, concurrency=figures.concurrency,
+        desired_workers=figures.desired_workers, pool_reason=figures.desired_workers_reason)
 
 
 def _handler_times(figures: QueueFigures, since: float) -> tuple[float | None, float | None]:

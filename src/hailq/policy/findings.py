@@ -10,9 +10,10 @@ from typing import Any, Literal
 
 from hailq.models import DeadMessage
 
-Kind = Literal["poison", "lease_too_short", "duplicate_effects", "saturated_downstream"]
+Kind = Literal["poison", "lease_too_short", "duplicate_effects", "saturated_downstream",
+               "pool_too_small"]
 KINDS: tuple[Kind, ...] = ("poison", "lease_too_short", "duplicate_effects",
-                           "saturated_downstream")
+                           "saturated_downstream", "pool_too_small")
 SnippetKind = Literal["shell", "python"]
 LEASE_EXPIRED = "lease expired"  # the error of an attempt ended by its lease
 # What a process pool's supervisor records on the messages a dead child held (runtime/held.py).
@@ -93,6 +94,13 @@ class QueueEvidence:
     handler_max: float | None = None  # the largest handler time in the window (or a bound)
     late_acks_unplaced: int = 0  # late acks the storage cannot place in time (a note)
     final_nacks: int = 0  # of ``nacked``, last attempts: the message died, not redelivered
+    # Deadline order (rule 41): the pool that meets every target (``desired_workers``),
+    # or the largest useful one with ``pool_reason``, against the workers running now.
+    deadline_order: bool = False
+    workers_now: int = 0
+    concurrency: int = 1
+    desired_workers: int = 0
+    pool_reason: str | None = None
 
     @property
     def start(self) -> float:

@@ -55,6 +55,7 @@ class Need:
     concurrency: int = 1  # handler slots per worker process
     max_in_flight: int | None = None
     rate: float | None = None  # the queue's rate limit, messages a second
+    horizon: float | None = None  # seconds of arrivals played; None: twice the loosest target
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def _jobs(need: Need) -> list[Job]:
     h, now = need.handler_time, need.now
     jobs = [Job(w.available_at, w.priority, h, w.key)
             for w in need.ready for _ in range(w.count)]
-    horizon = 2.0 * max(need.slo.values())
+    horizon = 2.0 * max(need.slo.values()) if need.horizon is None else need.horizon
     for priority, rate in sorted((need.arrival_rates or {}).items()):
         if rate > 0.0:  # evenly spaced: the measured rate, no burst of its own
             step = 1.0 / rate

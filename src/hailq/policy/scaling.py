@@ -11,12 +11,22 @@ and more workers there would only wait for tokens), nor a saturation point measu
 by ``hailq autoscale``, and at least one whenever work is ready: an autoscaler such
 as KEDA scales from zero on it. PostgreSQL's ``desired_workers`` view (migration 4)
 computes the same.
+
+A queue in deadline order (rule 41) is sized by ``deadline_workers`` instead: the
+smallest pool with which deadline order starts every message by its deadline
+(``policy/pool.py`` simulates it over the backlog and the arrivals to come), or, where
+no pool can, the largest useful one and why. The view does not simulate: it keeps
+the figure above for every queue.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from hailq.policy.deadlines import targets_of
+from hailq.policy.pool import Need, PoolAnswer, Waiting, smallest_pool
 
 DEFAULT_HORIZON = 60.0  # seconds a backlog may take to drain where no target says
 
@@ -63,3 +73,85 @@ def desired_workers(d: Demand) -> int:
     if d.ceiling is not None:
         wanted = min(wanted, max(d.ceiling, 1))
     return max(wanted, 0)
+
+
+READY_READ = 1000  # ready messages read in delivery order to size a deadline queue
+ARRIVALS_PLAYED = 1000  # arrivals simulated at most: bounds the horizon at high rates
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What a queue in deadline order holds, read in a bounded way: the first ready
+    messages in delivery order (priority, available_at, ordering key), and the arrival
+    rate of each priority in messages a second."""
+
+    now: float
+    slo: Mapping[int, float]
+    first: Sequence[tuple[int, float, str | None]]
+    arrivals: Mapping[int, float]
+
+
+def deadline_workers(d: Demand, b: Backlog) -> PoolAnswer:
+    """Worker processes a queue in deadline order wants: the smallest pool that meets
+    every target, else the largest useful one with the reason. The ``first`` ready
+    messages read are simulated with the arrivals; those past them are due no earlier
+    than the last one read, so the pool must at least start every ready message by that
+    deadline (the simulation's cost stays bounded however long the backlog). Leased
+    messages are taken to end half a handler time from now. Capped by ``max_in_flight``,
+    a rate limit and a saturation point as ``desired_workers`` is; before a handler time
+    is measured, ``desired_workers``' figure."""
+    if d.handler_time is None or d.handler_time <= 0.0 or not b.slo:
+        return PoolAnswer(desired_workers(d), 0, True)
+    per = max(d.concurrency, 1)
+    groups: dict[tuple[int, float, str | None], int] = {}
+    for priority, at, key in b.first:
+        cell = (priority, round(at, 1), key)
+        groups[cell] = groups.get(cell, 0) + 1
+    ready = [Waiting(p, at, n, key) for (p, at, key), n in groups.items()]
+    total = sum(b.arrivals.values())
+    horizon = 2.0 * max(b.slo.values())
+    if total > 0.0:
+        horizon = min(horizon, ARRIVALS_PLAYED / total)
+    answer = smallest_pool(Need(
+        now=b.now, slo=b.slo, handler_time=d.handler_time, ready=ready,
+        in_flight_ends=[b.now + d.handler_time / 2.0] * d.in_flight,
+        arrival_rates=dict(b.arrivals), concurrency=per, max_in_flight=d.max_in_flight,
+        rate=d.rate, horizon=horizon))
+    slots, met, reason = answer.slots, answer.met, answer.reason
+    rest = d.ready - len(b.first)
+    if rest > 0 and b.first and met:
+        # Those not read are due no earlier than the last one read: every ready message
+        # must have started by then, beside the slots the arrivals keep busy.
+        last_p, last_at, _ = b.first[-1]
+        window = last_at + targets_of(b.slo)[last_p] - b.now + d.handler_time
+        slots = max(slots, math.ceil(d.ready * d.handler_time / max(window, d.handler_time)
+                                     + total * d.handler_time - 1e-9))
+        if d.max_in_flight is not None and slots > d.max_in_flight:
+            slots, met = d.max_in_flight, False
+            reason = (f"max_in_flight: at most {d.max_in_flight} in flight, and the "
+                      "targets need more")
+    workers = math.ceil(slots / per)
+    if d.ready:
+        workers = max(workers, 1)
+    if d.ceiling is not None:  # more workers than a saturated downstream takes only wait
+        workers = min(workers, max(d.ceiling, 1))
+    return PoolAnswer(workers, slots, met, reason)
+
+
+def arrival_mix(sent_rate: float | None, started: Mapping[int, float],
+                ready: Sequence[tuple[int, float, str | None]],
+                slo: Mapping[int, float]) -> dict[int, float]:
+    """Arrival rate per priority: sends per priority are not recorded, so the measured
+    send rate (all priorities) is split in the proportions of the last minute's claims
+    per priority (``started``), else of the ready messages read, else all of it goes
+    to the priority with the tightest target (the one asking for most workers)."""
+    if not sent_rate:
+        return {}
+    mix = {p: n for p, n in started.items() if n > 0}
+    if not mix:
+        for priority, _, _ in ready:
+            mix[priority] = mix.get(priority, 0.0) + 1.0
+    if not mix:
+        mix = {min(slo, key=lambda p: slo[p]): 1.0}
+    whole = sum(mix.values())
+    return {p: sent_rate * n / whole for p, n in mix.items()}

@@ -42,7 +42,7 @@ PREVIEW = 160  # characters of a body in a table cell
 FULL = 20_000  # characters of a body shown when a row is opened
 
 # The settings a queue page lists, in this order, with how each reads.
-SETTING_ROWS = ("lease", "max_attempts", "max_in_flight", "aging", "on_dead", "retry",
+SETTING_ROWS = ("lease", "max_attempts", "max_in_flight", "aging", "order", "on_dead", "retry",
                 "rate", "burst", "slo", "dedup_window", "max_message_size")
 
 
@@ -59,6 +59,7 @@ def glance_json(g: QueueGlance) -> dict[str, Any]:
         "sent_1m": r.sent_1m, "acked_1m": r.acked_1m, "dead_lettered_1m": r.dead_lettered_1m,
         "breaches_5m": g.breaches_5m, "workers": g.figures.workers,
         "desired_workers": g.figures.desired_workers,
+        "desired_workers_reason": g.figures.desired_workers_reason,  # rule 41
         "overridden": list(g.overridden),
         "sent": s.sent, "dead_lettered": s.dead_lettered,  # counters: exact, never capped
     }

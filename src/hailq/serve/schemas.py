@@ -80,11 +80,19 @@ _SETTINGS_IN = {
                                      "maximum": 30 * 86400},
             "description": "Priority (0-9) -> the longest a message of it should wait, "
                            "in seconds."},
+    "order": {"type": "string", "enum": ["priority", "deadline"],
+              "description": "deadline: earliest deadline (available + the priority's "
+                             "slo target) first; needs slo, excludes aging (rule 41)."},
 }
 # A burst needs a rate limit to go with it.
+# Deadline order (rule 41) needs targets given with it, and no aging.
 _BURST_NEEDS_RATE = {"dependentSchemas": {"burst": {"anyOf": [
     {"properties": {"burst": {"type": "null"}}},
-    {"required": ["rate"], "properties": {"rate": {"type": "string"}}}]}}}
+    {"required": ["rate"], "properties": {"rate": {"type": "string"}}}]},
+    "order": {"anyOf": [
+        {"properties": {"order": {"const": "priority"}}},
+        {"required": ["slo"], "properties": {"slo": {"type": "object", "minProperties": 1},
+                                             "aging": {"type": "null"}}}]}}}
 _FILTER = {"error": {**TEXT, "description": "Text in the last error."},
            "older_than": {"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400,
                           "description": "Seconds dead."},

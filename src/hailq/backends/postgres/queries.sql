@@ -13,19 +13,22 @@
 
 -- name: queue_save
 INSERT INTO {schema}.queues (name, settings, created_at, lease, max_attempts, max_in_flight,
-                             aging, park)
+                             aging, park, deadlines)
 VALUES (%(name)s, %(settings)s, {schema}.epoch(), %(lease)s, %(max_attempts)s,
-        %(max_in_flight)s, %(aging)s, %(park)s)
+        %(max_in_flight)s, %(aging)s, %(park)s, %(deadlines)s::jsonb)
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
     max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
-    aging = excluded.aging, park = excluded.park;
+    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines;
 
 -- name: queue_resort
--- A queue's aging changed: give its live messages the keys they would have had under the
--- new setting (rule 16), so old and new messages are ordered alike. Dead ones get theirs
--- when redriven.
-UPDATE {schema}.messages SET sort_key = {schema}.sort_key(priority, available_at, %(aging)s)
-WHERE queue = %(queue)s AND state <> 'dead';
+-- A queue's aging, order or targets changed (its columns hold the new ones already): give
+-- its live messages the keys they would have had under the new setting (rules 16, 41),
+-- so old and new messages are ordered alike. Dead ones get theirs when redriven.
+UPDATE {schema}.messages AS m
+SET sort_key = {schema}.sort_key(m.priority, m.available_at, q.aging,
+                                 (q.deadlines ->> m.priority)::float8)
+FROM {schema}.queues AS q
+WHERE q.name = %(queue)s AND m.queue = %(queue)s AND m.state <> 'dead';
 
 -- name: queue_get
 SELECT settings FROM {schema}.queues WHERE name = %(name)s;
@@ -56,7 +59,8 @@ SELECT overrides, paused FROM {schema}.queue_ops WHERE name = %(name)s;
 -- name: queue_apply
 -- The effective settings (declared overlaid by overrides) into the columns statements read.
 UPDATE {schema}.queues SET lease = %(lease)s, max_attempts = %(max_attempts)s,
-    max_in_flight = %(max_in_flight)s, aging = %(aging)s, park = %(park)s
+    max_in_flight = %(max_in_flight)s, aging = %(aging)s, park = %(park)s,
+    deadlines = %(deadlines)s::jsonb
 WHERE name = %(name)s;
 
 -- name: queue_override
@@ -139,16 +143,17 @@ WITH inserted AS (
                ELSE 'ready'
            END,
            b.body, b.body_kind, b.headers, b.priority, b.ordering_key,
-           {schema}.sort_key(b.priority, {schema}.epoch() + b.delay, b.aging),
+           {schema}.sort_key(b.priority, {schema}.epoch() + b.delay, b.aging, b.target),
            {schema}.epoch(), {schema}.epoch() + b.delay
     FROM (
         SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.ordering_key ORDER BY u.ord)
                    AS key_rank
         FROM unnest(%(ids)s::text[], %(queues)s::text[], %(bodies)s::bytea[],
                     %(kinds)s::smallint[], %(headers)s::text[], %(priorities)s::smallint[],
-                    %(keys)s::text[], %(delays)s::float8[], %(agings)s::float8[])
+                    %(keys)s::text[], %(delays)s::float8[], %(agings)s::float8[],
+                    %(targets)s::float8[])
              WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
-                                  delay, aging, ord)
+                                  delay, aging, target, ord)
     ) AS b
     -- No row of the queue (deleted): nothing inserted; the caller says QueueNotFound.
     WHERE EXISTS (SELECT 1 FROM {schema}.queues qq WHERE qq.name = b.queue)
@@ -181,7 +186,7 @@ WITH inserted AS (
            CASE WHEN %(delay)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
            %(body)s::bytea, %(kind)s::smallint, %(headers)s::text, %(priority)s::smallint,
            {schema}.sort_key(%(priority)s::integer, {schema}.epoch() + %(delay)s::float8,
-                             %(aging)s::float8),
+                             %(aging)s::float8, %(target)s::float8),
            {schema}.epoch(), {schema}.epoch() + %(delay)s::float8
     FROM {schema}.queues WHERE name = %(queue)s::text
     ON CONFLICT (id) DO NOTHING
@@ -212,11 +217,16 @@ UPDATE {schema}.messages
 SET state = CASE WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
     dead_at = CASE WHEN attempt >= q.max_attempts THEN lease_until END,
     available_at = lease_until,
+    -- In deadline order (rule 41) the deadline runs from the new available_at; priority
+    -- order keeps the key (an aged message keeps its place).
+    sort_key = CASE WHEN q.deadlines IS NULL THEN sort_key
+                    ELSE lease_until + (q.deadlines ->> priority)::float8 END,
     parked = attempt >= q.max_attempts AND ordering_key IS NOT NULL AND q.park,
     errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
         'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
 FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts,
-             coalesce(bool_or(park), false) AS park
+             coalesce(bool_or(park), false) AS park,
+             (SELECT deadlines FROM {schema}.queues WHERE name = %(queue)s) AS deadlines
       FROM {schema}.queues WHERE name = %(queue)s) AS q
 WHERE id = ANY(ARRAY(
     SELECT id FROM {schema}.messages
@@ -454,7 +464,8 @@ SELECT id FROM {schema}.messages WHERE id = ANY(%(ids)s::text[]);
 -- ones). A give-back keeps the message's place in line.
 WITH q AS (
     SELECT coalesce(max(max_attempts), 5) AS max_attempts,
-           coalesce(bool_or(park), false) AS park, max(aging) AS aging
+           coalesce(bool_or(park), false) AS park, max(aging) AS aging,
+           (SELECT deadlines FROM {schema}.queues WHERE name = %(queue)s) AS deadlines
     FROM {schema}.queues WHERE name = %(queue)s
 ), target AS (
     SELECT m.id, m.attempt >= q.max_attempts AND NOT %(spare)s AS last,
@@ -473,9 +484,11 @@ WITH q AS (
         dead_at = CASE WHEN %(dead)s OR t.last THEN {schema}.epoch() END,
         parked = (%(dead)s OR t.last) AND m.ordering_key IS NOT NULL AND q.park,
         available_at = {schema}.epoch() + t.delay,
-        sort_key = CASE WHEN q.aging IS NULL OR %(spare)s THEN m.sort_key
+        sort_key = CASE WHEN (q.aging IS NULL AND q.deadlines IS NULL) OR %(spare)s
+                        THEN m.sort_key
                         ELSE {schema}.sort_key(m.priority, {schema}.epoch() + t.delay,
-                                               q.aging) END,
+                                               q.aging, (q.deadlines ->> m.priority)::float8)
+                        END,
         token = NULL,
         lease_until = NULL,
         errors = coalesce(m.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
@@ -580,7 +593,11 @@ UPDATE {schema}.messages
 SET state = CASE WHEN ordering_key IS NULL THEN 'ready' ELSE 'blocked' END,
     attempt = 0, parked = false, dead_at = NULL, token = NULL, lease_until = NULL,
     available_at = {schema}.epoch(),
-    sort_key = {schema}.sort_key(priority, {schema}.epoch(), %(aging)s)
+    sort_key = {schema}.sort_key(priority, {schema}.epoch(), q.aging,
+                                 (q.deadlines ->> priority)::float8)
+FROM (SELECT max(aging) AS aging,
+             (SELECT deadlines FROM {schema}.queues WHERE name = %(queue)s) AS deadlines
+      FROM {schema}.queues WHERE name = %(queue)s) AS q
 WHERE queue = %(queue)s AND state = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]));
 
 -- name: purge_dead
@@ -962,8 +979,8 @@ SELECT set_config('jit', 'off', true);
 -- index, so a million messages cost what a few thousand do. Counted as ``stats`` counts
 -- them (due delays ready, ended leases ready or dead). The oldest ready message of a
 -- queue with strict priority is exact: per priority the first row of its range of the
--- ready index by seq (ids and seq grow with time); with aging, the oldest of the first
--- cap in delivery order.
+-- ready index by seq (ids and seq grow with time); with aging or in deadline order, the
+-- oldest of the first cap in delivery order.
 SELECT q.name, q.settings, o.overrides, coalesce(o.paused, false),
        n.ready, n.scheduled, n.due, n.leased, n.ended, n.killed, n.blocked, n.dead,
        (SELECT min(e) FROM (
@@ -971,11 +988,12 @@ SELECT q.name, q.settings, o.overrides, coalesce(o.paused, false),
                     WHERE m.queue = q.name AND m.state = 'ready'
                       AND m.sort_key = -p::float8
                     ORDER BY m.seq LIMIT 1) AS e
-            FROM generate_series(0, 9) AS p WHERE q.aging IS NULL
+            FROM generate_series(0, 9) AS p WHERE q.aging IS NULL AND q.deadlines IS NULL
             UNION ALL
             SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM {schema}.messages
                                           WHERE queue = q.name AND state = 'ready'
-                                            AND q.aging IS NOT NULL
+                                            AND (q.aging IS NOT NULL
+                                                 OR q.deadlines IS NOT NULL)
                                           ORDER BY sort_key, seq LIMIT %(cap)s) AS a
             UNION ALL
             SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM {schema}.messages
@@ -1170,3 +1188,13 @@ SELECT queue, at, ready, in_flight, delayed, blocked, dead, sent, acked, capped
 FROM {schema}.levels
 WHERE slot >= %(slot)s AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 ORDER BY queue, slot;
+
+-- name: figures_ready_first
+-- A queue in deadline order (rule 41): its first ready messages in delivery order, one
+-- range of the ready index, to size its pool (hailq/policy/scaling.py); no rows for a
+-- queue in priority order.
+SELECT m.priority, m.available_at, m.ordering_key FROM {schema}.messages AS m
+WHERE m.queue = %(queue)s AND m.state = 'ready'
+  AND EXISTS (SELECT 1 FROM {schema}.queues WHERE name = %(queue)s AND deadlines IS NOT NULL)
+ORDER BY m.sort_key, m.seq
+LIMIT %(n)s;

@@ -91,6 +91,7 @@ queues aging double precision YES  NO
 queues park boolean NO false NO
 queues rate_per_second double precision YES  NO
 queues burst double precision YES  NO
+queues deadlines jsonb YES  NO
 rate_buckets queue text NO  NO
 rate_buckets tokens double precision NO  NO
 rate_buckets refilled_at double precision NO  NO

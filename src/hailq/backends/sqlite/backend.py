@@ -151,7 +151,8 @@ class SQLiteDialect(Dialect):
             # the lock. Setting it once saves two PRAGMAs per transaction.
             conn.execute("PRAGMA busy_timeout=0")
             # Rule 16's sort key, one definition for Python and SQL.
-            conn.create_function("hailq_sort_key", 3, sort_key, deterministic=True)
+            for arity in (3, 4):  # aging alone (migrations), and a deadline's target
+                conn.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
         self._outage.reached()
@@ -246,7 +247,8 @@ class SQLiteDialect(Dialect):
                 "connection= is in autocommit mode with no open transaction; run BEGIN first "
                 "so the message commits with your transaction")
         # A connection of the application's own has no hailq functions yet.
-        connection.create_function("hailq_sort_key", 3, sort_key, deterministic=True)
+        for arity in (3, 4):
+            connection.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
         return connection
 
     # -- schema ------------------------------------------------------------------------
@@ -312,7 +314,7 @@ class SQLiteDialect(Dialect):
         return int(conn.executemany(Q["message_insert"], [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
-            "sort_key": sort_key(m.priority, now + m.delay, m.aging),
+            "sort_key": sort_key(m.priority, now + m.delay, m.aging, m.target),
             "now": now, "delay": m.delay} for m in messages]).rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:

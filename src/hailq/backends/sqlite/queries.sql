@@ -4,17 +4,21 @@
 
 -- name: queue_save
 INSERT INTO hailq_queues (name, settings, created_at, lease, max_attempts, max_in_flight,
-                          aging, park)
-VALUES (:name, :settings, :now, :lease, :max_attempts, :max_in_flight, :aging, :park)
+                          aging, park, deadlines)
+VALUES (:name, :settings, :now, :lease, :max_attempts, :max_in_flight, :aging, :park,
+        :deadlines)
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
     max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
-    aging = excluded.aging, park = excluded.park;
+    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines;
 
 -- name: queue_resort
--- A queue's aging changed: give its live messages the keys they would have had under the
--- new setting (rule 16), so old and new messages are ordered alike. Dead ones get theirs
--- when redriven.
-UPDATE hailq_messages SET sort_key = hailq_sort_key(priority, available_at, :aging)
+-- A queue's aging, order or targets changed (its columns hold the new ones already): give
+-- its live messages the keys they would have had under the new setting (rules 16, 41),
+-- so old and new messages are ordered alike. Dead ones get theirs when redriven.
+UPDATE hailq_messages
+SET sort_key = hailq_sort_key(priority, available_at, q.aging,
+                              json_extract(q.deadlines, '$[' || priority || ']'))
+FROM (SELECT aging, deadlines FROM hailq_queues WHERE name = :queue) AS q
 WHERE queue = :queue AND state <> 'dead';
 
 -- name: queue_get
@@ -40,7 +44,7 @@ SELECT overrides, paused FROM hailq_queue_ops WHERE name = :name;
 -- name: queue_apply
 -- The effective settings (declared overlaid by overrides) into the columns statements read.
 UPDATE hailq_queues SET lease = :lease, max_attempts = :max_attempts,
-    max_in_flight = :max_in_flight, aging = :aging, park = :park
+    max_in_flight = :max_in_flight, aging = :aging, park = :park, deadlines = :deadlines
 WHERE name = :name;
 
 -- name: queue_override
@@ -147,13 +151,18 @@ UPDATE hailq_messages
 SET state = CASE WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
     dead_at = CASE WHEN attempt >= q.max_attempts THEN lease_until END,
     available_at = lease_until,
+    -- In deadline order (rule 41) the deadline runs from the new available_at; priority
+    -- order keeps the key (an aged message keeps its place).
+    sort_key = CASE WHEN q.deadlines IS NULL THEN sort_key
+                    ELSE lease_until + json_extract(q.deadlines, '$[' || priority || ']') END,
     parked = CASE WHEN attempt >= q.max_attempts AND ordering_key IS NOT NULL
                   THEN q.park ELSE 0 END,
     errors = json_insert(coalesce(errors, '[]'), '$[#]', json_object(
         'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
 FROM (SELECT coalesce((SELECT max_attempts FROM hailq_queues WHERE name = :queue), 5)
              AS max_attempts,
-             coalesce((SELECT park FROM hailq_queues WHERE name = :queue), 0) AS park) AS q
+             coalesce((SELECT park FROM hailq_queues WHERE name = :queue), 0) AS park,
+             (SELECT deadlines FROM hailq_queues WHERE name = :queue) AS deadlines) AS q
 WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
 RETURNING state, ordering_key, parked;
 
@@ -351,16 +360,17 @@ SET state = CASE WHEN :dead OR (attempt >= q.max_attempts AND NOT :spare) THEN '
                   THEN q.park ELSE 0 END,
     available_at = :now + coalesce(:delay, json_extract(:backoff, '$[' || (min(
         attempt, json_array_length(:backoff)) - 1) || ']')),
-    sort_key = CASE WHEN q.aging IS NULL OR :spare THEN sort_key
+    sort_key = CASE WHEN (q.aging IS NULL AND q.deadlines IS NULL) OR :spare THEN sort_key
                     ELSE hailq_sort_key(priority, :now + coalesce(:delay, json_extract(
                         :backoff, '$[' || (min(attempt, json_array_length(:backoff)) - 1)
-                        || ']')), q.aging) END,
+                        || ']')), q.aging,
+                        json_extract(q.deadlines, '$[' || priority || ']')) END,
     token = NULL,
     lease_until = NULL,
     errors = json_insert(coalesce(errors, '[]'), '$[#]',
                          json_object('attempt', attempt, 'error', :error, 'at', :now))
 FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts, coalesce(max(park), 0) AS park,
-             max(aging) AS aging
+             max(aging) AS aging, max(deadlines) AS deadlines
       FROM hailq_queues WHERE name = :queue) AS q
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
@@ -451,7 +461,11 @@ WHERE queue = :queue AND state = 'dead' AND ordering_key IS NOT NULL
 UPDATE hailq_messages
 SET state = CASE WHEN ordering_key IS NULL THEN 'ready' ELSE 'blocked' END,
     attempt = 0, parked = 0, dead_at = NULL, token = NULL, lease_until = NULL,
-    available_at = :now, sort_key = hailq_sort_key(priority, :now, :aging)
+    available_at = :now,
+    sort_key = hailq_sort_key(priority, :now, q.aging,
+                              json_extract(q.deadlines, '$[' || priority || ']'))
+FROM (SELECT max(aging) AS aging, max(deadlines) AS deadlines
+      FROM hailq_queues WHERE name = :queue) AS q
 WHERE queue = :queue AND state = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)));
 
 -- name: purge_dead
@@ -812,8 +826,8 @@ FROM hailq_queues AS q WHERE q.name = :queue;
 -- index, so a million messages cost what a few thousand do. Counted as ``stats`` counts
 -- them (due delays ready, ended leases ready or dead). The oldest ready message of a
 -- queue with strict priority is exact: per priority the first row of its range of the
--- ready index by seq (ids and seq grow with time); with aging, the oldest of the first
--- :cap in delivery order.
+-- ready index by seq (ids and seq grow with time); with aging or in deadline order, the
+-- oldest of the first :cap in delivery order.
 WITH p(p) AS (VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9))
 SELECT q.name, q.settings, o.overrides, coalesce(o.paused, 0),
        (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
@@ -841,11 +855,12 @@ SELECT q.name, q.settings, o.overrides, coalesce(o.paused, 0),
             SELECT (SELECT m.enqueued_at FROM hailq_messages AS m
                     WHERE m.queue = q.name AND m.state = 'ready' AND m.sort_key = -p.p
                     ORDER BY m.seq LIMIT 1) AS e
-            FROM p WHERE q.aging IS NULL
+            FROM p WHERE q.aging IS NULL AND q.deadlines IS NULL
             UNION ALL
             SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM hailq_messages
                                           WHERE queue = q.name AND state = 'ready'
-                                            AND q.aging IS NOT NULL
+                                            AND (q.aging IS NOT NULL
+                                                 OR q.deadlines IS NOT NULL)
                                           ORDER BY sort_key, seq LIMIT :cap)
             UNION ALL
             SELECT min(enqueued_at) FROM (SELECT enqueued_at FROM hailq_messages
@@ -998,3 +1013,13 @@ SELECT queue, at, ready, in_flight, delayed, blocked, dead, sent, acked, capped
 FROM hailq_levels
 WHERE slot >= :slot AND (:queue IS NULL OR queue = :queue)
 ORDER BY queue, slot;
+
+-- name: figures_ready_first
+-- A queue in deadline order (rule 41): its first ready messages in delivery order, one
+-- range of the ready index, to size its pool (hailq/policy/scaling.py); no rows for a
+-- queue in priority order.
+SELECT m.priority, m.available_at, m.ordering_key FROM hailq_messages AS m
+WHERE m.queue = :queue AND m.state = 'ready'
+  AND EXISTS (SELECT 1 FROM hailq_queues WHERE name = :queue AND deadlines IS NOT NULL)
+ORDER BY m.sort_key, m.seq
+LIMIT :n;

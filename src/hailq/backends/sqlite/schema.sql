@@ -138,7 +138,7 @@ CREATE TABLE hailq_queues (
     name TEXT PRIMARY KEY,
     settings TEXT NOT NULL,
     created_at REAL NOT NULL
-, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL);
+, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL, deadlines TEXT);
 
 -- table hailq_rate_buckets
 CREATE TABLE hailq_rate_buckets (

@@ -1,0 +1,87 @@
+"""Rule 41: ``desired_workers`` of a queue in deadline order on both backends: the
+smallest pool that meets every target for the ready messages read from the database,
+or the largest useful one with the reason (figures, ``hailq stats --json``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import hailq
+from hailq.backends.base import FiguresRecordParams, RateAdd
+
+from .helpers import RawDatabase
+
+SLO = {9: 10, 5: 60, 0: 3600}
+
+
+def settle(raw: RawDatabase, broker: hailq.Broker, queue: str, handled: int) -> None:
+    """``handled`` runs of 1 s measured, and the queue made two hours ago with nothing
+    sent since its counters were sampled: no arrival rate, only the backlog."""
+    broker.backend.figures_record(FiguresRecordParams(
+        rates=[RateAdd(queue, 5, handled, handled, 0, 0, float(handled))], sampled=[]))
+    table = raw.table("hailq_queues" if raw.is_sqlite else "queues")
+    raw.execute(f"UPDATE {table} SET created_at = created_at - 7200 WHERE name = ?", (queue,))
+
+
+def test_rule_41_desired_workers_is_the_smallest_pool_that_meets_every_target(
+        broker: hailq.Broker, raw: RawDatabase, url: str) -> None:
+    q = broker.queue("claims", slo=SLO, order="deadline")
+    strict = broker.queue("strict", slo=SLO)
+    for queue in (q, strict):
+        queue.send_many([hailq.Envelope(n, priority=5) for n in range(100)])
+        settle(raw, broker, queue.name, 20)
+
+    figures = q.figures()
+    # 100 runs of 1 s due within 60 s: two slots start the last one at 49 s.
+    assert (figures.desired_workers, figures.desired_workers_reason) == (2, None)
+    glances = {g.name: g for g in broker.overview()}  # the dashboard's overview
+    assert glances["claims"].figures.desired_workers == 2
+    assert glances["strict"].figures.desired_workers == 10
+    # Priority order drains the backlog within the tightest target instead.
+    assert strict.figures().desired_workers == 10
+
+
+def test_rule_41_a_late_message_names_the_largest_useful_pool_and_why(
+        broker: hailq.Broker, raw: RawDatabase, url: str) -> None:
+    q = broker.queue("claims", slo=SLO, order="deadline")
+    q.send_many([hailq.Envelope(n, priority=5) for n in range(100)])
+    q.send("late", priority=9)
+    table = raw.table("hailq_messages" if raw.is_sqlite else "messages")
+    raw.execute(f"UPDATE {table} SET available_at = available_at - 100, "
+                "sort_key = sort_key - 100 WHERE priority = 9")
+    settle(raw, broker, "claims", 20)
+
+    figures = q.figures()
+    assert figures.desired_workers_reason is not None
+    assert figures.desired_workers_reason.startswith("late: 1 ready message(s)")
+    assert figures.desired_workers >= 2
+
+    env = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"}
+    shown = subprocess.run([sys.executable, "-m", "hailq.cli.main", "stats", "claims",
+                            "--json", "--url", url], capture_output=True, text=True,
+                           env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert shown.returncode == 0, shown.stderr
+    (record,) = json.loads(shown.stdout)["queues"]
+    assert record["desired_workers"] == figures.desired_workers
+    assert record["desired_workers_reason"].startswith("late: 1 ")
+
+
+def test_rule_41_the_doctor_names_a_deadline_queue_whose_pool_is_too_small(
+        broker: hailq.Broker, raw: RawDatabase) -> None:
+    from hailq.doctor import examine
+
+    q = broker.queue("claims", slo=SLO, order="deadline")
+    strict = broker.queue("strict", slo=SLO)
+    for queue in (q, strict):
+        queue.send_many([hailq.Envelope(n, priority=5) for n in range(100)])
+        settle(raw, broker, queue.name, 20)
+
+    found = {d.queue: d for d in examine(broker)}
+    (finding,) = [f for f in found["claims"].findings if f.kind == "pool_too_small"]
+    assert finding.evidence["needed"] == 2 and finding.evidence["workers"] == 0
+    assert finding.evidence["reason"] is None
+    assert "--min 2" in finding.snippets[0].code
+    assert not [f for f in found["strict"].findings if f.kind == "pool_too_small"]
