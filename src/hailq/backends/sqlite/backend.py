@@ -319,9 +319,8 @@ class SQLiteDialect(Dialect):
         conn = tx.conn
         token = os.urandom(8).hex()  # secrets.token_hex(8) without its three frames
         lease_until = float(tx.now or 0.0) + lease
-        found = conn.execute(Q["message_claim"], {
-            "queue": queue, "n": n, "token": token, "lease_until": lease_until,
-        }).fetchall()
+        found = conn.execute(Q["message_claim"], {"queue": queue, "n": n, "token": token,
+                                                  "lease_until": lease_until}).fetchall()
         if not found:
             return []
         # map and itemgetter: no Python frame per claim, nor per row
@@ -330,7 +329,9 @@ class SQLiteDialect(Dialect):
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})
-        return [tuple.__new__(ClaimedRow, r) for r in found]
+        # Rule 41: the tokens the counter moved over, in claim order.
+        first = conn.execute(Q["fence_take"], {"n": len(found)}).fetchall()[0][0] - len(found)
+        return [tuple.__new__(ClaimedRow, (*r, first + i)) for i, r in enumerate(found, 1)]
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         """Receipts of one queue, by receipt (``ack_in_time`` has the shortcuts)."""
@@ -457,7 +458,6 @@ class SQLiteDialect(Dialect):
 def SQLiteBackend(path: str, **options: Any) -> SqlBackend:
     """hailq on one SQLite file: the storage core over the SQLite dialect."""
     return SqlBackend(SQLiteDialect(path, **options))
-
 
 
 def _statements(script: str) -> Iterator[str]:

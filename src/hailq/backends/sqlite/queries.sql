@@ -186,6 +186,12 @@ UPDATE hailq_messages
 SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?
 WHERE seq IN ({marks});
 
+-- name: fence_take
+-- SQLite only: PostgreSQL draws each claimed row's fencing token from a sequence inside
+-- its claim statement. Here the claim's write transaction moves the one counter on by
+-- the rows it leased (rule 41); the tokens are the numbers it moved over.
+UPDATE hailq_fence SET last = last + :n RETURNING last;
+
 -- name: count_redelivered
 -- SQLite only: it has no data-modifying WITH (PostgreSQL counts inside the statement).
 INSERT INTO hailq_counters (queue, redelivered) VALUES (:queue, :n)
