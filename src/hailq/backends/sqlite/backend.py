@@ -316,9 +316,8 @@ class SQLiteDialect(Dialect):
             "now": now, "delay": m.delay} for m in messages]).rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
-        conn = tx.conn
         token = os.urandom(8).hex()  # secrets.token_hex(8) without its three frames
-        lease_until = float(tx.now or 0.0) + lease
+        conn, lease_until = tx.conn, float(tx.now or 0.0) + lease
         found = conn.execute(Q["message_claim"], {"queue": queue, "n": n, "token": token,
                                                   "lease_until": lease_until}).fetchall()
         if not found:
@@ -329,9 +328,10 @@ class SQLiteDialect(Dialect):
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})
-        # Rule 41: the tokens the counter moved over, in claim order.
-        first = conn.execute(Q["fence_take"], {"n": len(found)}).fetchall()[0][0] - len(found)
-        return [tuple.__new__(ClaimedRow, (*r, first + i)) for i, r in enumerate(found, 1)]
+        conn.execute(Q["fence_take"], {"n": len(found)})  # rule 41: tokens in claim order
+        if len(found) == 1:
+            return [tuple.__new__(ClaimedRow, found[0])]
+        return [tuple.__new__(ClaimedRow, (*r[:13], r[13] + i)) for i, r in enumerate(found)]
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         """Receipts of one queue, by receipt (``ack_in_time`` has the shortcuts)."""
