@@ -150,6 +150,7 @@ def sql_loop(folder: str, n: int, batch: int) -> float:
         if rows:
             conn.execute(_for_rows("message_claim_mark", len(rows)),
                          [token, lease_until, *[r[10] for r in rows]])
+            conn.execute(Q["fence_take"], {"n": len(rows)})  # rule 41's fencing tokens
         conn.execute("COMMIT")
         if not rows:
             break

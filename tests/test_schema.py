@@ -50,11 +50,17 @@ def postgres_schema(conninfo: str, schema: str) -> str:
             "SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c "
             "ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND NOT t.tgisinternal ORDER BY t.tgname", (schema,)).fetchall()
+        sequences = conn.execute(
+            "SELECT sequence_name, data_type, start_value, increment, cycle_option "
+            "FROM information_schema.sequences WHERE sequence_schema = %s "
+            "ORDER BY sequence_name", (schema,)).fetchall()
     lines = ["-- columns: table.column type null default identity"]
     lines += [" ".join(str(v) for v in row) for row in columns]
     lines += ["", "-- indexes"] + [row[0] for row in indexes]
     lines += ["", "-- functions"] + [f"{name} returns {result}" for name, result in routines]
     lines += ["", "-- triggers"] + [row[0] for row in triggers]
+    lines += ["", "-- sequences: name type start increment cycle"]
+    lines += [" ".join(str(v) for v in row) for row in sequences]
     text = "\n".join(lines) + "\n"
     return text.replace(f'"{schema}"', "{schema}").replace(schema, "{schema}")
 

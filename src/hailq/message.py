@@ -19,14 +19,14 @@ class Message:
     """A received message and its lease. ``receipt`` names this lease alone."""
 
     __slots__ = ("_ended", "_lease", "_queue", "_receipt", "attempt", "available_at", "body",
-                 "enqueued_at", "headers", "id", "lease_until", "ordering_key", "priority",
-                 "received_at", "settled")
+                 "enqueued_at", "fencing_token", "headers", "id", "lease_until",
+                 "ordering_key", "priority", "received_at", "settled")
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
                  lease_until: float, receipt: str, seq: int | None = None,
                  available_at: float | None = None, received_at: float | None = None,
-                 ) -> None:
+                 fencing_token: int = 0) -> None:
         _, token, named_seq = parse_receipt(receipt)
         claim = receipt_claim(receipt)
         self._queue = queue
@@ -41,6 +41,10 @@ class Message:
         # When it became receivable this time (broker's clock): its wait ends at receive.
         self.available_at = enqueued_at if available_at is None else available_at
         self.lease_until = lease_until
+        # Rule 41: grows with every lease of the database, so with every lease of this
+        # message and of its ordering key; a downstream that remembers the highest it saw
+        # refuses a write carrying a lower one (docs/concepts/leases.md). 0: not known.
+        self.fencing_token = fencing_token
         # When this lease began (broker clock as this process reads it): the handler time
         # counted at ack or nack runs from here (rule 36); None where unknown.
         self.received_at = received_at if received_at is not None or claim is None \
@@ -60,7 +64,8 @@ class Message:
         m.body = decode_body(r.body, r.body_kind)
         m.headers = decode_headers(r.headers)
         m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt
-        m.enqueued_at, m.lease_until = r.enqueued_at, r.lease_until
+        m.enqueued_at, m.lease_until, m.fencing_token = r.enqueued_at, r.lease_until, \
+            r.fencing_token
         m.available_at = r.available_at or r.enqueued_at
         m.received_at, m._ended = received_at, None
         m._receipt = None  # written when first asked for: acks of a Message do not need it

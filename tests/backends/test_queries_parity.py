@@ -38,6 +38,7 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "keys_release_acked",
         "message_ack_pairs",  # receipts from before receipts named the row's position
         "message_claim_mark",  # the second half of SQLite's claim
+        "fence_take",  # its fencing tokens; PostgreSQL's claim draws them from a sequence
     }),
     "postgres": frozenset({
         "clock_now",  # the database's clock (rule 11); SQLite's is the process's

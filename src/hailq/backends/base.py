@@ -89,6 +89,9 @@ class ClaimedRow(NamedTuple):
     # When it became receivable this time, on the broker's clock: a worker measures its
     # wait (handler start - available_at) per priority from it (rule 25).
     available_at: float = 0.0
+    # This lease's place in the one sequence every lease of the database draws from
+    # (rule 41): a downstream refuses a write that carries a lower one than it has seen.
+    fencing_token: int = 0
 
 
 @dataclass(frozen=True, slots=True)

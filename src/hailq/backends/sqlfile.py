@@ -5,18 +5,26 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-_NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+_SECTION = re.compile(r"^-- (name|part): ([a-z_]+)\s*$", re.MULTILINE)
 
 
 def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
-    """Split a file of ``-- name: xyz`` sections into ``{name: sql}``."""
+    """Split a file of ``-- name: xyz`` sections into ``{name: sql}``. A ``-- part: xyz``
+    section is no statement but SQL that several statements share, written once: its
+    text replaces ``{xyz}`` in them."""
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    parts = _NAME.split(text)
+    pieces = _SECTION.split(text)
     queries: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in queries:
+    parts: dict[str, str] = {}
+    for kind, name, body in zip(pieces[1::3], pieces[2::3], pieces[3::3], strict=True):
+        if name in queries or name in parts:
             raise ValueError(f"query {name} is defined twice in {package}/{filename}")
-        queries[name] = body.strip().rstrip(";")
+        (parts if kind == "part" else queries)[name] = body.strip().rstrip(";")
+    for name, part in parts.items():
+        mark = "{" + name + "}"
+        if not any(mark in sql for sql in queries.values()):
+            raise ValueError(f"part {name} of {package}/{filename} is used nowhere")
+        queries = {key: sql.replace(mark, part) for key, sql in queries.items()}
     return queries
 
 

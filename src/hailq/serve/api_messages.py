@@ -63,7 +63,8 @@ async def receive(request: Request) -> Response:
 def _received(m: Message) -> dict[str, Any]:
     return {"id": m.id, "receipt": m.receipt, **body_json(m.body), "priority": m.priority,
             "ordering_key": m.ordering_key, "headers": m.headers, "attempt": m.attempt,
-            "enqueued_at": m.enqueued_at, "lease_until": m.lease_until}
+            "enqueued_at": m.enqueued_at, "lease_until": m.lease_until,
+            "fencing_token": m.fencing_token}
 
 
 async def ack(request: Request) -> Response:

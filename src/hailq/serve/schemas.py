@@ -119,8 +119,13 @@ SCHEMAS: dict[str, Any] = {
                            "lease": {**LEASE, "type": ["number", "null"]},
                            "wait": {"type": "number", "minimum": 0}}),
     "ReceivedMessage": obj({**_MESSAGE_OUT, "receipt": {"type": "string"},
-                            "lease_until": {"type": "number"}},
-                           ("id", "receipt", "priority", "headers", "attempt")),
+                            "lease_until": {"type": "number"},
+                            "fencing_token": {
+                                "type": "integer", "minimum": 1, "description":
+                                "Grows with every lease: a downstream refuses a write "
+                                "carrying a lower token than it has seen (rule 41)."}},
+                           ("id", "receipt", "priority", "headers", "attempt",
+                            "fencing_token")),
     "Received": obj({"messages": {"type": "array", "items": ref("ReceivedMessage")}},
                     ("messages",)),
     "AckRequest": obj({"receipts": {"type": "array", "minItems": 1, "maxItems": 1000,

@@ -454,12 +454,16 @@ def PostgresBackend(conninfo: str, **options: Any) -> SqlBackend:
 
 
 _RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL")
+# The claim both claim statements share (queries.sql: claim_steps) leaves out, in the
+# fused one, the rows that statement acks (see message_ack_claim).
+_ACKED_HERE = {"message_ack_claim": sql.SQL("AND id NOT IN (SELECT id FROM gone)")}
 
 
 def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str]:
     parts = {"schema": sql.Identifier(schema), "channel": sql.Literal(channel),
              "relaxed": relaxed, "limit": sql.SQL("{limit}")}
-    rendered = {name: sql.SQL(text).format(again=sql.SQL(""), **parts).as_string(None)
+    rendered = {name: sql.SQL(text).format(again=sql.SQL(""), acked_here=_ACKED_HERE.get(
+                    name, sql.SQL("")), **parts).as_string(None)
                 for name, text in _RAW.items()}
     # A batch's re-run (its first try's commit unknown) skips the rows that try stored;
     # a first try has no ids to skip and saves the speculative inserts ON CONFLICT makes.
@@ -468,10 +472,14 @@ def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str
     return rendered
 
 
-
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
+    if len(found) < 2:
+        return [tuple.__new__(ClaimedRow, r) for r in found]
     found.sort(key=itemgetter(11, 10))  # RETURNING has no order: back to rule 16's
-    return [tuple.__new__(ClaimedRow, r) for r in found]
+    # The fencing tokens the claim drew, handed out in that order too, as SQLite does:
+    # all were drawn after any earlier lease of these messages and keys, before any later.
+    tokens = sorted(map(itemgetter(13), found))
+    return [tuple.__new__(ClaimedRow, (*r[:13], t)) for r, t in zip(found, tokens, strict=True)]
 
 
 def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:

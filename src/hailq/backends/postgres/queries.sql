@@ -264,10 +264,14 @@ SELECT pg_advisory_xact_lock(hashtextextended('hailq in flight ' || %(queue)s, 0
 -- name: in_flight
 SELECT count(*) FROM {schema}.messages WHERE queue = %(queue)s AND state = 'leased';
 
--- name: message_claim
-WITH picked AS (
+-- part: claim_steps
+-- The claim, as message_claim runs it and as message_ack_claim runs it after its acks
+-- (where acked_here leaves out the rows the fused statement acks itself, see there).
+-- Each leased row draws its fencing token from the schema's sequence (rule 41): nextval
+-- in RETURNING runs once per row leased, never for a row looked at and skipped.
+picked AS (
     SELECT id FROM {schema}.messages
-    WHERE queue = %(queue)s AND state = 'ready' AND {relaxed}
+    WHERE queue = %(queue)s AND state = 'ready' {acked_here} AND {relaxed}
     ORDER BY sort_key, seq
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED
@@ -281,14 +285,18 @@ WITH picked AS (
     -- message (4.9 ms against 0.9 at 20,000 waiting, and growing with the backlog).
     WHERE m.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
-              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
-), counted AS (
+              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at,
+              nextval('{schema}.fence') AS fencing_token
+), redelivered AS (
     -- Written only when something was redelivered: first deliveries cost nothing here.
     INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
     SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
     HAVING count(*) > 0
     ON CONFLICT (queue, shard) DO UPDATE SET redelivered = c.redelivered + excluded.redelivered
 )
+
+-- name: message_claim
+WITH {claim_steps}
 SELECT * FROM claimed;
 
 -- name: count_purged
@@ -384,7 +392,11 @@ SELECT queue, id, token, late FROM gone;
 -- name: message_ack_claim
 -- PostgreSQL only: acks of messages without a key, then a claim of an uncapped queue, in
 -- one statement and one round trip (the worker's path). Receipts it did not ack (keyed,
--- or lost) go through message_ack next.
+-- or lost) go through message_ack next. The claim leaves out the rows this statement
+-- deletes (acked_here, rendered by postgres/backend.py): its parts see one snapshot,
+-- where a message acked late (its lease ended, nobody received it since) is still
+-- ready, and SKIP LOCKED does not skip this transaction's own locks. Without that, such
+-- a message was handed back to the caller that had just acked it.
 WITH gone AS (
     DELETE FROM {schema}.messages m
     USING unnest((SELECT %(queues)s::text[]), (SELECT %(ids)s::text[]),
@@ -399,39 +411,12 @@ WITH gone AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
-), picked AS (
-    -- Not the rows this statement deletes: its parts see one snapshot, where a message
-    -- acked late (its lease ended, nobody received it since) is still ready, and SKIP
-    -- LOCKED does not skip this transaction's own locks. Without this, such a message
-    -- was handed back to the caller that had just acked it.
-    SELECT id FROM {schema}.messages
-    WHERE queue = %(queue)s AND state = 'ready' AND id NOT IN (SELECT id FROM gone)
-      AND {relaxed}
-    ORDER BY sort_key, seq
-    LIMIT {limit}
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE {schema}.messages m
-    SET state = 'leased', attempt = m.attempt + 1,
-        token = substr(md5(gen_random_uuid()::text), 1, 16),
-        lease_until = {schema}.epoch() + %(lease)s
-    -- = ANY(ARRAY(...)), not a join with picked: a generic plan reads its LIMIT as a
-    -- tenth of the table, and once the table was analyzed it joined by a scan of every
-    -- message (4.9 ms against 0.9 at 20,000 waiting, and growing with the backlog).
-    WHERE m.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING m.id, m.token, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
-              m.attempt, m.enqueued_at, m.lease_until, m.seq, m.sort_key, m.available_at
-), redelivered AS (
-    INSERT INTO {schema}.counters AS c (queue, shard, redelivered)
-    SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM claimed WHERE attempt > 1
-    HAVING count(*) > 0
-    ON CONFLICT (queue, shard) DO UPDATE SET redelivered = c.redelivered + excluded.redelivered
-)
+), {claim_steps}
 SELECT false AS acked, *, NULL::boolean FROM claimed
 UNION ALL
 -- An acked row carries its queue where a claimed one has its key.
 SELECT true, id, token, NULL, NULL, NULL, NULL, queue, NULL, NULL, NULL, NULL, NULL, NULL,
-       late
+       NULL, late
 FROM gone;
 
 -- name: message_ack_one

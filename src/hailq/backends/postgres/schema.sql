@@ -204,3 +204,7 @@ wait_begin returns integer
 wake returns void
 
 -- triggers
+
+-- sequences: name type start increment cycle
+autoscale_seq_seq bigint 1 1 NO
+fence bigint 1 1 NO

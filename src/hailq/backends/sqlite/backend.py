@@ -318,12 +318,10 @@ class SQLiteDialect(Dialect):
             "now": now, "delay": m.delay} for m in messages]).rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
-        conn = tx.conn
         token = os.urandom(8).hex()  # secrets.token_hex(8) without its three frames
-        lease_until = float(tx.now or 0.0) + lease
-        found = conn.execute(Q["message_claim"], {
-            "queue": queue, "n": n, "token": token, "lease_until": lease_until,
-        }).fetchall()
+        conn, lease_until = tx.conn, float(tx.now or 0.0) + lease
+        found = conn.execute(Q["message_claim"], {"queue": queue, "n": n, "token": token,
+                                                  "lease_until": lease_until}).fetchall()
         if not found:
             return []
         # map and itemgetter: no Python frame per claim, nor per row
@@ -332,7 +330,10 @@ class SQLiteDialect(Dialect):
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})
-        return [tuple.__new__(ClaimedRow, r) for r in found]
+        conn.execute(Q["fence_take"], {"n": len(found)})  # rule 41: tokens in claim order
+        if len(found) == 1:
+            return [tuple.__new__(ClaimedRow, found[0])]
+        return [tuple.__new__(ClaimedRow, (*r[:13], r[13] + i)) for i, r in enumerate(found)]
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         """Receipts of one queue, by receipt (``ack_in_time`` has the shortcuts)."""
@@ -459,7 +460,6 @@ class SQLiteDialect(Dialect):
 def SQLiteBackend(path: str, **options: Any) -> SqlBackend:
     """hailq on one SQLite file: the storage core over the SQLite dialect."""
     return SqlBackend(SQLiteDialect(path, **options))
-
 
 
 def _statements(script: str) -> Iterator[str]:

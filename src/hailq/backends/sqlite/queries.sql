@@ -179,9 +179,12 @@ SELECT count(*) FROM hailq_messages WHERE queue = :queue AND state = 'leased';
 -- the caller: a receipt still names one lease, and no row pays for random numbers of its
 -- own). A read and then an update by position, inside the claim's write transaction, costs
 -- a fifth fewer instructions than UPDATE ... RETURNING, which writes its rows to a
--- temporary table first and hands them back in no particular order.
+-- temporary table first and hands them back in no particular order. The last column is
+-- the first row's fencing token (rule 41): the caller numbers the rest on from it and
+-- moves the counter past them with fence_take.
 SELECT id, :token, body, body_kind, headers, priority, ordering_key, attempt + 1,
-       enqueued_at, :lease_until, seq, sort_key, available_at
+       enqueued_at, :lease_until, seq, sort_key, available_at,
+       (SELECT last FROM hailq_fence) + 1
 FROM hailq_messages
 WHERE queue = :queue AND state = 'ready'
 ORDER BY sort_key, seq
@@ -194,6 +197,13 @@ LIMIT :n;
 UPDATE hailq_messages
 SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?
 WHERE seq IN ({marks});
+
+-- name: fence_take
+-- SQLite only: PostgreSQL draws each claimed row's fencing token from a sequence inside
+-- its claim statement. Here the claim's write transaction moves the one counter past the
+-- tokens message_claim read for its rows (rule 41). No RETURNING: message_claim read the
+-- counter already, and a RETURNING stages its row in a temporary table.
+UPDATE hailq_fence SET last = last + :n;
 
 -- name: count_redelivered
 -- SQLite only: it has no data-modifying WITH (PostgreSQL counts inside the statement).

@@ -76,6 +76,12 @@ CREATE TABLE hailq_dedup (
     PRIMARY KEY (queue, dedup_id)
 ) WITHOUT ROWID;
 
+-- table hailq_fence
+CREATE TABLE hailq_fence (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    last INTEGER NOT NULL          -- the highest token handed out so far
+);
+
 -- table hailq_histograms
 CREATE TABLE hailq_histograms (
     queue TEXT NOT NULL,
