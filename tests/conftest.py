@@ -19,6 +19,9 @@ import hailq
 from needs import unavailable
 
 PG_URL = os.environ.get("HAILQ_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+# pytest-xdist's workers get COLUMNS from the controller's terminal (80 here), and hailq's
+# CLI obeys COLUMNS when its output is piped: a test that wants a width passes its own.
+os.environ.pop("COLUMNS", None)
 _pg_state: dict[str, str | None] = {}
 
 
