@@ -30,10 +30,10 @@ def figures(late_acks: int = 0, **settings: object) -> QueueFigures:
 
 
 def slot(ago: float, *, acked: int = 0, failed: int = 0, redelivered: int = 0,
-         inbox: int = 0) -> RateSlot:
+         inbox: int = 0, late_acks: int = 0) -> RateSlot:
     return RateSlot(slot=NOW - ago, priority=0, started=acked + failed, acked=acked,
                     failed=failed, breaches=0, handler_total=0.1 * (acked + failed),
-                    redelivered=redelivered, inbox=inbox)
+                    redelivered=redelivered, inbox=inbox, late_acks=late_acks)
 
 
 def dead(ago: float, error: str = "ValueError: x") -> DeadMessage:
@@ -89,12 +89,10 @@ def test_rule_26_36_handler_times_of_the_window_or_the_last_hour() -> None:
     assert (e.handler_p99, e.handler_max) == (0.5, 4.0)
 
 
-def test_rule_26_36_late_acks_the_storage_cannot_place_are_a_note() -> None:
-    window = [slot(100, acked=5)]
-    d = diagnose(evidence_of(figures(late_acks=3), [], [], window=window))
-    if "late_acks" in RateSlot._fields:  # counted per slot: placed in time, none here
-        assert d.healthy and d.notes == []
-        return
-    assert d.healthy
-    [note] = d.notes
-    assert note.kind == "late_acks_all_time" and note.evidence == {"late_acks": 3}
+def test_rule_26_36_late_acks_before_the_window_make_no_finding() -> None:
+    # The queue's all-time total says 3; the window's slots hold none of them.
+    d = diagnose(evidence_of(figures(late_acks=3), [], [], window=[slot(100, acked=5)]))
+    assert d.healthy and d.notes == []
+    d = diagnose(evidence_of(figures(late_acks=3), [], [],
+                             window=[slot(100, acked=5, late_acks=2)]))
+    assert [f.kind for f in d.findings] == ["lease_too_short"]

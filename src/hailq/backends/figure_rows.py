@@ -39,6 +39,7 @@ class RateAdd(NamedTuple):
     handler_total: float
     redelivered: int = 0
     inbox: int = 0
+    late_acks: int = 0  # acks that came after their lease ended (rule 26)
 
 
 class SketchAdd(NamedTuple):
@@ -94,6 +95,7 @@ class RateSlot(NamedTuple):
     handler_total: float
     redelivered: int
     inbox: int
+    late_acks: int = 0  # acks that came after their lease ended
 
 
 class SketchRow(NamedTuple):

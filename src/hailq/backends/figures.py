@@ -47,9 +47,9 @@ _PRUNED = ("figures_prune_rates", "figures_prune_sketches", "figures_prune_range
 
 def rate_slot(row: Any) -> RateSlot:
     """A stored rate row (slot number first) as the seam returns it."""
-    slot, p, started, acked, failed, breaches, handler, redelivered, inbox = row
+    slot, p, started, acked, failed, breaches, handler, redelivered, inbox, late = row
     return RateSlot(int(slot) * SLOT, int(p), int(started), int(acked), int(failed),
-                    int(breaches), float(handler), int(redelivered), int(inbox))
+                    int(breaches), float(handler), int(redelivered), int(inbox), int(late))
 
 
 class FiguresStore:

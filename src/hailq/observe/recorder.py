@@ -87,6 +87,7 @@ class FigureRecorder:
         self._ends: dict[str, dict[int, deque[float]]] = {}
         self._again: deque[tuple[str, int]] = deque()
         self._inboxes: deque[tuple[str, int]] = deque()
+        self._lates: deque[tuple[str, int]] = deque()  # each ack after its lease ended
         self._slos: dict[str, Slo] = {}
         self._touched: set[str] = set()
         self._unwritten: FiguresRecordParams | None = None  # a failed flush, for the next
@@ -193,6 +194,8 @@ class FigureRecorder:
             found.append(handler if ok else -1.0 - handler)  # a failure: below zero
             if inbox:
                 self._inboxes.append((name, priority))
+            if ok and result is True:  # acked after its lease ended (rule 26)
+                self._lates.append((name, priority))
 
     def observe(self, queue: str, priority: int, wait: float, handler: float, ok: bool,
                 inbox: bool = False, *, slo: Slo = None, attempt: int = 1) -> None:
@@ -231,9 +234,13 @@ class FigureRecorder:
         for _ in range(len(self._inboxes)):
             key = self._inboxes.popleft()
             inboxes[key] = inboxes.get(key, 0) + 1
+        lates: dict[tuple[str, int], int] = {}
+        for _ in range(len(self._lates)):
+            key = self._lates.popleft()
+            lates[key] = lates.get(key, 0) + 1
         self._touched.update(q for q, _ in (*waits, *ends))
         tallies: dict[tuple[str, int], Tally] = {}
-        for key in {*waits, *ends, *inboxes}:
+        for key in {*waits, *ends, *inboxes, *lates}:
             slo = self._slos.get(key[0])
             tally = tallies[key] = Tally(bounds_for(slo),
                                           None if slo is None else slo.get(key[1]))
@@ -243,7 +250,7 @@ class FigureRecorder:
             values = ends.get(key, [])
             failed = [-1.0 - v for v in values if v < 0.0]
             tally.ends([v for v in values if v >= 0.0] + failed, len(failed),
-                       inboxes.get(key, 0))
+                       inboxes.get(key, 0), lates.get(key, 0))
         return tallies
 
     # -- writing ---------------------------------------------------------------------------

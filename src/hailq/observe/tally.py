@@ -33,8 +33,8 @@ class Tally:
         self.handler_n, self.handler_s = [0] * len(bounds), [0.0] * len(bounds)
         self.wait_sketch = _Sketch()
         self.handler = _Sketch()
-        # started, acked, failed, breaches, handler seconds, redelivered, inbox
-        self.rate: list[float] = [0, 0, 0, 0, 0.0, 0, 0]
+        # started, acked, failed, breaches, handler seconds, redelivered, inbox, late acks
+        self.rate: list[float] = [0, 0, 0, 0, 0.0, 0, 0, 0]
 
     def waits(self, values: list[float], redelivered: int) -> None:
         self.wait_sketch.add(values, self.bounds, self.wait_n, self.wait_s)
@@ -45,8 +45,9 @@ class Tally:
             rate[3] += sum(1 for v in values if v > target)
         rate[5] += redelivered
 
-    def ends(self, values: list[float], failed: int, inbox: int) -> None:
-        """``values``: handler times, the ``failed`` ones last."""
+    def ends(self, values: list[float], failed: int, inbox: int, late: int = 0) -> None:
+        """``values``: handler times, the ``failed`` ones last; ``late`` acks came after
+        their lease ended."""
         if values:
             self.handler.add(values, self.bounds, self.handler_n, self.handler_s)
         rate = self.rate
@@ -54,6 +55,7 @@ class Tally:
         rate[2] += failed
         rate[4] += sum(values)
         rate[6] += inbox
+        rate[7] += late
 
 
 class _Sketch:
@@ -143,8 +145,8 @@ def params(tallies: Mapping[tuple[str, int], Tally], sampled: list[str],
     return FiguresRecordParams(
         buckets=[BucketAdd(q, k, p, le, int(n), t)  # type: ignore[arg-type]
                  for (q, k, p, le), (n, t) in buckets.items()],
-        rates=[RateAdd(q, p, int(s), int(a), int(f), int(b), h, int(r), int(i))
-               for (q, p), (s, a, f, b, h, r, i) in rates.items()],
+        rates=[RateAdd(q, p, int(s), int(a), int(f), int(b), h, int(r), int(i), int(la))
+               for (q, p), (s, a, f, b, h, r, i, la) in rates.items()],
         sampled=sampled,
         sketches=[SketchAdd(q, k, p, index, n)
                   for (q, k, p, index), n in sketches.items()],

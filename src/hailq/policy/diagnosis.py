@@ -85,13 +85,6 @@ def diagnose(e: QueueEvidence, limits: Thresholds | None = None) -> Diagnosis:
     earlier = [d for d in e.dead if d.dead_at < e.start]
     if earlier:
         notes.append(_earlier(e, earlier))
-    if e.late_acks_unplaced:
-        notes.append(Note(
-            e.queue, "late_acks_all_time",
-            f"{e.late_acks_unplaced} ack(s) came after their lease ended since the queue was "
-            "created; the stored figures do not say when, so they make no finding. "
-            "Redeliveries without nacks in the window would.",
-            {"late_acks": e.late_acks_unplaced}))
     return Diagnosis(e.queue, findings, notes)
 
 

@@ -37,6 +37,8 @@ class WindowSlot(Protocol):
     def redelivered(self) -> int: ...
     @property
     def inbox(self) -> int: ...
+    @property
+    def late_acks(self) -> int: ...  # acks that came after their lease ended
 
 
 def reach(figures: QueueFigures, since: float) -> float:
@@ -60,7 +62,6 @@ def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
         nacked, redelivered, late, final = s.nacked, s.redelivered, s.late_acks, 0
         runs, inbox = sum(h.count for h in figures.handler.values()), figures.inbox_runs
         slots = [SlotPoint(x.start, x.finished, x.handler_seconds) for x in figures.slots]
-        unplaced = 0
     else:
         inside = [r for r in window if r.slot + SLOT > start]
         # Nacks from one retry backoff before the window on (see reach()), less the last
@@ -78,18 +79,13 @@ def evidence_of(figures: QueueFigures, dead: Sequence[DeadMessage],
             point[0] += r.acked + r.failed
             point[1] += r.handler_total
         slots = [SlotPoint(t, int(n), h) for t, (n, h) in sorted(per_slot.items())]
-        # Late acks are counted per slot only where the storage has the column; else the
-        # queue's total can be placed in no window and becomes a note.
-        if not window or all(hasattr(r, "late_acks") for r in window):
-            late, unplaced = sum(int(getattr(r, "late_acks", 0)) for r in inside), 0
-        else:
-            late, unplaced = 0, s.late_acks
+        late = sum(r.late_acks for r in inside)  # acks after their lease ended
     return QueueEvidence(
         queue=s.queue, now=figures.at, since=since, lease=settings.lease,
         max_attempts=settings.max_attempts, rate=settings.rate_per_second,
         rate_text=settings.rate, ready=s.ready, backlog=s.backlog, in_flight=s.in_flight,
         nacked=nacked, final_nacks=min(final, nacked), redelivered=redelivered,
-        late_acks=late, late_acks_unplaced=unplaced,
+        late_acks=late,
         dead_lettered=s.dead_lettered, handler_p99=p99, handler_max=largest,
         handler_runs=runs, inbox_runs=inbox, acked_per_second=figures.rates.acked_1m,
         dead=list(dead),

@@ -92,7 +92,6 @@ class QueueEvidence:
     slots: Sequence[SlotPoint] = ()
     since: float = 900.0
     handler_max: float | None = None  # the largest handler time in the window (or a bound)
-    late_acks_unplaced: int = 0  # late acks the storage cannot place in time (a note)
     final_nacks: int = 0  # of ``nacked``, last attempts: the message died, not redelivered
     # Deadline order (rule 41): the pool that meets every target (``desired_workers``),
     # or the largest useful one with ``pool_reason``, against the workers running now.

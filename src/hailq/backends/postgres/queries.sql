@@ -804,18 +804,20 @@ SET n = h.n + excluded.n, total = h.total + excluded.total;
 -- and inbox runs grow, for every (queue, priority) of the flush in one statement, in key
 -- order.
 INSERT INTO {schema}.rates AS r (queue, slot, priority, started, acked, failed, breaches,
-                                 handler_total, redelivered, inbox)
+                                 handler_total, redelivered, inbox, late_acks)
 SELECT x.queue, floor({schema}.epoch() / 10)::bigint, x.priority, x.started, x.acked,
-       x.failed, x.breaches, x.handler_total, x.redelivered, x.inbox
+       x.failed, x.breaches, x.handler_total, x.redelivered, x.inbox, x.late_acks
 FROM jsonb_to_recordset(%(rows)s::jsonb)
      AS x(queue text, priority integer, started bigint, acked bigint, failed bigint,
-          breaches bigint, handler_total float8, redelivered bigint, inbox bigint)
+          breaches bigint, handler_total float8, redelivered bigint, inbox bigint,
+          late_acks bigint)
 ORDER BY 1, 3
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = r.started + excluded.started, acked = r.acked + excluded.acked,
     failed = r.failed + excluded.failed, breaches = r.breaches + excluded.breaches,
     handler_total = r.handler_total + excluded.handler_total,
-    redelivered = r.redelivered + excluded.redelivered, inbox = r.inbox + excluded.inbox;
+    redelivered = r.redelivered + excluded.redelivered, inbox = r.inbox + excluded.inbox,
+    late_acks = r.late_acks + excluded.late_acks;
 
 -- name: figures_sketch_add
 -- Rule 36: the log buckets (hailq/observe/sketch.py) of this 10-second slot's waits and
@@ -895,14 +897,16 @@ WHERE queue = %(queue)s ORDER BY kind, priority, le;
 
 -- name: figures_rates
 -- The last hour and a slot, per slot and priority.
-SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox,
+       late_acks
 FROM {schema}.rates
 WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(long)s) / 10)::bigint
 ORDER BY slot, priority;
 
 -- name: figures_window
 -- hailq doctor's window (rule 26): the slots since %(since)s, the one holding it included.
-SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox,
+       late_acks
 FROM {schema}.rates
 WHERE queue = %(queue)s AND slot >= floor(%(since)s / 10)::bigint
 ORDER BY slot, priority;

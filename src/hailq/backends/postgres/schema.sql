@@ -106,6 +106,7 @@ rates breaches bigint NO 0 NO
 rates handler_total double precision NO 0 NO
 rates redelivered bigint NO 0 NO
 rates inbox bigint NO 0 NO
+rates late_acks bigint NO 0 NO
 samples queue text NO  NO
 samples slot bigint NO  NO
 samples at double precision NO  NO

@@ -675,20 +675,22 @@ SET n = n + excluded.n, total = total + excluded.total;
 
 -- name: figures_rate_add
 -- This 10-second slot's claims, acks, failures, breaches, handler seconds, redeliveries
--- and inbox runs grow, for every (queue, priority) of the flush in one statement.
+-- inbox runs and late acks grow, for every (queue, priority) of the flush in one statement.
 INSERT INTO hailq_rates (queue, slot, priority, started, acked, failed, breaches,
-                         handler_total, redelivered, inbox)
+                         handler_total, redelivered, inbox, late_acks)
 SELECT json_extract(value, '$.queue'), CAST(:now / 10 AS INTEGER),
        json_extract(value, '$.priority'), json_extract(value, '$.started'),
        json_extract(value, '$.acked'), json_extract(value, '$.failed'),
        json_extract(value, '$.breaches'), json_extract(value, '$.handler_total'),
-       json_extract(value, '$.redelivered'), json_extract(value, '$.inbox')
+       json_extract(value, '$.redelivered'), json_extract(value, '$.inbox'),
+       json_extract(value, '$.late_acks')
 FROM json_each(:rows) WHERE true
 ON CONFLICT (queue, slot, priority) DO UPDATE
 SET started = started + excluded.started, acked = acked + excluded.acked,
     failed = failed + excluded.failed, breaches = breaches + excluded.breaches,
     handler_total = handler_total + excluded.handler_total,
-    redelivered = redelivered + excluded.redelivered, inbox = inbox + excluded.inbox;
+    redelivered = redelivered + excluded.redelivered, inbox = inbox + excluded.inbox,
+    late_acks = late_acks + excluded.late_acks;
 
 -- name: figures_sketch_add
 -- Rule 36: the log buckets (hailq/observe/sketch.py) of this 10-second slot's waits and
@@ -766,14 +768,16 @@ WHERE queue = :queue ORDER BY kind, priority, le;
 
 -- name: figures_rates
 -- The last hour and a slot, per slot and priority.
-SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox,
+       late_acks
 FROM hailq_rates
 WHERE queue = :queue AND slot >= CAST((:now - :long) / 10 AS INTEGER)
 ORDER BY slot, priority;
 
 -- name: figures_window
 -- hailq doctor's window (rule 26): the slots since :since, the one holding it included.
-SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox
+SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox,
+       late_acks
 FROM hailq_rates
 WHERE queue = :queue AND slot >= CAST(:since / 10 AS INTEGER)
 ORDER BY slot, priority;

@@ -8,6 +8,7 @@
 -- its slot, so a prune is a bounded range delete.
 ALTER TABLE {schema}.rates ADD COLUMN redelivered bigint NOT NULL DEFAULT 0;
 ALTER TABLE {schema}.rates ADD COLUMN inbox bigint NOT NULL DEFAULT 0;
+ALTER TABLE {schema}.rates ADD COLUMN late_acks bigint NOT NULL DEFAULT 0;
 CREATE INDEX rates_slot ON {schema}.rates (slot);
 ALTER TABLE {schema}.counters ADD COLUMN acked bigint NOT NULL DEFAULT 0;
 ALTER TABLE {schema}.samples ADD COLUMN acked bigint NOT NULL DEFAULT 0;

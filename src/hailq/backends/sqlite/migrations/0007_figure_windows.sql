@@ -8,6 +8,7 @@
 -- its slot, so a prune is a bounded range delete.
 ALTER TABLE hailq_rates ADD COLUMN redelivered INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE hailq_rates ADD COLUMN inbox INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE hailq_rates ADD COLUMN late_acks INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX hailq_rates_slot ON hailq_rates (slot);
 ALTER TABLE hailq_counters ADD COLUMN acked INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE hailq_samples ADD COLUMN acked INTEGER NOT NULL DEFAULT 0;
