@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import hailq
+from waiting import wait_for
+from waiting import wait_until as wait_until  # the one shared wait, re-exported
 
 HAILQ_PG_OPTIONS = {"schema", "pool_size", "poll_interval"}
 
@@ -119,14 +121,26 @@ def receive_all(queue: hailq.Queue, batch: int = 1000) -> list[hailq.Message]:
         found.extend(messages)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0,
-               step: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return condition()
+
+
+# The ``broker`` fixture's clock on SQLite, by id(broker): real time plus a skew a test moves on.
+SKEWS: dict[int, list[float]] = {}
+
+
+def advance(broker: hailq.Broker, seconds: float) -> None:
+    """Let ``seconds`` pass on the broker's clock (leases end, delays come due).
+
+    SQLite: the ``broker`` fixture's injected clock moves on at once, no real time passes.
+    PostgreSQL: the database's clock rules (rule 11), so wait, bounded, until it has moved on.
+    Only this broker sees the time pass on SQLite: other connections keep the host's clock.
+    """
+    skew = SKEWS.get(id(broker))
+    if skew is not None:
+        skew[0] += seconds
+        return
+    moment = broker.now() + seconds
+    wait_for(lambda: broker.now() > moment, seconds + 10, what=f"{seconds} s to pass",
+             step=0.01)
 
 
 # -- work done in child processes (top-level so the "spawn" start method can find it) ------

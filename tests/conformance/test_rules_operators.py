@@ -14,6 +14,7 @@ import pytest
 
 import hailq
 from hailq import Message
+from waiting import wait_for
 
 SOON = 1.0  # "within a second"
 
@@ -35,13 +36,6 @@ def running_worker(broker: hailq.Broker, queue: str, seen: list[str],
         worker.stop()
         thread.join(10)
         assert not thread.is_alive()
-
-
-def wait_until(check: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 # -- pause and resume -----------------------------------------------------------------------
@@ -68,14 +62,14 @@ def test_rule_32_a_pause_reaches_a_running_worker_within_a_second(
     seen: list[str] = []
     with running_worker(broker, "claims", seen):
         first = claims.send({"claim": 1})
-        wait_until(lambda: first in seen)
+        wait_for(lambda: first in seen)
         broker.get_queue("claims").pause()  # an operator, elsewhere
         time.sleep(SOON)
         second = claims.send({"claim": 2})
         time.sleep(1.0)
         assert second not in seen
         broker.get_queue("claims").resume()
-        wait_until(lambda: second in seen, timeout=SOON + 2.0)
+        wait_for(lambda: second in seen, timeout=SOON + 2.0)
 
 
 def test_rule_32_a_pause_survives_the_workers_restart_and_its_declaration(

@@ -21,6 +21,7 @@ import pytest
 
 import hailq
 from needs import unavailable
+from waiting import wait_for
 
 from .conftest import ADMIN, CLIENT, READ, Server
 
@@ -41,17 +42,6 @@ APP = textwrap.dedent('''
         with open("done.txt", "a") as out:
             out.write(f"{message.body}\\n")
 ''')
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:g} s for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
