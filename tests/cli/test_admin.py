@@ -18,7 +18,7 @@ import click
 import hailq
 from hailq.cli.main import _load
 from hailq.url import parse_url
-from waiting import wait_for
+from waiting import wait_for, wait_past
 
 from .conftest import Hailq
 
@@ -170,7 +170,7 @@ def test_maintain_settles_ended_leases_and_due_messages_of_every_queue(
     audit.send({"claim": 2})
     assert audit.receive()
     audit.send({"claim": 3}, delay=0.5)
-    time.sleep(1.0)
+    wait_past(api_any.now, api_any.now() + 0.5)  # the leases have ended, the delay too
     for look in (["queues"], ["stats"], ["peek", "claims"], ["peek", "audit"],
                  ["dead", "claims"]):
         assert hq_any(*look).code == 0
