@@ -36,7 +36,7 @@ from hailq.backends.sqlite.backend import SQLiteBackend
 from hailq.codec import encode_body
 from hailq.ids import new_message_id
 from hailq.settings import QueueSettings
-from waiting import wait_for
+from waiting import wait_past
 
 LEASE = 0.2  # seconds: a lease the tests let end
 
@@ -116,12 +116,8 @@ def _postgres() -> Iterator[Store]:
         def connect() -> psycopg.Connection[Any]:
             return psycopg.connect(PG_URL)
 
-        def wait(seconds: float) -> None:
-            moment = backend.clock_now() + seconds
-            wait_for(lambda: backend.clock_now() > moment, seconds + 10,
-                     what=f"{seconds} s on the database clock", step=0.01)
-
-        _PASS[:] = [wait]
+        _PASS[:] = [lambda seconds: wait_past(backend.clock_now, backend.clock_now() + seconds,
+                                              seconds + 10)]
         yield Store("postgres", backend, open_backend, rows, connect, f'"{schema}".effects')
     finally:
         _PASS.clear()

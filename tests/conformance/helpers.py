@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import hailq
-from waiting import wait_for
+from waiting import wait_past
 from waiting import wait_until as wait_until  # the one shared wait, re-exported
 
 HAILQ_PG_OPTIONS = {"schema", "pool_size", "poll_interval"}
@@ -138,9 +138,7 @@ def advance(broker: hailq.Broker, seconds: float) -> None:
     if skew is not None:
         skew[0] += seconds
         return
-    moment = broker.now() + seconds
-    wait_for(lambda: broker.now() > moment, seconds + 10, what=f"{seconds} s to pass",
-             step=0.01)
+    wait_past(broker.now, broker.now() + seconds, seconds + 10)
 
 
 # -- work done in child processes (top-level so the "spawn" start method can find it) ------
@@ -196,7 +194,7 @@ def consume_on_a_skewed_host(url: str, queue: str, skew: float, after: float,
 
     with fresh.connect(url) as broker:
         q = broker.get_queue(queue)
-        wait_for(lambda: broker.now() > after, 60, what="the database clock", step=0.02)
+        wait_past(broker.now, after, 60)
         got = q.receive(max_messages=10, lease=30)
         host_now = time.time()
         q.send(f"sent by a host {skew:+g} s off")
@@ -267,5 +265,5 @@ def ack_late(url: str, queue: str) -> None:
     broker = hailq.connect(url)
     q = broker.get_queue(queue)
     (m,) = q.receive(lease=0.2)
-    wait_for(lambda: broker.now() > m.lease_until, 10, what="the lease to end")
+    wait_past(broker.now, m.lease_until)
     m.ack()
