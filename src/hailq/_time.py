@@ -48,3 +48,27 @@ def span(value: float) -> str:
     if abs(value) >= 86400:
         text += f" ({value / 86400:.4g} days)"
     return text
+
+
+def format_age(seconds: float | None, *, spaced: bool = False) -> str:
+    """A duration as a person reads it; ``-`` for none.
+
+    Terse (the CLI's columns): 42s, 3m07s, 2h05m, 4d03h. ``spaced`` (the live view, which
+    also shows short waits finely): 850ms, 4.2s, 12s, 4m 05s, 3h 20m, 2d 4h.
+    """
+    if seconds is None or math.isnan(seconds):
+        return "-"
+    if spaced and seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    s = max(int(seconds), 0)
+    if s < 60:
+        if not spaced:
+            return f"{s}s"
+        return f"{seconds:.0f}s" if s >= 10 else f"{seconds:.1f}s"
+    gap = " " if spaced else ""
+    if s < 3600:
+        return f"{s // 60}m{gap}{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{gap}{s % 3600 // 60:02d}m"
+    hours = s % 86400 // 3600
+    return f"{s // 86400}d{gap}{hours}h" if spaced else f"{s // 86400}d{hours:02d}h"

@@ -33,8 +33,19 @@ class AttemptError:
     at: float
 
 
+class _Failures:
+    """The failed attempts of a message, latest last."""
+
+    errors: list[AttemptError]
+
+    @property
+    def last_error(self) -> str | None:
+        """The error of the latest failed attempt, or None."""
+        return self.errors[-1].error if self.errors else None
+
+
 @dataclass(frozen=True)
-class DeadMessage:
+class DeadMessage(_Failures):
     """A dead message with the error of every failed attempt."""
 
     id: str
@@ -49,14 +60,10 @@ class DeadMessage:
     errors: list[AttemptError] = field(default_factory=list)
     parked: bool = False
 
-    @property
-    def last_error(self) -> str | None:
-        return self.errors[-1].error if self.errors else None
-
 
 @dataclass(frozen=True)
-class PeekedMessage:
-    """A message looked at without leasing it."""
+class _Stored:
+    """A message as stored, in the state the next receive would find it."""
 
     id: str
     queue: str
@@ -71,28 +78,19 @@ class PeekedMessage:
 
 
 @dataclass(frozen=True)
-class MessageDetails:
+class PeekedMessage(_Stored):
+    """A message looked at without leasing it."""
+
+
+@dataclass(frozen=True)
+class MessageDetails(_Stored, _Failures):
     """One message looked up by id (``Queue.get_message``), in the state the next receive
     would find it: an ended lease shows as ready again, or dead after the last attempt."""
 
-    id: str
-    queue: str
-    state: State
-    body: Any
-    headers: dict[str, str]
-    priority: int
-    ordering_key: str | None
-    attempt: int
-    enqueued_at: float
-    available_at: float
     lease_until: float | None  # while leased: when the lease ends
     dead_at: float | None
     errors: list[AttemptError] = field(default_factory=list)
     parked: bool = False  # dead and holding its ordering key (on_dead="park")
-
-    @property
-    def last_error(self) -> str | None:
-        return self.errors[-1].error if self.errors else None
 
 
 @dataclass(frozen=True)

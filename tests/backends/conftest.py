@@ -36,8 +36,13 @@ from hailq.backends.sqlite.backend import SQLiteBackend
 from hailq.codec import encode_body
 from hailq.ids import new_message_id
 from hailq.settings import QueueSettings
+from waiting import wait_past
 
 LEASE = 0.2  # seconds: a lease the tests let end
+
+# How the running test lets time pass on its store's clock (``pass_time``): on SQLite the
+# backends' injected clock moves on at once; on PostgreSQL the database's clock rules.
+_PASS: list[Callable[[float], None]] = []
 
 
 @dataclass
@@ -57,9 +62,10 @@ class Store:
 def _sqlite(tmp_path: Path) -> Iterator[Store]:
     path = str(tmp_path / "hailq.db")
     backends: list[Backend] = []
+    skew = [0.0]  # one machine, one clock: every backend of the store reads this one
 
     def open_backend() -> Backend:
-        b = SQLiteBackend(path)
+        b = SQLiteBackend(path, clock=lambda: time.time() + skew[0])
         backends.append(b)
         return b
 
@@ -77,7 +83,9 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(path, timeout=10)
 
+    _PASS[:] = [lambda seconds: skew.__setitem__(0, skew[0] + seconds)]
     yield Store("sqlite", backend, open_backend, rows, connect, "effects")
+    _PASS.clear()
     raw.close()
     for b in backends:
         b.close()
@@ -108,8 +116,11 @@ def _postgres() -> Iterator[Store]:
         def connect() -> psycopg.Connection[Any]:
             return psycopg.connect(PG_URL)
 
+        _PASS[:] = [lambda seconds: wait_past(backend.clock_now, backend.clock_now() + seconds,
+                                              seconds + 10)]
         yield Store("postgres", backend, open_backend, rows, connect, f'"{schema}".effects')
     finally:
+        _PASS.clear()
         for b in backends:
             b.close()
         raw.close()
@@ -161,9 +172,15 @@ def receipt(queue: str, row: ClaimedRow, *, seq: bool = True) -> Receipt:
     return Receipt(queue, row.id, row.token, row.seq if seq else None)
 
 
+def pass_time(seconds: float) -> None:
+    """Let ``seconds`` pass on the store's clock (leases end, delays come due, upkeep is due):
+    on SQLite at once, through the injected clock; on PostgreSQL by a bounded wait."""
+    _PASS[0](seconds)
+
+
 def outlive(lease: float = LEASE) -> None:
-    """Sleep until a lease of ``lease`` seconds taken just now has ended."""
-    time.sleep(lease + 0.05)
+    """Let a lease of ``lease`` seconds taken just now end."""
+    pass_time(lease + 0.05)
 
 
 def lapsed(backend: Backend, queue: str) -> tuple[Receipt, Receipt]:

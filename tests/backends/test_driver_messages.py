@@ -7,7 +7,6 @@ Each test calls the backend directly with the params objects the public API buil
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import replace
 from typing import Any, cast
 
@@ -36,6 +35,7 @@ from .conftest import (
     lapsed,
     message,
     outlive,
+    pass_time,
     receipt,
     save,
     send,
@@ -107,7 +107,7 @@ def test_send_delay_is_not_claimable_before_due(backend: Backend) -> None:
     [p] = backend.message_peek(PeekParams("q"))
     assert p.state == "scheduled"
     assert p.available_at == pytest.approx(p.enqueued_at + 0.25, abs=0.01)
-    time.sleep(0.35)
+    pass_time(0.35)
     assert [r.id for r in claim(backend, "q")] == [later]
 
 
@@ -201,7 +201,7 @@ def test_claim_with_aging_serves_old_low_priority_work_first(backend: Backend) -
     backend.message_send(SendParams([low_fresh, high_fresh]))
     low_old = message("old", "low", priority=0, aging=aging)
     backend.message_send(SendParams([low_old]))
-    time.sleep(2 * aging)  # more than one level of aging later
+    pass_time(2 * aging)  # more than one level of aging later
     high_late = message("old", "high", priority=1, aging=aging)
     backend.message_send(SendParams([high_late]))
     assert [r.id for r in claim(backend, "fresh", 2)] == [high_fresh.id, low_fresh.id]
@@ -252,7 +252,7 @@ def test_claim_acks_in_the_same_call_with_an_answer_per_ack(
     if upkeep == "just_done":
         backend.queue_maintain("q")
     else:
-        time.sleep(0.1)
+        pass_time(0.1)
     acks = [current, stale, receipt("q", r2), receipt("other", r3), receipt("other", r_other)]
     result = backend.message_claim(ClaimParams("q", 5, acks=acks))
     assert result.acked == [False, None, False, None, False]
@@ -270,7 +270,7 @@ def test_claim_never_hands_back_a_message_it_acked_late(backend: Backend, upkeep
     outlive()
     backend.queue_maintain("q")  # the message is ready again; nobody received it since
     if upkeep == "due":
-        time.sleep(0.1)
+        pass_time(0.1)
     result = backend.message_claim(ClaimParams("q", 5, acks=[receipt("q", r)]))
     assert result.acked == [True]
     assert result.rows == []
@@ -555,7 +555,7 @@ def test_nack_explicit_delay_wins_over_the_backoff(backend: Backend) -> None:
     [r] = claim(backend, "q")
     assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.25, backoff=(0.0,)))
     assert backend.message_peek(PeekParams("q"))[0].state == "scheduled"
-    time.sleep(0.35)
+    pass_time(0.35)
     assert [x.attempt for x in claim(backend, "q")] == [3]
 
 
@@ -616,7 +616,7 @@ def test_nack_give_back_keeps_its_place_in_line(backend: Backend) -> None:
     first = message("q", "first", aging=10.0)
     second = message("q", "second", aging=10.0)
     backend.message_send(SendParams([first]))
-    time.sleep(0.02)
+    pass_time(0.02)
     backend.message_send(SendParams([second]))
     [r] = claim(backend, "q")
     assert r.id == first.id

@@ -71,7 +71,7 @@ def test_a_pause_reaches_a_consumer_of_another_process_within_its_settings_cache
     other = store.open()
     assert len(claim(other, "q")) == 1  # its settings are cached now
     store.backend.queue_pause(QueuePauseParams("q", True))
-    time.sleep(core.SETTINGS_FOR + 0.1)
+    time.sleep(core.SETTINGS_FOR + 0.1)  # about time: the settings cache (monotonic) runs out
     assert claim(other, "q") == []
 
 
@@ -113,7 +113,7 @@ def test_a_resume_wakes_a_waiting_receiver(store: Store) -> None:
     started = time.monotonic()
     backend.message_wait(WaitParams(["q"], 5.0))
     assert time.monotonic() - started < 3.0
-    time.sleep(core.SETTINGS_FOR)
+    time.sleep(core.SETTINGS_FOR)  # about time: the settings cache (monotonic) runs out
     assert len(claim(backend, "q")) == 1
 
 
@@ -235,7 +235,7 @@ def test_a_consumer_in_another_process_gets_queue_not_found_after_its_cache(
     assert len(claim(other, "q")) == 1
     store.backend.queue_delete(QueueDeleteParams("q", force=True))
     assert claim(other, "q") == []  # within its settings cache: nothing to lease
-    time.sleep(core.SETTINGS_FOR + 0.1)
+    time.sleep(core.SETTINGS_FOR + 0.1)  # about time: the settings cache (monotonic) runs out
     with pytest.raises(QueueNotFound):
         claim(other, "q")
 

@@ -32,6 +32,7 @@ from .conftest import (
     claim,
     message,
     outlive,
+    pass_time,
     receipt,
     save,
     send,
@@ -54,7 +55,7 @@ def test_clock_now_is_the_backends_clock_near_the_hosts(store: Store) -> None:
     first = backend.clock_now()
     assert isinstance(first, float)
     assert abs(first - time.time()) < 2
-    time.sleep(0.05)
+    time.sleep(0.05)  # about time: the clock itself is under test
     assert backend.clock_now() >= first + 0.04
     if store.kind == "postgres":  # the database's clock (rule 11)
         conn = store.connect()
@@ -99,7 +100,7 @@ def test_a_changed_lease_reaches_a_running_consumer(store: Store) -> None:
     [first] = claim(consumer, "q")  # the consumer now knows the queue's settings
     assert first.lease_until - consumer.clock_now() == pytest.approx(30, abs=2)
     save(operator, "q", lease=100)
-    time.sleep(core.SETTINGS_FOR + 0.1)
+    time.sleep(core.SETTINGS_FOR + 0.1)  # about time: the settings cache (monotonic) runs out
     [second] = claim(consumer, "q")
     assert second.lease_until - consumer.clock_now() == pytest.approx(100, abs=2)
 
@@ -268,7 +269,7 @@ def test_worker_save_list_and_prune(backend: Backend) -> None:
     [again] = backend.worker_list()
     assert (again.in_flight, again.state) == (3, "draining")
     assert again.last_seen >= w1.last_seen
-    time.sleep(0.05)
+    pass_time(0.05)
     backend.worker_save(_worker("w2", start + 1))
     [_, w2] = backend.worker_list()
     assert w2.last_seen > again.last_seen

@@ -129,7 +129,7 @@ def test_a_limit_is_a_live_setting_and_none_removes_it(backend: Backend) -> None
     send(backend, "results", *range(10))
     assert len(claim(backend, "results", 10)) == 1
     save(backend, "results")  # the operator removes the limit
-    time.sleep(0.6)
+    time.sleep(0.6)  # about time: the settings cache (monotonic) runs out
     assert len(claim(backend, "results", 10)) == 9
 
 

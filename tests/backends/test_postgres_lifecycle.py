@@ -10,10 +10,10 @@ from __future__ import annotations
 import gc
 import sys
 import threading
-import time
 from typing import Any
 
 import hailq
+from waiting import wait_until
 
 
 def _hailq_threads() -> list[str]:
@@ -21,9 +21,7 @@ def _hailq_threads() -> list[str]:
 
 
 def _wait_for_no_threads(timeout: float = 5.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while _hailq_threads() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not _hailq_threads(), timeout, step=0.05)
     return _hailq_threads()
 
 

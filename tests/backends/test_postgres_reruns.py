@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 import hailq
+from waiting import wait_past
 
 from .pgproxy import ReplyLosingProxy
 
@@ -86,9 +87,7 @@ def test_a_lost_lease_is_still_reported_after_a_re_run(
     q = relayed.queue("claims", lease=0.2)
     q.send({"n": 1})
     [old] = q.receive()
-    import time
-
-    time.sleep(0.4)
+    wait_past(relayed.now, old.lease_until)
     [new] = q.receive()
     relay.lose_next_reply()
     assert q.ack_many([old.receipt]) == [None]  # the message is there, under another lease

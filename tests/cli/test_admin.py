@@ -18,6 +18,7 @@ import click
 import hailq
 from hailq.cli.main import _load
 from hailq.url import parse_url
+from waiting import wait_for, wait_past
 
 from .conftest import Hailq
 
@@ -117,10 +118,8 @@ def test_a_worker_stopped_by_sigterm_shows_stopped_and_a_killed_one_dead(
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                for _ in range(2)]
     try:
-        deadline = time.monotonic() + 30
-        while len(hq("workers", "--json").json()) < 2:
-            assert time.monotonic() < deadline, "the workers never reported"
-            time.sleep(0.1)
+        wait_for(lambda: len(hq("workers", "--json").json()) >= 2, 30,
+                 what="the workers to report", step=0.1)
         stopped, killed = started
         stopped.send_signal(signal.SIGTERM)
         killed.send_signal(signal.SIGKILL)
@@ -171,7 +170,7 @@ def test_maintain_settles_ended_leases_and_due_messages_of_every_queue(
     audit.send({"claim": 2})
     assert audit.receive()
     audit.send({"claim": 3}, delay=0.5)
-    time.sleep(1.0)
+    wait_past(api_any.now, api_any.now() + 0.5)  # the leases have ended, the delay too
     for look in (["queues"], ["stats"], ["peek", "claims"], ["peek", "audit"],
                  ["dead", "claims"]):
         assert hq_any(*look).code == 0

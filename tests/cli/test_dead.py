@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 import hailq
+from waiting import wait_past
 
 from .conftest import Hailq, kill_messages
 
@@ -176,9 +175,10 @@ def test_more_dead_than_one_command_handles(hq: Hailq, api: hailq.Broker) -> Non
     for _ in range(100):
         q.send_many([{"claim": n} for n in range(1000)])
     q.send("the last")
-    while q.receive(1000):  # every lease ends unacked: each message's one attempt is spent
-        pass
-    time.sleep(1.1)
+    ends = 0.0
+    while got := q.receive(1000):  # every lease ends unacked: each one attempt is spent
+        ends = got[-1].lease_until
+    wait_past(api.now, ends)
     assert q.stats().dead == 100_001
     listed = hq("dead", "storm", "--grep", "lease expired", "--limit", "100000", "--json")
     assert len(listed.json()) == 100_000

@@ -17,6 +17,7 @@ import pytest
 
 import hailq
 from hailq.doctor import examine
+from waiting import wait_past
 
 from .conftest import Hailq
 
@@ -91,7 +92,7 @@ def test_rule_26_doctor_names_a_lease_too_short_from_late_acks(hq_any: Hailq,
     q = api_any.queue("slow", lease=0.3)
     q.send({"n": 1})
     [m] = q.receive(1)
-    time.sleep(0.6)
+    wait_past(api_any.now, m.lease_until)
     m.ack()  # nobody received it since: a late ack, counted
     assert q.stats().late_acks == 1
     _flush(api_any)
@@ -237,7 +238,7 @@ def test_rule_26_36_retries_and_redeliveries_an_hour_ago_clean_since_exit_0(
             m.ack()
         q.send({"n": 3})
         [held] = q.receive(1)  # its lease ends under it: no nack, no ack
-        time.sleep(0.7)
+        wait_past(broker.now, held.lease_until)
         [again] = q.receive(1, wait=2)  # redelivered after the lease
         assert again.id == held.id
         again.ack()

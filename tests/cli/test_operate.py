@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import hailq
+from waiting import wait_for
 
 from .conftest import Hailq, kill_messages, run_hailq
 
@@ -165,10 +166,9 @@ def test_ctrl_c_during_send_file_says_what_was_committed_and_how_to_resume(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     with hailq.connect(sqlite_url) as broker:
         queue = broker.get_queue("claims")
-        deadline = time.monotonic() + 60
-        while queue.stats().sent < 500:
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.02)
+        wait_for(lambda: queue.stats().sent >= 500 or process.poll() is not None, 60,
+                 what="500 sent")
+        assert process.poll() is None
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
         assert process.returncode == 130, err
@@ -199,7 +199,7 @@ def test_ctrl_c_while_the_file_is_read_says_nothing_was_committed(url: str,
     with open(path, "w") as writer:  # opens once the command opened the file to read it
         writer.write("".join(json.dumps({"claim": n}) + "\n" for n in range(10)))
         writer.flush()
-        time.sleep(0.5)
+        time.sleep(0.5)  # no event says the command has read them
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ import pytest
 
 import hailq
 from ports import free_port
+from waiting import wait_for
 
 HANDLER = "def handle(message):\n    pass\n"
 # Another loopback address: Linux answers on all of 127.0.0.0/8. A listener bound to
@@ -62,11 +62,9 @@ def worker(url: str, tmp_path: Path) -> Iterator[Start]:
 
 
 def wait_healthy(host: str, port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while answers(host, port) != 200:
-        assert process.poll() is None, "the worker exited"
-        assert time.monotonic() < deadline, "the worker never answered /healthz"
-        time.sleep(0.1)
+    wait_for(lambda: process.poll() is not None or answers(host, port) == 200, 60,
+             what="the worker to answer /healthz", step=0.1)
+    assert process.poll() is None, "the worker exited"
 
 
 @pytest.mark.parametrize("pool", ["thread", "process"])

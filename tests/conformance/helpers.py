@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import hailq
+from waiting import wait_past
+from waiting import wait_until as wait_until  # the one shared wait, re-exported
 
 HAILQ_PG_OPTIONS = {"schema", "pool_size", "poll_interval"}
 
@@ -119,14 +121,24 @@ def receive_all(queue: hailq.Queue, batch: int = 1000) -> list[hailq.Message]:
         found.extend(messages)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0,
-               step: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return condition()
+
+
+# The ``broker`` fixture's clock on SQLite, by id(broker): real time plus a skew a test moves on.
+SKEWS: dict[int, list[float]] = {}
+
+
+def advance(broker: hailq.Broker, seconds: float) -> None:
+    """Let ``seconds`` pass on the broker's clock (leases end, delays come due).
+
+    SQLite: the ``broker`` fixture's injected clock moves on at once, no real time passes.
+    PostgreSQL: the database's clock rules (rule 11), so wait, bounded, until it has moved on.
+    Only this broker sees the time pass on SQLite: other connections keep the host's clock.
+    """
+    skew = SKEWS.get(id(broker))
+    if skew is not None:
+        skew[0] += seconds
+        return
+    wait_past(broker.now, broker.now() + seconds, seconds + 10)
 
 
 # -- work done in child processes (top-level so the "spawn" start method can find it) ------
@@ -150,7 +162,7 @@ def compete(url: str, queue: str, ready: Any, out: str) -> None:
             messages = q.receive(max_messages=10, lease=300)
             if not messages:
                 break
-            time.sleep(0.002)
+            time.sleep(0.002)  # the handler's work
             for m in messages:
                 received = time.time()
                 (late,) = q.ack_many([m])
@@ -182,8 +194,7 @@ def consume_on_a_skewed_host(url: str, queue: str, skew: float, after: float,
 
     with fresh.connect(url) as broker:
         q = broker.get_queue(queue)
-        while broker.now() <= after:
-            time.sleep(0.02)
+        wait_past(broker.now, after, 60)
         got = q.receive(max_messages=10, lease=30)
         host_now = time.time()
         q.send(f"sent by a host {skew:+g} s off")
@@ -254,5 +265,5 @@ def ack_late(url: str, queue: str) -> None:
     broker = hailq.connect(url)
     q = broker.get_queue(queue)
     (m,) = q.receive(lease=0.2)
-    time.sleep(0.3)
+    wait_past(broker.now, m.lease_until)
     m.ack()

@@ -7,7 +7,7 @@ import time
 import hailq
 from hailq import Envelope
 
-from .helpers import receive_all
+from .helpers import advance, receive_all
 
 # -- rule 13: becoming dead ------------------------------------------------------------------
 
@@ -44,7 +44,7 @@ def test_rule_13_message_that_kills_its_consumer_dies_by_lease_expiry(
     for n in (1, 2):
         (m,) = q.receive()
         assert m.attempt == n  # counted at receive, though the consumer never reports back
-        time.sleep(0.3)
+        advance(broker, 0.3)
 
     assert q.receive() == []
     (dead,) = q.dead_letters()
@@ -73,7 +73,7 @@ def test_rule_13_a_dead_message_is_never_delivered_again(broker: hailq.Broker) -
     q.send("once")
     q.receive()[0].nack(delay=0, error="no")
 
-    time.sleep(0.3)
+    advance(broker, 0.3)
 
     assert q.receive(max_messages=10, wait=0.3) == []
     assert q.peek() == []
@@ -93,7 +93,7 @@ def test_rule_14_dead_letters_filter_by_error_age_and_key(broker: hailq.Broker) 
     q.send_many([Envelope("a", ordering_key="policy-1"), Envelope("b", ordering_key="policy-2"),
                  Envelope("c")])
     kill(q, "timeout calling OCR")
-    time.sleep(0.4)
+    advance(broker, 0.4)
     kill(q, "invalid IBAN")
     kill(q, "timeout calling fraud check")
 
@@ -212,7 +212,7 @@ def test_rule_15_poison_message_goes_dead_while_1000_others_flow(broker: hailq.B
             poison_attempts.append(m.attempt)
             m.nack(error=f"cannot parse claim (attempt {m.attempt})")
         else:
-            time.sleep(0.001)
+            time.sleep(0.001)  # the handler's work
             acked.append(m.body["claim"])
             m.ack()
 

@@ -13,8 +13,9 @@ import pytest
 
 import hailq
 from hailq import LeaseLost
+from waiting import wait_past
 
-from .helpers import RawDatabase, transaction
+from .helpers import RawDatabase, advance, transaction
 
 
 @pytest.fixture
@@ -60,7 +61,7 @@ def test_rule_21_inbox_skips_the_second_processing_of_a_message(broker: hailq.Br
 
     (first,) = q.receive()
     process(first)  # ... and the consumer crashes before it acks
-    time.sleep(0.3)
+    advance(broker, 0.3)
     (again,) = q.receive()
     assert (again.id, again.attempt) == (sent, 2)
     process(again)
@@ -130,7 +131,7 @@ def test_rule_22_effect_commits_together_with_the_ack(broker: hailq.Broker, raw:
         record_effect(raw, conn, effects, m)
 
     assert raw.count(effects) == 1
-    time.sleep(0.35)
+    advance(broker, 0.35)
     assert q.receive() == []
     stats = q.stats()
     assert (stats.acked, stats.in_flight) == (1, 0)
@@ -158,7 +159,7 @@ def test_rule_22_a_consumer_whose_lease_was_lost_cannot_commit_its_effect(
     q = broker.queue("billing", lease=0.2)
     q.send({"amount": 99})
     (stale,) = q.receive()
-    time.sleep(0.3)
+    wait_past(broker.now, stale.lease_until)  # another connection looks next
     with hailq.connect(url) as elsewhere:
         (current,) = elsewhere.get_queue("billing").receive(lease=30)
 
@@ -179,7 +180,7 @@ def test_rule_22_a_late_transaction_commits_if_nobody_received_the_message_since
     q = broker.queue("billing", lease=0.2)
     q.send({"amount": 99})
     (m,) = q.receive()
-    time.sleep(0.3)
+    advance(broker, 0.3)
 
     with m.transaction() as conn:
         record_effect(raw, conn, effects, m)
@@ -193,7 +194,7 @@ def test_rule_22_nobody_receives_the_message_while_its_transaction_is_open(
     q = broker.queue("billing", lease=0.2)
     q.send({"amount": 99})
     (m,) = q.receive()
-    time.sleep(0.3)  # the lease has ended, but nobody received the message again
+    wait_past(broker.now, m.lease_until)  # ended, but nobody received it again
     seen_by_other: list[list[hailq.Message]] = []
 
     def other_consumer() -> None:
@@ -203,7 +204,7 @@ def test_rule_22_nobody_receives_the_message_while_its_transaction_is_open(
     with m.transaction() as conn:
         rival = threading.Thread(target=other_consumer)
         rival.start()
-        time.sleep(0.3)
+        time.sleep(0.3)  # about time: the rival must be blocked while the transaction is open
         record_effect(raw, conn, effects, m)
     rival.join(60)
 

@@ -14,7 +14,14 @@ import pytest
 import hailq
 from hailq import LeaseLost
 
-from .helpers import RawDatabase, ack_late, compete, consume_on_a_skewed_host, receive_and_die
+from .helpers import (
+    RawDatabase,
+    ack_late,
+    advance,
+    compete,
+    consume_on_a_skewed_host,
+    receive_and_die,
+)
 
 # -- rule 6: receive ------------------------------------------------------------------------
 
@@ -40,7 +47,7 @@ def test_rule_06_long_poll_returns_as_soon_as_a_message_arrives(broker: hailq.Br
     q = broker.queue("claims")
 
     def send_later() -> None:
-        time.sleep(0.3)
+        time.sleep(0.3)  # about time: the receive must be waiting before the send comes
         with hailq.connect(url) as producer:
             producer.queue("claims").send("arrived")
 
@@ -177,7 +184,7 @@ def test_rule_08_message_whose_lease_ends_is_delivered_again(broker: hailq.Broke
     (first,) = q.receive()
     assert q.receive() == []  # still leased
 
-    time.sleep(0.4)
+    advance(broker, 0.4)
     (second,) = q.receive()
 
     assert second.id == first.id == sent
@@ -192,7 +199,7 @@ def test_rule_08_receive_with_its_own_lease_overrides_the_queue_lease(
     q.send("short")
     q.receive(lease=0.2)
 
-    time.sleep(0.3)
+    advance(broker, 0.3)
 
     assert [m.attempt for m in q.receive()] == [2]
 
@@ -206,7 +213,7 @@ def test_rule_09_ack_removes_the_message_for_good(broker: hailq.Broker) -> None:
     (m,) = q.receive()
 
     m.ack()
-    time.sleep(0.3)
+    advance(broker, 0.3)
 
     assert q.receive() == []
     assert q.peek() == []
@@ -221,7 +228,7 @@ def test_rule_09_late_ack_succeeds_and_is_counted(broker: hailq.Broker) -> None:
     q.send("slow handler")
     (m,) = q.receive()
 
-    time.sleep(0.3)
+    advance(broker, 0.3)
     m.ack()
 
     stats = q.stats()
@@ -234,7 +241,7 @@ def test_rule_09_late_ack_succeeds_when_others_received_other_messages(
     q = broker.queue("claims", lease=0.2)
     q.send("slow handler", priority=0)
     (m,) = q.receive()
-    time.sleep(0.3)
+    advance(broker, 0.3)
     q.send("urgent", priority=9)
 
     (other,) = q.receive()  # a receive after the lease ended, of another message
@@ -268,7 +275,7 @@ def test_rule_09_stale_receipt_raises_lease_lost_and_changes_nothing(
     q = broker.queue("claims", lease=0.2)
     q.send("contested")
     (stale,) = q.receive()
-    time.sleep(0.3)
+    advance(broker, 0.3)
     (current,) = q.receive(lease=30)
 
     with pytest.raises(LeaseLost):
@@ -312,7 +319,7 @@ def test_rule_09_a_new_receive_of_a_batch_fences_every_old_receipt(
     q = broker.queue("claims", lease=0.2)
     q.send_many(["a", "b"])
     old = q.receive(2)
-    time.sleep(0.3)
+    advance(broker, 0.3)
     new = q.receive(2)
     assert sorted(m.id for m in new) == sorted(m.id for m in old)
 
@@ -329,7 +336,7 @@ def test_rule_09_a_stale_receipt_beside_a_current_one_of_the_same_claim_acks_not
     q = broker.queue("claims", lease=0.2)
     q.send_many(["a", "b"])
     old_a, old_b = q.receive(2)
-    time.sleep(0.3)
+    advance(broker, 0.3)
     new_a, new_b = q.receive(2)
     assert (new_a.id, new_b.id) == (old_a.id, old_b.id)
 
@@ -347,7 +354,7 @@ def test_rule_09_ack_many_reports_each_receipt(broker: hailq.Broker) -> None:
     (lost,) = q.receive(lease=0.2)
     (late,) = q.receive(lease=0.2)
     (in_time,) = q.receive(lease=30)
-    time.sleep(0.3)
+    advance(broker, 0.3)
     (lost_again,) = q.receive(lease=30)
     assert lost_again.id == lost.id
 
@@ -367,7 +374,7 @@ def test_rule_09_acks_of_one_claim_report_each_message(broker: hailq.Broker,
     in_time, lost, _late, extended = batch
     in_time.extend(30)
     extended.extend(30)
-    time.sleep(0.4)
+    advance(broker, 0.4)
     (lost_again,) = q.receive(lease=30)
     assert lost_again.id == lost.id
 
@@ -410,7 +417,7 @@ def test_rule_09_a_stale_receipt_beside_the_current_one_is_lost(broker: hailq.Br
     q = broker.queue("claims", lease=0.3)
     q.send("slow")
     (old,) = q.receive()
-    time.sleep(0.5)
+    advance(broker, 0.5)
     (new,) = q.receive()
     assert (new.id, new.attempt) == (old.id, 2)
 
@@ -474,7 +481,7 @@ def test_rule_10_nack_with_delay_holds_the_message_back(broker: hailq.Broker) ->
     m.nack(delay=0.4)
 
     assert q.receive() == []
-    time.sleep(0.5)
+    advance(broker, 0.5)
     assert [x.id for x in q.receive()] == [m.id]
 
 
@@ -497,7 +504,7 @@ def test_rule_10_extend_moves_the_end_of_the_lease(broker: hailq.Broker) -> None
     old_end = m.lease_until
 
     m.extend(10)
-    time.sleep(0.4)
+    advance(broker, 0.4)
 
     assert m.lease_until > old_end + 5
     assert q.receive() == []
@@ -512,12 +519,12 @@ def test_rule_10_an_ended_lease_is_extended_only_while_the_message_could_live(
     q = broker.queue("claims", lease=0.2, max_attempts=2)
     q.send("slow")
     (first,) = q.receive()
-    time.sleep(0.3)
+    advance(broker, 0.3)
     first.extend(30)  # attempt 1 of 2 ended unseen: the lease is taken up again
     assert q.stats().in_flight == 1
     first.nack(delay=0)
     (last,) = q.receive(lease=0.2)
-    time.sleep(0.3)
+    advance(broker, 0.3)
     with pytest.raises(LeaseLost):
         last.extend(30)  # no stats() or receive() in between: the same answer as after one
     stats = q.stats()
@@ -541,7 +548,7 @@ def test_rule_13_a_give_back_never_revives_a_last_attempt_whose_lease_ended(
     assert again.body == "held"
     again.ack()
     (ended,) = q.receive()
-    time.sleep(0.3)
+    advance(broker, 0.3)
     if look_first:
         q.stats()
     with pytest.raises(LeaseLost):
@@ -555,7 +562,7 @@ def test_rule_10_nack_extend_and_dead_letter_raise_lease_lost_for_a_stale_receip
     q = broker.queue("claims", lease=0.2)
     q.send("contested")
     (stale,) = q.receive()
-    time.sleep(0.3)
+    advance(broker, 0.3)
     (current,) = q.receive(lease=30)
 
     with pytest.raises(LeaseLost):
@@ -710,7 +717,7 @@ def test_rule_12_a_consumer_that_dies_loses_nothing(broker: hailq.Broker, url: s
     crash.join(60)
     assert crash.exitcode == 0  # it did take the message before dying
     assert q.receive() == []
-    time.sleep(0.35)
+    advance(broker, 0.35)
 
     (m,) = q.receive(wait=5)
     assert (m.id, m.attempt) == (sent, 2)

@@ -14,6 +14,7 @@ import pytest
 
 import hailq
 from hailq import Message
+from waiting import wait_for
 
 SOON = 1.0  # "within a second"
 
@@ -35,13 +36,6 @@ def running_worker(broker: hailq.Broker, queue: str, seen: list[str],
         worker.stop()
         thread.join(10)
         assert not thread.is_alive()
-
-
-def wait_until(check: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 # -- pause and resume -----------------------------------------------------------------------
@@ -68,14 +62,14 @@ def test_rule_32_a_pause_reaches_a_running_worker_within_a_second(
     seen: list[str] = []
     with running_worker(broker, "claims", seen):
         first = claims.send({"claim": 1})
-        wait_until(lambda: first in seen)
+        wait_for(lambda: first in seen)
         broker.get_queue("claims").pause()  # an operator, elsewhere
-        time.sleep(SOON)
+        time.sleep(SOON)  # about time: the pause reaches the worker within SOON
         second = claims.send({"claim": 2})
-        time.sleep(1.0)
+        time.sleep(0.5)  # about time: nothing is handled while paused
         assert second not in seen
         broker.get_queue("claims").resume()
-        wait_until(lambda: second in seen, timeout=SOON + 2.0)
+        wait_for(lambda: second in seen, timeout=SOON + 2.0)
 
 
 def test_rule_32_a_pause_survives_the_workers_restart_and_its_declaration(
@@ -84,7 +78,7 @@ def test_rule_32_a_pause_survives_the_workers_restart_and_its_declaration(
     broker.queue("claims").send({"claim": 1})
     seen: list[str] = []
     with running_worker(broker, "claims", seen, lease=90):  # declares again as it starts
-        time.sleep(1.0)
+        time.sleep(1.0)  # about time: nothing is handled while paused
         assert seen == []
         assert broker.get_queue("claims").stats().paused
 
@@ -123,7 +117,7 @@ def test_rule_32_an_overridden_lease_reaches_a_running_consumer(broker: hailq.Br
     claims.send(1)
     consumer.receive()
     broker.configure("claims", lease=0.2)
-    time.sleep(SOON)
+    time.sleep(SOON)  # about time: the settings cache (monotonic) runs out
     claims.send(2)
     [message] = consumer.receive()
     assert message.lease_until - broker.now() < 1.0

@@ -16,7 +16,7 @@ import pytest
 import hailq
 from hailq import Envelope
 
-from .helpers import receive_all, wait_until
+from .helpers import advance, receive_all, wait_until
 
 # -- rule 16: priority and aging -----------------------------------------------------------
 
@@ -45,7 +45,7 @@ def test_rule_16_without_aging_old_low_priority_waits_behind_new_high(
         broker: hailq.Broker) -> None:
     q = broker.queue("claims")
     q.send("old low", priority=0)
-    time.sleep(0.5)
+    advance(broker, 0.5)
     q.send("new high", priority=1)
 
     assert [m.body for m in q.receive(max_messages=2)] == ["new high", "old low"]
@@ -54,7 +54,7 @@ def test_rule_16_without_aging_old_low_priority_waits_behind_new_high(
 def test_rule_16_with_aging_old_low_priority_goes_before_newer_high(broker: hailq.Broker) -> None:
     q = broker.queue("claims", aging=0.2)
     q.send("old low", priority=0)
-    time.sleep(0.5)  # more than one level of aging (0.2 s) later
+    advance(broker, 0.5)  # more than one level of aging (0.2 s) later
     q.send("new high", priority=1)
 
     assert [m.body for m in q.receive(max_messages=2)] == ["old low", "new high"]
@@ -72,7 +72,7 @@ def test_rule_16_with_aging_higher_priority_still_wins_within_the_aging_step(
 def test_rule_16_with_aging_each_level_is_worth_aging_seconds(broker: hailq.Broker) -> None:
     q = broker.queue("claims", aging=0.1)
     q.send("old p0", priority=0)
-    time.sleep(0.45)  # more than 3 levels * 0.1 s
+    advance(broker, 0.45)  # more than 3 levels * 0.1 s
     q.send("new p3", priority=3)
     q.send("new p9", priority=9)  # 9 levels * 0.1 s = 0.9 s: still ahead of "old p0"
 
@@ -130,10 +130,10 @@ def test_rule_17_next_of_a_key_waits_while_the_head_is_retried(broker: hailq.Bro
     head.nack(delay=0.3)
 
     assert q.receive(max_messages=10) == []
-    time.sleep(0.35)
+    advance(broker, 0.35)
     (again,) = q.receive(max_messages=10)
     assert (again.id, again.attempt) == (first, 2)
-    time.sleep(0.3)  # its lease ends: the head comes back, never the second
+    advance(broker, 0.3)  # its lease ends: the head comes back, never the second
     assert [m.id for m in q.receive(max_messages=10)] == [first]
 
 
@@ -237,7 +237,7 @@ def test_rule_17_park_holds_the_key_until_the_head_is_purged(broker: hailq.Broke
     q = broker.queue("claims", on_dead="park", max_attempts=1, lease=0.2)
     q.send_many([Envelope("head", ordering_key="acct-1"), Envelope("next", ordering_key="acct-1")])
     q.receive()  # the consumer dies: the lease ends on the last attempt
-    time.sleep(0.3)
+    advance(broker, 0.3)
 
     assert q.receive(max_messages=10) == []
     assert q.stats().parked_keys == ["acct-1"]
@@ -315,7 +315,7 @@ def test_rule_17_concurrent_consumers_never_lease_two_of_one_key_and_keep_its_or
                             held.add(key)
                         most_held[0] = max(most_held[0], len(held))
                     for m in batch:
-                        time.sleep(0.003)
+                        time.sleep(0.003)  # the handler's work
                         with lock:
                             held.discard(m.ordering_key or "")
                         m.ack()
@@ -353,7 +353,7 @@ def run_worker(broker: hailq.Broker, handlers: Mapping[str, Callable[[hailq.Mess
         worker.stop()
         thread.join(30)
     assert not thread.is_alive()
-    time.sleep(0.1)
+    time.sleep(0.1)  # about time: nothing more is handled after the stop
     assert len(handled) == expected, f"more than expected: {handled}"
 
 

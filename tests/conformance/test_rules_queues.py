@@ -11,7 +11,7 @@ import pytest
 import hailq
 from hailq import Envelope, InvalidArgument
 
-from .helpers import RawDatabase, receive_all
+from .helpers import RawDatabase, advance, receive_all
 
 # -- rule 1: queues and their settings ---------------------------------------------------
 
@@ -70,7 +70,7 @@ def test_rule_01_durations_may_be_given_as_timedelta(broker: hailq.Broker) -> No
 
     q.send("late", delay=timedelta(milliseconds=300))
     assert q.receive() == []
-    time.sleep(0.4)
+    advance(broker, 0.4)
     (msg,) = q.receive(lease=timedelta(seconds=20))
     assert 19 < msg.lease_until - time.time() <= 21
     msg.extend(timedelta(seconds=40))
@@ -112,7 +112,7 @@ def test_rule_01_max_in_flight_frees_slots_when_leases_end(broker: hailq.Broker)
     q.send_many(["a", "b", "c"])
     assert len(q.receive(max_messages=3)) == 2
 
-    time.sleep(0.3)
+    advance(broker, 0.3)
 
     again = q.receive(max_messages=3)
     assert len(again) == 2
@@ -135,7 +135,7 @@ def test_rule_01_a_receiver_waiting_on_max_in_flight_wakes_when_a_slot_frees(
         thread = threading.Thread(target=lambda: got.append(
             (waiting.receive(wait=30), time.monotonic())))
         thread.start()
-        time.sleep(1.0)  # the consumer is waiting on the cap by now
+        time.sleep(1.0)  # about time: no event says the consumer is waiting on the cap
         assert not got
         freed = time.monotonic()
         if settle == "ack":
@@ -310,7 +310,7 @@ def test_rule_04_dedup_ends_with_the_window(broker: hailq.Broker) -> None:
     q = broker.queue("claims", dedup_window=0.3)
     first = q.send("one", dedup_id="d-1")
 
-    time.sleep(0.45)
+    advance(broker, 0.45)
     second = q.send("two", dedup_id="d-1")
 
     assert second != first
@@ -343,7 +343,7 @@ def test_rule_05_not_before_is_honoured(broker: hailq.Broker) -> None:
     assert q.receive(max_messages=10) == []
     assert q.stats().delayed == 2
 
-    time.sleep(0.6)
+    advance(broker, 0.6)
     assert sorted(m.body for m in q.receive(max_messages=10)) == ["at-due", "epoch"]
 
 

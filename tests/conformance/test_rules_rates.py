@@ -90,12 +90,12 @@ def test_rule_33_an_operator_change_reaches_running_consumers(
 
     with hailq.connect(url) as operator:
         operator.queue("results", rate="1000/s", burst=50)
-    time.sleep(0.6)  # the settings a process keeps for at most half a second
+    time.sleep(0.6)  # about time: the settings a process keeps for at most 0.5 s
     assert len(q.receive(max_messages=10, wait=1)) == 10
 
     with hailq.connect(url) as operator:
         operator.queue("results", rate=None)
-    time.sleep(0.6)
+    time.sleep(0.6)  # about time: the settings cache runs out
     got = sum(len(q.receive(max_messages=100)) for _ in range(3))
     assert got == 89  # no limit any more
 

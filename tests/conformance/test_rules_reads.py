@@ -8,13 +8,11 @@ extends, and one meaning of ``purge``.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 import hailq
 
-from .helpers import RawDatabase
+from .helpers import RawDatabase, advance
 
 
 def _states(raw: RawDatabase) -> list[tuple[str, str]]:
@@ -28,7 +26,7 @@ def test_rule_30_reads_show_an_ended_lease_as_ready_and_write_nothing(
     q = broker.queue("reads", lease=0.3, max_attempts=3)
     sent = q.send({"n": 1})
     [m] = q.receive()
-    time.sleep(0.5)
+    advance(broker, 0.5)
     before = _states(raw)
     assert before == [(sent, "leased")]
 
@@ -53,7 +51,7 @@ def test_rule_30_an_ended_last_lease_reads_as_dead_before_and_after_upkeep(
     sent = q.send({"n": 1}, ordering_key="claim-7")
     q.send({"n": 2}, ordering_key="claim-7")
     q.receive()
-    time.sleep(0.5)
+    advance(broker, 0.5)
 
     assert q.peek()[0].state == "blocked"  # the dead head still holds its key (park)
     assert sent not in [p.id for p in q.peek()]
@@ -78,7 +76,7 @@ def test_rule_09_extend_many_answers_each_receipt_not_each_message(
     q.send({"n": 1})
     [old] = q.receive()
     stale = old.receipt
-    time.sleep(0.5)
+    advance(broker, 0.5)
     [new] = q.receive()
     assert new.id == old.id
     results = q.extend_many([stale, new.receipt], 30)

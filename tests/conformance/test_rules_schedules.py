@@ -7,12 +7,12 @@ real time, with threads and with real processes.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -22,7 +22,7 @@ import hailq
 from hailq import InvalidArgument, ScheduleNotFound
 from hailq.runtime.scheduler import SCHEDULE_HEADER, SLOT_HEADER, Scheduler
 
-from .helpers import receive_all, wait_until
+from .helpers import advance, receive_all, wait_until
 
 NY = ZoneInfo("America/New_York")
 
@@ -223,10 +223,12 @@ def test_rule_35_several_schedulers_send_each_slot_exactly_once(
     threads = [threading.Thread(target=run) for _ in range(4)]
     for t in threads:
         t.start()
-    time.sleep(3.5)
-    stop.set()
-    for t in threads:
-        t.join()
+    try:
+        assert wait_until(lambda: broker.get_schedule("tick").fired >= 3, timeout=20)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
     sent = slots_sent(broker.get_queue("ticks"))
     seconds = sorted(datetime.fromisoformat(s).timestamp() for s in sent)
     assert len(sent) >= 3
@@ -298,7 +300,9 @@ def test_rule_35_new_schedules_downtime_and_catch_up_on_the_database_clock(
     broker.schedule(every=1, queue="ticks", body="t", name="three", catch_up=2)
     Scheduler(broker).run_once()
     slot = {s.name: s.last_slot for s in broker.schedules()}
-    time.sleep(5)  # every scheduler down: at least four slots go by
+    slots_sent(broker.get_queue("ticks"))  # a second may have begun since: not the downtime's
+    # every scheduler down: at least four slots go by (at once on SQLite's injected clock)
+    advance(broker, max(0.0, math.ceil(slot["latest"] + 4) + 0.05 - broker.now()))
     assert Scheduler(broker).run_once() == 1 + 3  # the latest once; with catch_up=2, three
     sent: dict[str, list[float]] = {}
     for message in receive_all(broker.get_queue("ticks")):

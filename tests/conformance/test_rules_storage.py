@@ -247,10 +247,10 @@ def test_rule_28_postgres_backend_recovers_when_its_sessions_are_killed(pg_url: 
         woke: list[list[hailq.Message]] = []
         waiter = threading.Thread(target=lambda: woke.append(wake.receive(wait=30)))
         waiter.start()
-        time.sleep(0.5)  # the waiter is listening now
+        time.sleep(0.5)  # no event says the waiter is listening now
 
         assert kill_sessions(raw, name) >= 1
-        time.sleep(0.3)
+        time.sleep(0.3)  # about time: the killed sessions are gone
 
         held.ack()
         q.send("after")

@@ -15,6 +15,7 @@ from hailq.demo import results as results_db
 from hailq.demo.checkers import LoneChecker, SlowChecker, Tracker, make_check
 from hailq.demo.children import Child, Line
 from hailq.demo.story import CHECKS, Plan, make_claims
+from waiting import wait_for
 
 LEASE = 0.3
 
@@ -42,10 +43,7 @@ def claims(count: int, corrupt: int = 0) -> list[dict[str, Any]]:
 
 
 def eventually(condition: Any, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+    wait_for(condition, timeout, step=0.01)
 
 
 def test_tracker_waits_until_another_checker_starts_the_claim_again() -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import hailq
+from waiting import wait_for
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent.parent / "src"
@@ -87,16 +88,6 @@ def finding(report: dict[str, Any], kind: str) -> dict[str, Any]:
 def shell(f: dict[str, Any]) -> list[str]:
     """A finding's shell commands (its Python snippets left out)."""
     return [s["code"] for s in f["snippets"] if s["kind"] == "shell"]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def drained(q: hailq.Queue) -> bool:

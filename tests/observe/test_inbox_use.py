@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import hailq
 from hailq.runtime import App, Worker
+from waiting import wait_until
 
 
 def test_rule_26_workers_count_handler_runs_that_used_an_inbox(broker: hailq.Broker,
@@ -50,11 +50,9 @@ def test_rule_26_workers_count_handler_runs_that_used_an_inbox(broker: hailq.Bro
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
-                sum(h.count for h in broker.get_queue(n).figures().handler.values()) < 3
-                for n in app.queues):
-            time.sleep(0.1)
+        wait_until(lambda: all(
+            sum(h.count for h in broker.get_queue(n).figures().handler.values()) >= 3
+            for n in app.queues), 60, step=0.1)
     finally:
         worker.stop()
         thread.join(30)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import hailq
+from waiting import wait_until
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent.parent / "src"
@@ -109,11 +110,8 @@ class Pool:
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 120.0,
              log: Callable[[], str] | None = None) -> None:
     """Wait for ``check()`` with a generous deadline (a loaded machine is slow)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
+    if wait_until(check, timeout, step=0.2):
+        return
     raise AssertionError(f"timed out waiting for {what}" +
                          (f"\n--- autoscaler log ---\n{log()[-6000:]}" if log else ""))
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
 from typing import Any
+
+from waiting import wait_for as wait_for  # the one shared wait, re-exported for the runtime tests
 
 
 def rows(effects: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -44,13 +45,3 @@ def cpu_share(pid: int, seconds: float) -> float:
     return (cpu_seconds(pid) - before) / (time.monotonic() - t0)
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 30.0,
-             what: str = "condition") -> Any:
-    """Poll ``condition`` until it is truthy and return it; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -242,7 +242,8 @@ def test_the_watchdog_fires_only_for_handlers_still_running() -> None:
         for running in (quick, slow, unlimited):
             watchdog.watch(running)
         watchdog.forget(quick)
-        time.sleep(0.5)
+        wait_for(lambda: fired, 10, what="the watchdog to fire")
+        time.sleep(0.1)  # about time: the forgotten one would have fired by now too
         assert fired == ["slow"]
     finally:
         watchdog.close()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ import hailq
 from hailq.serve import Tokens, create_app
 from hailq.serve.app import close_app
 from ports import free_port
+from waiting import wait_until
 
 ADMIN = "admin-token-for-tests"
 READ = "read-token-for-tests"
@@ -51,11 +51,9 @@ class Running:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
+        wait_until(lambda: self.server.started or not self.thread.is_alive(), 30)
+        if not self.server.started:
+            raise RuntimeError("the test server did not start")
 
     def stop(self) -> None:
         self.server.should_exit = True

@@ -11,6 +11,7 @@ import httpx
 
 import hailq
 from hailq.ids import receipt_claim
+from waiting import wait_for
 
 from .conftest import CLIENT, Server
 
@@ -24,13 +25,14 @@ def _priorities(admin: httpx.Client, queue: str) -> dict[int, dict[str, Any]]:
 def _until(admin: httpx.Client, queue: str, started: dict[int, int],
            ) -> dict[int, dict[str, Any]]:
     """The queue's per-priority figures once they count ``started`` (flushed each second)."""
-    deadline = time.monotonic() + 60
-    while True:
+    def counted() -> dict[int, dict[str, Any]] | None:
         found = _priorities(admin, queue)
-        if all(found.get(p, {}).get("started") == n for p, n in started.items()):
-            return found
-        assert time.monotonic() < deadline, found
-        time.sleep(0.2)
+        return found if all(found.get(p, {}).get("started") == n
+                            for p, n in started.items()) else None
+
+    found: dict[int, dict[str, Any]] = wait_for(counted, 60, what=f"{queue}: {started}",
+                                                step=0.2)
+    return found
 
 
 def test_rule_25_http_consumers_get_wait_handler_time_and_breaches(server: Server) -> None:

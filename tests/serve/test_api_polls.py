@@ -22,6 +22,7 @@ import hailq
 from hailq.serve import Tokens, create_app
 from hailq.serve.app import close_app
 from hailq.serve.polls import LEFT, Polls
+from waiting import wait_for
 
 from .conftest import ADMIN, CLIENT, Running
 
@@ -53,10 +54,7 @@ def served(broker: hailq.Broker) -> Iterator[Served]:
 
 
 def _until(what: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.01)
+    wait_for(what, timeout, what="not reached in time", step=0.01)
 
 
 def _waiting(polls: Polls, queue: str) -> int:

@@ -5,13 +5,13 @@ a fresh broker with ``create_app`` behind the real security middleware."""
 from __future__ import annotations
 
 import re
-import time
 
 import httpx
 import pytest
 
 import hailq
 from hailq.serve import pages_data
+from waiting import wait_past
 
 from .conftest import ADMIN, CLIENT, READ, Server
 
@@ -137,9 +137,9 @@ def test_rule_25_overview_agrees_with_stats(broker: hailq.Broker) -> None:
     q = broker.queue("orders", max_attempts=2, slo={9: 1.0})
     q.send_many([hailq.Envelope(i, priority=i % 10) for i in range(30)])
     q.send("x", delay=600)
-    q.receive(max_messages=4, lease=0.01)  # leases that end: ready again as stats counts
+    short = q.receive(max_messages=4, lease=0.01)  # they end: ready again as stats counts
     q.receive(max_messages=2, lease=300)
-    time.sleep(0.1)  # the short leases have ended before either read
+    wait_past(broker.now, max(m.lease_until for m in short))  # ended before either read
     broker.queue("empty")
     glance = {g.name: g for g in broker.overview()}
     for name in ("orders", "empty"):
@@ -158,9 +158,9 @@ def test_rule_25_overview_agrees_with_stats_with_aging_keys_and_ended_last_attem
     aged.send_many([hailq.Envelope(i, priority=i % 3) for i in range(12)])
     keyed = broker.queue("keyed", max_attempts=1)
     keyed.send_many([hailq.Envelope(i, ordering_key=f"k{i % 2}") for i in range(6)])
-    for q in (aged, keyed):
-        q.receive(max_messages=2, lease=0.01)  # their last attempt: dead once it ends
-    time.sleep(0.1)
+    ends = [m.lease_until for q in (aged, keyed)  # their last attempt: dead once it ends
+            for m in q.receive(max_messages=2, lease=0.01)]
+    wait_past(broker.now, max(ends))
     glance = {g.name: g for g in broker.overview()}
     for q in (aged, keyed):
         want, got = q.stats(), glance[q.name].figures.stats

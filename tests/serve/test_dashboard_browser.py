@@ -21,6 +21,7 @@ import pytest
 
 import hailq
 from needs import unavailable
+from waiting import wait_for, wait_past
 
 from .conftest import ADMIN, CLIENT, READ, Server
 
@@ -41,17 +42,6 @@ APP = textwrap.dedent('''
         with open("done.txt", "a") as out:
             out.write(f"{message.body}\\n")
 ''')
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:g} s for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -294,6 +284,7 @@ def test_a_breach_and_a_dead_letter_highlight_without_reload(
         open_page: Callable[..., Any], server: Server, broker: hailq.Broker) -> None:
     q = broker.queue("mail", slo={9: 0.5}, max_attempts=1)
     q.send("first", priority=9)
+    past_target = broker.now() + 0.55
     overview = open_page("/")
     queue_page = open_page("/queues/mail")
     breaches = 'tr[data-queue="mail"] td.f-breaches'
@@ -305,7 +296,7 @@ def test_a_breach_and_a_dead_letter_highlight_without_reload(
         stays(page)
     # A priority-9 message that waited past its 0.5 s target, received and acked over
     # HTTP: a breach; and a message whose only attempt failed: a dead letter.
-    time.sleep(1.0)
+    wait_past(broker.now, past_target)
     api = server.client(CLIENT)
     [m] = api.post("/api/queues/mail/receive", json={}).json()["messages"]
     assert api.post("/api/queues/mail/ack", json={"receipts": [m["receipt"]]}).json()[

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 import hailq
 from hailq.runtime import Worker
 from needs import unavailable
+from waiting import wait_until
 
 from .conftest import ADMIN, Server
 
@@ -80,9 +80,7 @@ def _fail_with_a_worker(broker: hailq.Broker) -> None:
     runner = threading.Thread(target=worker.run, kwargs={"handle_signals": False})
     runner.start()
     try:
-        deadline = time.monotonic() + 60
-        while q.stats().dead < LETTERS and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: q.stats().dead >= LETTERS, 60, step=0.1)
     finally:
         worker.stop()
         runner.join(30)

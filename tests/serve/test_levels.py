@@ -23,6 +23,7 @@ from hailq.backends.levels import KEEP, SLOT, LevelsRecordParams
 from hailq.errors import InvalidArgument
 from hailq.runtime.levels import LevelsRecorder
 from hailq.runtime.worker import Worker
+from waiting import wait_until
 
 from .conftest import ADMIN, CLIENT, READ, Server
 from .test_security_cli import Serve
@@ -135,9 +136,7 @@ def test_a_worker_records_levels_as_it_runs(broker: hailq.Broker) -> None:
     thread = threading.Thread(target=worker.run, kwargs={"handle_signals": False})
     thread.start()
     try:
-        deadline = time.monotonic() + 30
-        while not broker.levels("jobs") and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: broker.levels("jobs"), 30)
     finally:
         worker.stop()
         thread.join(30)
@@ -150,9 +149,7 @@ def test_hailq_serve_records_levels(url: str, broker: hailq.Broker) -> None:
     serve = Serve(url, "--token", "a-token-for-levels-0123")
     try:
         serve.wait_ready()
-        deadline = time.monotonic() + 30
-        while not broker.levels() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: broker.levels(), 30)
     finally:
         serve.finish()
     [row] = broker.levels()

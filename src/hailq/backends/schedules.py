@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # base.py's Backend includes ScheduleBackend: no imports at r
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleSaveParams:
-    """A schedule's definition; the body already encoded."""
+class ScheduleDefinition:
+    """What a schedule is, as declared and as stored; the body already encoded."""
 
     name: str
     queue: str
@@ -34,6 +34,12 @@ class ScheduleSaveParams:
     headers: str | None
     priority: int
     source: str  # "app" or "broker"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSaveParams(ScheduleDefinition):
+    """A schedule's definition to save."""
+
     now: float  # the scheduler's clock: a new schedule's first "last slot"
 
 
@@ -47,20 +53,9 @@ class ScheduleFireParams:
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleRow:
+class ScheduleRow(ScheduleDefinition):
     """A stored schedule as the database returned it."""
 
-    name: str
-    queue: str
-    cron: str | None
-    every: float | None
-    timezone: str
-    catch_up: int
-    body: bytes
-    body_kind: int
-    headers: str | None
-    priority: int
-    source: str
     paused: bool
     created_at: float
     declared_at: float

@@ -15,22 +15,14 @@ import time
 from typing import Any
 
 import hailq
-from hailq.bench.runner import QUEUE, Figure, _refill, reset_hailq
+from hailq.bench.runner import QUEUE, Figure, _refill, reset_hailq, take_until_empty
 
 
 def _drain(url: str, batch: int, figures: bool, out: Any) -> None:
     queue = hailq.connect(url, figures=figures).queue(QUEUE, lease=60)
     start = time.perf_counter()
-    done = 0
-    while True:
-        got = queue.receive(batch)
-        if not got:
-            break
-        if batch == 1:
-            got[0].ack()
-        else:
-            queue.ack_many(got)
-        done += len(got)
+    done = take_until_empty(lambda: queue.receive(batch),
+                            (lambda got: got[0].ack()) if batch == 1 else queue.ack_many)
     out.put(done / (time.perf_counter() - start))
 
 

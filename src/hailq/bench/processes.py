@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -15,6 +16,7 @@ import hailq
 QUEUE = "bench_workers"
 
 
+@dataclass(eq=False)
 class WorkerProcesses:
     """``procs`` × ``hailq worker TARGET -c CONCURRENCY`` on the bench queue.
 
@@ -23,16 +25,15 @@ class WorkerProcesses:
     or kills them if the block raised.
     """
 
-    def __init__(self, url: str, target: str, *, procs: int, concurrency: int,
-                 log_dir: Path, start_timeout: float = 60.0) -> None:
-        self.url = url
-        self.target = target
-        self.procs = procs
-        self.concurrency = concurrency
-        self.log_dir = log_dir
-        self.start_timeout = start_timeout
-        self.popens: list[subprocess.Popen[bytes]] = []
-        self._logs: list[Path] = []
+    url: str
+    target: str
+    _: KW_ONLY
+    procs: int
+    concurrency: int
+    log_dir: Path
+    start_timeout: float = 60.0
+    popens: list[subprocess.Popen[bytes]] = field(default_factory=list, init=False)
+    _logs: list[Path] = field(default_factory=list, init=False)
 
     @property
     def pids(self) -> list[int]:

@@ -9,12 +9,14 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import hailq
 from hailq.bench.raw import RawCycle, RawPostgres, RawSQLite
 from hailq.bench.scratch import schema_of
 from hailq.url import parse_url
+
+T = TypeVar("T")
 
 QUEUE = "bench"
 WARMUP = 100  # unmeasured receive cycles after each fill
@@ -169,17 +171,20 @@ def bench_send(url: str, runs: int, n_one: int, n_batch: int) -> list[Figure]:
     return figures
 
 
+def take_until_empty(take: Callable[[], list[T]], settle: Callable[[list[T]], object]) -> int:
+    """Take batches and settle each until a take comes back empty; how many were taken."""
+    done = 0
+    while batch := take():
+        settle(batch)
+        done += len(batch)
+    return done
+
+
 def _drain_hailq(url: str, batch: int, barrier: Any, out: Any) -> None:
     queue = hailq.connect(url).queue(QUEUE, lease=60)
     barrier.wait()
     start = time.perf_counter()
-    done = 0
-    while True:
-        got = queue.receive(batch)
-        if not got:
-            break
-        queue.ack_many(got)
-        done += len(got)
+    done = take_until_empty(lambda: queue.receive(batch), queue.ack_many)
     out.put((start, time.perf_counter(), done))
 
 
@@ -187,13 +192,7 @@ def _drain_raw(url: str, batch: int, barrier: Any, out: Any) -> None:
     raw = open_raw(url)
     barrier.wait()
     start = time.perf_counter()
-    done = 0
-    while True:
-        ids = raw.claim(batch)
-        if not ids:
-            break
-        raw.ack(ids)
-        done += len(ids)
+    done = take_until_empty(lambda: raw.claim(batch), raw.ack)
     out.put((start, time.perf_counter(), done))
 
 

@@ -26,6 +26,8 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from hailq._time import format_age
+
 # Off a terminal rich would wrap at 80 columns; pipes and logs get long lines instead.
 PIPE_WIDTH = 200
 PREVIEW_LENGTH = 60
@@ -303,16 +305,7 @@ def clean(text: str) -> str:
 
 def age(seconds: float | None) -> str:
     """A short human duration: 42s, 3m07s, 2h05m, 4d03h."""
-    if seconds is None:
-        return "-"
-    s = max(int(seconds), 0)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return format_age(seconds)
 
 
 def preview(body: Any, length: int = PREVIEW_LENGTH) -> str:

@@ -9,10 +9,11 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from hailq.observe.figures import QueueFigures
+from hailq.observe.http import PlainHandler
 from hailq.observe.prometheus import CONTENT_TYPE, desired_workers_of, exposition
 from hailq.outage import covers
 
@@ -27,7 +28,7 @@ def make_server(host: str, port: int, source: Source) -> ThreadingHTTPServer:
     at the database at a time, however many scrapers come."""
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(PlainHandler):
         server_version = "hailq-exporter"
 
         def do_GET(self) -> None:
@@ -56,15 +57,5 @@ def make_server(host: str, port: int, source: Source) -> ThreadingHTTPServer:
                     log.warning("could not read the figures: %s", exc)
                 self._send(503, "text/plain; charset=utf-8",
                            f"could not read the figures: {type(exc).__name__}\n".encode())
-
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("%s " + format, self.address_string(), *args)
 
     return ThreadingHTTPServer((host, port), Handler)

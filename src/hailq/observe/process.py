@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from hailq.observe.histogram import DEFAULT_BOUNDS
+from hailq.observe.http import PlainHandler
 from hailq.observe.prometheus import CONTENT_TYPE
 
 log = logging.getLogger("hailq.worker")
@@ -103,8 +104,9 @@ class ProcessServer:
         else:
             exposition = series
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(PlainHandler):
             server_version = "hailq-worker"
+            logger = log
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
@@ -116,16 +118,6 @@ class ProcessServer:
                                b"ok\n" if ok else b"no\n")
                 else:
                     self._send(404, "text/plain; charset=utf-8", b"not found\n")
-
-            def _send(self, status: int, content_type: str, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                log.debug("%s " + format, self.address_string(), *args)
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True

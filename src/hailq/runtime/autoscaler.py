@@ -41,8 +41,8 @@ from hailq.outage import covers
 from hailq.policy.autoscale import Decision, Limits, Observation, State, decide
 from hailq.runtime import logs
 from hailq.runtime.held import DeathRecorder, HeldTable, exit_cause, held_text
-from hailq.runtime.signals import StopFlag, stop_on_signals
-from hailq.runtime.supervisor import WorkerSpec, _stop_when_orphaned
+from hailq.runtime.signals import StopFlag
+from hailq.runtime.supervisor import ChildrenRunner, WorkerSpec, _stop_when_orphaned
 
 if TYPE_CHECKING:
     from hailq.broker import Broker
@@ -88,7 +88,7 @@ class _Counters:
     handler_total: float
 
 
-class Autoscaler:
+class Autoscaler(ChildrenRunner):
     """Keeps between ``limits.minimum`` and ``limits.maximum`` worker processes of
     ``spec`` for ``queue``, one decision every ``interval`` seconds, until stopped."""
 
@@ -113,21 +113,9 @@ class Autoscaler:
         self._context = multiprocessing.get_context("spawn")
         self._deaths = DeathRecorder(spec.url, broker)  # fails what a dead child held
 
-    def stop(self) -> None:
-        """Stop deciding; drain every child (a second call: they give back at once)."""
-        self._flag.request()
+    # -- the loop: decide every interval until stopped, then drain the children --------
 
-    def run(self, *, handle_signals: bool = True) -> int:
-        """Decide every interval until stopped; then drain the children. Returns 0."""
-        self.spec.handlers()  # fail here, once, rather than in every child
-        if handle_signals:
-            with stop_on_signals(self._flag):
-                return self._loop()
-        return self._loop()
-
-    # -- the loop ------------------------------------------------------------------------
-
-    def _loop(self) -> int:
+    def _main(self) -> int:
         log.info("autoscaling queue %r between %d and %d worker process(es) of %d "
                  "thread(s), deciding every %g s", self.queue, self.limits.minimum,
                  self.limits.maximum, self.limits.concurrency, self.interval)

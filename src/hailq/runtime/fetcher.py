@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
@@ -30,20 +31,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("hailq.worker")
 
 
+@dataclass(eq=False)
 class Fetcher:
     """Runs the fetch loop in a thread of its own until ``flag`` says stop."""
 
-    def __init__(self, broker: Broker, queues: Mapping[str, Queue], order: Order,
-                 inflight: InFlight, dispatch: Callable[[Message], None], flag: StopFlag,
-                 *, poll: float = 1.0, acks: AckBatcher | None = None) -> None:
-        self._broker = broker
-        self._queues = queues
-        self._order = order
-        self._inflight = inflight
-        self._dispatch = dispatch
-        self._flag = flag
-        self._poll = poll
-        self._acks = acks
+    broker: Broker
+    queues: Mapping[str, Queue]
+    order: Order
+    inflight: InFlight
+    dispatch: Callable[[Message], None]
+    flag: StopFlag
+    _: KW_ONLY
+    poll: float = 1.0
+    acks: AckBatcher | None = None
+
+    def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, name="hailq-fetch", daemon=True)
 
     def start(self) -> None:
@@ -62,9 +64,9 @@ class Fetcher:
     def _run(self) -> None:
         failures = 0
         waited = False  # the last round found nothing and waited
-        while not self._flag.stopping:
-            free = self._inflight.wait_free(0.1)
-            if not free or self._flag.stopping:
+        while not self.flag.stopping:
+            free = self.inflight.wait_free(0.1)
+            if not free or self.flag.stopping:
                 continue
             try:
                 got = self._fetch(free)
@@ -93,7 +95,7 @@ class Fetcher:
         """
         got = 0
         short: set[str] = set()
-        plan = self._order.plan(free)
+        plan = self.order.plan(free)
         served = dict.fromkeys((name for name, _ in plan), 0)  # the order learns who gave
         carry = 0
         with self._handover() as finished:
@@ -114,21 +116,21 @@ class Fetcher:
                 served[name] += received
                 got += received
                 carry -= received
-        self._order.served(served)
+        self.order.served(served)
         return got
 
     def _handover(self) -> AbstractContextManager[list[Message]]:
-        return self._acks.handover() if self._acks is not None else nullcontext([])
+        return self.acks.handover() if self.acks is not None else nullcontext([])
 
     def _receive(self, name: str, want: int, finished: list[Message]) -> int:
-        if self._flag.stopping or want <= 0:
+        if self.flag.stopping or want <= 0:
             self._ack_only(finished)
             return 0
-        results, messages = self._queues[name].ack_and_receive(finished, want)
-        if finished and self._acks is not None:
-            self._acks.record(finished, results)
+        results, messages = self.queues[name].ack_and_receive(finished, want)
+        if finished and self.acks is not None:
+            self.acks.record(finished, results)
         for message in messages:
-            self._dispatch(message)
+            self.dispatch(message)
         return len(messages)
 
     def _ack_only(self, finished: list[Message]) -> None:
@@ -137,15 +139,15 @@ class Fetcher:
             by_queue.setdefault(message.queue, []).append(message)
         for group in by_queue.values():
             results = group[0].source.ack_many(group)
-            if self._acks is not None:
-                self._acks.record(group, results)
+            if self.acks is not None:
+                self.acks.record(group, results)
 
     def _wait(self) -> None:
-        self._broker.wait(list(self._order.queues), self._poll)
+        self.broker.wait(list(self.order.queues), self.poll)
 
     def _sleep(self, seconds: float) -> None:
         waited = 0.0
-        while waited < seconds and not self._flag.stopping:
+        while waited < seconds and not self.flag.stopping:
             step = min(0.1, seconds - waited)
             time.sleep(step)
             waited += step

@@ -144,7 +144,32 @@ def _stop_when_orphaned(parent: int, every: float = 1.0) -> None:
 MAX_PROCESSES = 256
 
 
-class ProcessPool:
+class ChildrenRunner:
+    """Runs worker processes in the foreground until ``stop()`` or SIGTERM/SIGINT.
+
+    ``stop()`` asks every child to drain; a second call, to give back at once (rule 23).
+    """
+
+    spec: WorkerSpec
+    _flag: StopFlag
+
+    def stop(self) -> None:
+        """Ask every child to drain (a second call: to give back now)."""
+        self._flag.request()
+
+    def run(self, *, handle_signals: bool = True) -> int:
+        """Run until stopped, then drain the children; return 0 once stopped."""
+        self.spec.handlers()  # fail here, once, rather than in every child
+        if handle_signals:
+            with stop_on_signals(self._flag):
+                return self._main()
+        return self._main()
+
+    def _main(self) -> int:
+        raise NotImplementedError
+
+
+class ProcessPool(ChildrenRunner):
     """Runs ``processes`` children of ``spec`` and supervises them until a stop signal."""
 
     def __init__(self, spec: WorkerSpec, processes: int) -> None:
@@ -163,16 +188,8 @@ class ProcessPool:
         self._slots: list[_Slot] = []
         self._deaths = DeathRecorder(spec.url)  # fails what a dead child held
 
-    def stop(self) -> None:
-        """Ask every child to drain (a second call: to give back now)."""
-        self._flag.request()
-
-    def run(self, *, handle_signals: bool = True) -> int:
+    def _main(self) -> int:
         """Supervise until stopped, restarting children that exit; return 0 once stopped."""
-        self.spec.handlers()  # fail here, once, rather than in every child
-        if handle_signals:
-            with stop_on_signals(self._flag):
-                return self._supervise()
         return self._supervise()
 
     def _start(self, slot: _Slot) -> None:

@@ -23,6 +23,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hailq._time import format_age
 from hailq.broker import Broker
 from hailq.errors import InvalidArgument, QueueNotFound, TopicNotFound
 from hailq.serve import failures
@@ -61,18 +62,7 @@ def routes() -> list[BaseRoute]:
 
 def age(seconds: float | None) -> str:
     """A duration as an operator reads it: 850ms, 12s, 4m 05s, 3h 20m, 2d 4h."""
-    if seconds is None or math.isnan(seconds):
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    s = int(seconds)
-    if s < 60:
-        return f"{seconds:.0f}s" if s >= 10 else f"{seconds:.1f}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
+    return format_age(seconds, spaced=True)
 
 
 def count(n: int, capped: bool = False) -> str:
