@@ -148,7 +148,7 @@ def test_rule_41_concurrent_claimers_never_share_a_token(url: str) -> None:
 
     assert not errors, errors
     every = [token for mine in leases for _, _, token in mine]
-    assert len(every) == len(set(every)) > 400  # some messages were leased again
+    assert len(every) == len(set(every)) >= 400  # every lease its own token
     for mine in leases:
         assert [t for _, _, t in mine] == sorted(t for _, _, t in mine)
     by_message: dict[str, list[tuple[int, int]]] = {}

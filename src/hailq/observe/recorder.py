@@ -261,8 +261,13 @@ class FigureRecorder:
                 return
             self._read_clock()
             _flush_at_exit()
-            thread = threading.Thread(target=self._run, args=(self._stop,),
+            # The thread holds the recorder weakly: a broker dropped without close() is
+            # collected with its backend (whose finalizer closes the pools), and the
+            # thread ends at its next look.
+            thread = threading.Thread(target=_flusher,
+                                      args=(weakref.ref(self), self._stop, self._interval),
                                       name="hailq-figures", daemon=True)
+            weakref.finalize(self, self._stop.set)
             self._thread = thread
             thread.start()
 
@@ -317,14 +322,23 @@ class FigureRecorder:
         except HailqError as exc:
             log.debug("could not read the broker's clock (%s)", exc)
 
-    def _run(self, stop: threading.Event) -> None:
-        while not stop.wait(self._interval):
-            if time.monotonic() - self._offset_read >= CLOCK_EVERY:
-                self._read_clock()
-            try:
-                self.flush()
-            except Exception:  # figures must never take a consumer down
-                log.exception("writing the figures failed")
+    def _tick(self) -> None:
+        if time.monotonic() - self._offset_read >= CLOCK_EVERY:
+            self._read_clock()
+        try:
+            self.flush()
+        except Exception:  # figures must never take a consumer down
+            log.exception("writing the figures failed")
+
+
+def _flusher(ref: weakref.ref[FigureRecorder], stop: threading.Event, interval: float) -> None:
+    """The flusher thread: a flush every ``interval`` seconds while its recorder lives."""
+    while not stop.wait(interval):
+        recorder = ref()
+        if recorder is None:
+            return
+        recorder._tick()
+        del recorder  # no strong reference between flushes
 
 
 # Every recorder of this process: flushed at exit, emptied in a forked child.

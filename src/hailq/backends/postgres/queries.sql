@@ -1039,7 +1039,7 @@ ORDER BY queue, kind, priority, le;
 
 -- name: overview_rates
 SELECT queue, slot, priority, started, acked, failed, breaches, handler_total, redelivered,
-       inbox
+       inbox, late_acks
 FROM {schema}.rates WHERE slot >= floor((%(now)s - %(short)s) / 10)::bigint
 ORDER BY queue, slot, priority;
 

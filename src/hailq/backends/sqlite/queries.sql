@@ -899,7 +899,7 @@ ORDER BY queue, kind, priority, le;
 
 -- name: overview_rates
 SELECT queue, slot, priority, started, acked, failed, breaches, handler_total, redelivered,
-       inbox
+       inbox, late_acks
 FROM hailq_rates WHERE slot >= CAST((:now - :short) / 10 AS INTEGER)
 ORDER BY queue, slot, priority;
 
