@@ -4,6 +4,7 @@ happens in which order; a dialect only says how, in its own database's idiom."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -80,6 +81,12 @@ class Dialect(ABC):
         ``durable`` commits wait for the disk (sends, operators' changes); leases and
         acks need not (a lost one only causes a redelivery). A dialect that retries
         after a lost connection runs ``rerun`` where the first try's outcome is unknown."""
+
+    def briefly(self) -> AbstractContextManager[None]:
+        """Work begun inside waits for a busy database only briefly and gives way (the
+        figures' flush, so that it never holds up a user's call); a server's database
+        is not busy that way, so by default this changes nothing."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def read(self, fn: Callable[[Tx], T]) -> T:

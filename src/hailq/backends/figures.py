@@ -87,7 +87,8 @@ class FiguresStore:
                 for queue in sorted(params.sampled):
                     tx.exec("figures_sample", {"queue": queue, "now": now})
 
-        self.dialect.work(record, durable=False)
+        with self.dialect.briefly():  # housekeeping gives way to a user's call
+            self.dialect.work(record, durable=False)
         if params.prune:
             self._figures_prune()
 

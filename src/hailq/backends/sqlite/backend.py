@@ -35,9 +35,11 @@ from hailq.backends.sqlite.connection import (
     Local,
     Transaction,
     begin,
+    briefly,
     busy,
     end,
     outage_of,
+    statements,
     unavailable,
 )
 from hailq.backends.sqlite.watch import FolderWatch
@@ -187,9 +189,11 @@ class SQLiteDialect(Dialect):
             except sqlite3.OperationalError as exc:
                 if not busy(exc):
                     raise
-                now = time.monotonic()
+                now, brief = time.monotonic(), self._local.patience
                 if not deadline:
-                    deadline = now + self._busy_timeout
+                    deadline = now + (self._busy_timeout if brief is None else brief)
+                elif brief is not None and now > deadline:  # briefly(): give way quietly
+                    raise StorageError(f"SQLite database {self.path}: busy") from None
                 elif now > deadline:
                     raise unavailable(self, StorageError(
                         f"SQLite database {self.path}: still busy after "
@@ -212,6 +216,9 @@ class SQLiteDialect(Dialect):
             raise
         end(self, conn, None)
         return result
+
+    def briefly(self) -> AbstractContextManager[None]:
+        return briefly(self)
 
     def read(self, fn: Callable[[Tx], _T]) -> _T:
         try:
@@ -263,7 +270,7 @@ class SQLiteDialect(Dialect):
                     f"SQLite database {self.path} has hailq schema version {version}; this "
                     f"hailq knows up to {len(MIGRATIONS)}: upgrade hailq")
             for number, name, sql in MIGRATIONS[version:]:
-                for statement in _statements(sql):
+                for statement in statements(sql):
                     conn.execute(statement)
                 conn.execute("INSERT INTO hailq_schema VALUES (?, ?, ?)",
                              (number, name, self._clock()))
@@ -460,19 +467,6 @@ class SQLiteDialect(Dialect):
 def SQLiteBackend(path: str, **options: Any) -> SqlBackend:
     """hailq on one SQLite file: the storage core over the SQLite dialect."""
     return SqlBackend(SQLiteDialect(path, **options))
-
-
-def _statements(script: str) -> Iterator[str]:
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            if buffer.strip():
-                yield buffer
-            buffer = ""
-    if buffer.strip() and not all(
-            ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
-        raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
 
 
 _ATTEMPT = operator.itemgetter(ClaimedRow._fields.index("attempt"))

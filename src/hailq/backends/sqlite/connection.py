@@ -8,11 +8,12 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, ClassVar
 
 from hailq.backends.sqlite.watch import FolderWatch
-from hailq.errors import StorageError
+from hailq.errors import SchemaError, StorageError
 from hailq.outage import Outage
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def unavailable(backend: SQLiteDialect, error: StorageError, code: int) -> Stora
 
 class Local(threading.local):
     generation: int = -1
+    patience: float | None = None  # briefly(): how long a busy database is waited for
     conn: sqlite3.Connection | None = None
     synchronous: str = ""
     version: int | None = None
@@ -111,7 +113,11 @@ def begin(backend: SQLiteDialect, durable: bool) -> sqlite3.Connection:
     wanted = backend._send_sync if durable else "NORMAL"
     # Threads of one process take turns on a lock first: handing over a Python lock is
     # immediate, while waiting on SQLite's file lock means sleeping and retrying.
-    backend._writer.acquire()
+    if local.patience is None:
+        backend._writer.acquire()
+    elif not backend._writer.acquire(timeout=local.patience):
+        raise StorageError(f"SQLite database {backend.path}: busy (a background write "
+                           "gave way)")
     try:
         if local.synchronous != wanted:
             conn.execute(f"PRAGMA synchronous={wanted}")
@@ -171,3 +177,30 @@ class Transaction:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
         end(self._backend, self._conn, exc)
+
+
+@contextmanager
+def briefly(backend: SQLiteDialect, seconds: float = 0.25) -> Iterator[None]:
+    """Writes of this thread wait for a busy database at most ``seconds``, then fail
+    without reporting an outage: background housekeeping (the figures' flush) gives way
+    to a user's call instead of holding the process's writer lock while it waits."""
+    local = backend._local
+    before, local.patience = local.patience, seconds
+    try:
+        yield
+    finally:
+        local.patience = before
+
+
+def statements(script: str) -> Iterator[str]:
+    """A migration script's statements, one by one (SQLite runs one per ``execute``)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer
+            buffer = ""
+    if buffer.strip() and not all(
+            ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
+        raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
