@@ -112,9 +112,17 @@ class Outage:
             self._calls = self._attempts = self._all_calls = self._all_attempts = 0
 
 
+class GaveWay(StorageError):
+    """Background housekeeping (the figures' flush) found the database busy and gave way
+    to the user's calls; it tries again at its next round, and says nothing of it."""
+
+
 def covers(exc: BaseException) -> bool:
     """Whether ``exc`` is a storage error while an outage of a database this process uses
-    is being reported: a line of its own would only repeat the outage's."""
+    is being reported (a line of its own would only repeat the outage's), or a
+    background write that gave way on purpose."""
+    if isinstance(exc, GaveWay):
+        return True
     return isinstance(exc, StorageError) and any(o.since is not None for o in list(_ALL))
 
 

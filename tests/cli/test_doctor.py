@@ -92,7 +92,7 @@ def test_rule_26_doctor_names_a_lease_too_short_from_late_acks(hq_any: Hailq,
     q = api_any.queue("slow", lease=0.3)
     q.send({"n": 1})
     [m] = q.receive(1)
-    wait_past(api_any.now, m.lease_until)
+    wait_past(api_any.now, m.lease_until + 0.3)  # a handler of 0.6 s past its 0.3 s lease
     m.ack()  # nobody received it since: a late ack, counted
     assert q.stats().late_acks == 1
     _flush(api_any)
@@ -102,7 +102,7 @@ def test_rule_26_doctor_names_a_lease_too_short_from_late_acks(hq_any: Hailq,
     [f] = report["findings"]
     assert f["kind"] == "lease_too_short"
     assert f["evidence"]["late_acks"] == 1 and f["evidence"]["worker_deaths"] == 0
-    assert 0.6 <= f["evidence"]["handler_max"] < 1.0
+    assert 0.6 <= f["evidence"]["handler_max"] < 1.0, f
     assert f["evidence"]["suggested_lease"] == 2.0  # 3 x 0.6 = 1.8, rounded up
     assert f["snippets"] == [{"kind": "shell", "code": "hailq configure slow --lease 2"},
                              {"kind": "python", "code": "broker.configure('slow', lease=2)"}]

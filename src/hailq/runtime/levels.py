@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
+from hailq.outage import covers
+from hailq.runtime.service import Service
 
 if TYPE_CHECKING:
     from hailq.broker import Broker
@@ -30,30 +31,24 @@ JITTER = 1.0  # seconds after a slot begins within which a process comes
 FAILED_SKIPS = 5  # slots a process lets pass after a failed write before it tries again
 
 
-class LevelsRecorder:
+class LevelsRecorder(Service):
     """Records levels each slot in a thread of its own. ``start()`` then ``close()``."""
 
+    name = "hailq-levels"
+
     def __init__(self, broker: Broker, *, slot: float = SLOT) -> None:
+        super().__init__(slot)
         self._broker = broker
         self._slot = slot
-        self._stop = threading.Event()
         self._failing = False
-        self._thread = threading.Thread(target=self._run, name="hailq-levels", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5.0)
+        self._skip = 0
 
     def record(self) -> bool:
         """One slot's turn: True if this process wrote the slot's levels."""
         try:
             wrote = self._broker.record_levels()
         except HailqError as exc:
-            if not self._failing:
+            if not self._failing and not covers(exc):  # an outage has lines of its own
                 log.warning("queue levels not recorded (the dashboard's charts show what "
                             "was recorded; tried again every %gs): %s",
                             self._slot * (FAILED_SKIPS + 1), exc)
@@ -64,15 +59,12 @@ class LevelsRecorder:
         self._failing = False
         return wrote
 
-    def _run(self) -> None:
-        skip = 0
-        while not self._stop.is_set():
-            if skip:
-                skip -= 1
-            elif not self.record() and self._failing:
-                skip = FAILED_SKIPS  # a role that may only read fails each time: rarely
-            # Until just after the next slot begins, on this host's clock (the slot a
-            # write lands in is taken on the broker's: a skew only shifts the jitter).
-            now = time.time()
-            wait = self._slot - now % self._slot + random.uniform(0.05, JITTER)
-            self._stop.wait(wait)
+    def tick(self) -> float | None:
+        if self._skip:
+            self._skip -= 1
+        elif not self.record() and self._failing:
+            self._skip = FAILED_SKIPS  # a role that may only read fails each time: rarely
+        # Until just after the next slot begins, on this host's clock (the slot a write
+        # lands in is taken on the broker's: a skew only shifts the jitter).
+        now = time.time()
+        return self._slot - now % self._slot + random.uniform(0.05, JITTER)

@@ -44,6 +44,7 @@ from hailq.backends.sqlite.connection import (
 )
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, SchemaError, StorageError
+from hailq.outage import GaveWay
 from hailq.policy.ordering import sort_key
 
 Q = load_queries("hailq.backends.sqlite")
@@ -193,7 +194,7 @@ class SQLiteDialect(Dialect):
                 if not deadline:
                     deadline = now + (self._busy_timeout if brief is None else brief)
                 elif brief is not None and now > deadline:  # briefly(): give way quietly
-                    raise StorageError(f"SQLite database {self.path}: busy") from None
+                    raise GaveWay(f"SQLite database {self.path}: busy") from None
                 elif now > deadline:
                     raise unavailable(self, StorageError(
                         f"SQLite database {self.path}: still busy after "

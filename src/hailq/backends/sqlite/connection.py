@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import SchemaError, StorageError
-from hailq.outage import Outage
+from hailq.outage import GaveWay, Outage
 
 if TYPE_CHECKING:
     from hailq.backends.sqlite.backend import SQLiteDialect
@@ -116,8 +116,7 @@ def begin(backend: SQLiteDialect, durable: bool) -> sqlite3.Connection:
     if local.patience is None:
         backend._writer.acquire()
     elif not backend._writer.acquire(timeout=local.patience):
-        raise StorageError(f"SQLite database {backend.path}: busy (a background write "
-                           "gave way)")
+        raise GaveWay(f"SQLite database {backend.path}: busy (a background write gave way)")
     try:
         if local.synchronous != wanted:
             conn.execute(f"PRAGMA synchronous={wanted}")
