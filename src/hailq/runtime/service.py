@@ -47,7 +47,8 @@ class Service:
         self._thread.start()
 
     def tick(self) -> float | None:
-        """One round of the duty; the seconds until the next (None: ``interval``)."""
+        """One round of the duty; the seconds until the next (None: ``interval``). Every
+        service writes its own: the base has no duty of its own."""
         raise NotImplementedError
 
     def closed(self) -> None:

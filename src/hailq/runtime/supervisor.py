@@ -166,6 +166,7 @@ class ChildrenRunner:
         return self._main()
 
     def _main(self) -> int:
+        """The runner's own loop, until stopped; its exit code (each subclass writes it)."""
         raise NotImplementedError
 
 
