@@ -16,6 +16,8 @@ from hailq.errors import (
     HailqError,
     InvalidArgument,
     LeaseLost,
+    MessageCancelled,
+    MessageNotFound,
     MessageTooLarge,
     NotFound,
     OutcomeUnknown,
@@ -50,7 +52,7 @@ from hailq.topic import Topic
 
 if TYPE_CHECKING:
     from hailq.runtime import App, Worker
-    from hailq.runtime.timelimit import TimeLimitExceeded
+    from hailq.runtime.timelimit import HandlerCancelled, HandlerInterrupted, TimeLimitExceeded
 
 __all__ = [
     "App",
@@ -62,12 +64,16 @@ __all__ = [
     "DeadMessage",
     "Envelope",
     "HailqError",
+    "HandlerCancelled",
+    "HandlerInterrupted",
     "Hook",
     "Inbox",
     "InvalidArgument",
     "LeaseLost",
     "Message",
+    "MessageCancelled",
     "MessageDetails",
+    "MessageNotFound",
     "MessageTooLarge",
     "NotFound",
     "OutcomeUnknown",
@@ -99,14 +105,15 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """``App``, ``Worker`` and ``TimeLimitExceeded`` load the worker runtime on first use,
-    not with ``import hailq``: a producer never pays for it."""
+    """``App``, ``Worker`` and the exceptions raised into handlers (``TimeLimitExceeded``,
+    ``HandlerCancelled``, their base ``HandlerInterrupted``) load the worker runtime on
+    first use, not with ``import hailq``: a producer never pays for it."""
     if name in ("App", "Worker"):
         import hailq.runtime
 
         return getattr(hailq.runtime, name)
-    if name == "TimeLimitExceeded":
-        from hailq.runtime.timelimit import TimeLimitExceeded
+    if name in ("TimeLimitExceeded", "HandlerCancelled", "HandlerInterrupted"):
+        import hailq.runtime.timelimit
 
-        return TimeLimitExceeded
+        return getattr(hailq.runtime.timelimit, name)
     raise AttributeError(f"module 'hailq' has no attribute {name!r}")

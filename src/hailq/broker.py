@@ -18,8 +18,15 @@ from hailq.backends.base import (
 from hailq.backends.registry import lookup
 from hailq.checks import check_limit
 from hailq.codec import Body
-from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
+from hailq.errors import (
+    InvalidArgument,
+    MessageNotFound,
+    QueueNotFound,
+    ScheduleNotFound,
+    TopicNotFound,
+)
 from hailq.hooks import Hook, check_hook
+from hailq.ids import check_message_id
 from hailq.models import AutoscalerInfo, QueueRecord, ScheduleInfo, WorkerInfo
 from hailq.queue import Queue
 from hailq.settings import QueueSettings, check_name, parse_overrides
@@ -119,6 +126,19 @@ class Broker:
         check_name(name)
         _check_flag(force, "force")
         return self.backend.queue_delete(QueueDeleteParams(name, force))
+
+    def cancel(self, message_id: str, queue: str | None = None) -> str:
+        """Cancel one message by id (rule 40, see ``Queue.cancel``); ``queue`` spares the
+        lookup of its queue. Returns ``"waiting"`` or ``"running"``, the state it was
+        cancelled in. MessageNotFound (nothing written) for an unknown, acked or dead id."""
+        check_message_id(message_id)
+        if queue is None:
+            queue = self.backend.message_locate(message_id)
+            if queue is None:
+                raise MessageNotFound(f"no live message {message_id!r} in any queue (acked, "
+                                      "dead, purged or never sent); nothing was cancelled")
+        check_name(queue)
+        return self.get_queue(queue).cancel(message_id)
 
     def delete_topic(self, name: str, force: bool = False) -> int:
         """Delete a topic; return how many subscriptions were removed with it. Refused

@@ -65,6 +65,17 @@ class LeaseLost(HailqError):
     """
 
 
+class MessageNotFound(NotFound):
+    """The queue holds no such message, or none in a state the operation applies to
+    (cancel: an unknown, acked or dead message); nothing was written."""
+
+
+class MessageCancelled(LeaseLost):
+    """The message was cancelled by an operator (rule 40): its ack, nack or extend is
+    refused, late or not, and changed nothing but to let the cancelled message go (its
+    handler has stopped). A ``LeaseLost``, so code that handles a lost lease handles it."""
+
+
 class StorageError(HailqError):
     """The storage backend failed: unreachable server, full disk, read-only file.
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-State = Literal["scheduled", "ready", "leased", "blocked", "dead"]
+# "cancelled": a running message an operator cancelled, until its handler has stopped or
+# its lease has ended (rule 40); only a lookup by id shows it.
+State = Literal["scheduled", "ready", "leased", "blocked", "dead", "cancelled"]
 STATES: tuple[State, ...] = ("scheduled", "ready", "leased", "blocked", "dead")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 from hailq._time import Duration, seconds
 from hailq.backends.base import (
     AckParams,
+    CancelledParams,
+    CancelOutcome,
     ClaimParams,
     DeadListParams,
     ExtendParams,
+    MessageCancelParams,
     MessageDeleteParams,
     MessageGetParams,
     NackOutcome,
@@ -42,7 +45,7 @@ from hailq.checks import (
     error_text,
 )
 from hailq.codec import Body, check_key, check_plain_text
-from hailq.errors import InvalidArgument, LeaseLost
+from hailq.errors import InvalidArgument, LeaseLost, MessageCancelled
 from hailq.hooks import Hook, sending
 from hailq.ids import check_message_id, parse_receipt
 from hailq.message import Message
@@ -175,14 +178,21 @@ class Queue:
         for message, acked in zip(finished, result.acked, strict=True):
             if acked is not None:
                 message.settled = True
+        if None in result.acked:
+            self._let_cancelled_go([m.lease for m, a in zip(finished, result.acked,
+                                                            strict=True) if a is None])
         if finished and self.recorder is not None:
             self._ended(finished, result.acked, ok=True)
         return result.acked, self._messages(result.rows)
 
     def ack(self, receipt: str | Message) -> None:
         """Ack by receipt or message (see ``Message.ack``)."""
-        if self.ack_many([receipt])[0] is None:
+        results, cancelled = self._ack_many(receipts=[receipt])
+        if results[0] is None:
             text = receipt.receipt if isinstance(receipt, Message) else receipt
+            if cancelled:
+                raise MessageCancelled(f"receipt {text}: its message was cancelled by an "
+                                       "operator; the ack is refused")
             raise LeaseLost(f"receipt {text} no longer holds the lease of its message "
                             "(received again since, already gone, or a receipt of another "
                             "queue); nothing changed")
@@ -191,8 +201,14 @@ class Queue:
         """Ack several leases in one transaction.
 
         Per receipt: ``False`` acked in time, ``True`` a late ack (the lease had
-        ended but nobody received the message since), ``None`` lease lost.
+        ended but nobody received the message since), ``None`` lease lost, or the
+        message cancelled (rule 40: refused, and the cancelled message let go).
         """
+        return self._ack_many(receipts)[0]
+
+    def _ack_many(self, receipts: Iterable[str | Message],
+                  ) -> tuple[list[bool | None], list[str]]:
+        """``ack_many``, and the ids of the cancelled messages among the refused."""
         items = check_batch(receipts, "ack_many")
         leases = []
         for item in items:  # _receipt, without its frame for a Message of this queue
@@ -205,7 +221,19 @@ class Queue:
                 item.settled = True
         if self.recorder is not None and leases:
             self._ended(items, results, ok=True)
-        return results
+        cancelled = [] if None not in results else self._let_cancelled_go(
+            [lease for lease, r in zip(leases, results, strict=True) if r is None])
+        return results, cancelled
+
+    def _let_cancelled_go(self, leases: Sequence[Receipt]) -> list[str]:
+        """Refused settlements (rule 40): of these leases, remove the messages an
+        operator cancelled, whose handlers have stopped since they tried to settle;
+        their ids. One call on the path of refusals only."""
+        by_queue: dict[str, list[Receipt]] = {}
+        for lease in leases:
+            by_queue.setdefault(lease.queue, []).append(lease)
+        return [i for queue, group in by_queue.items()
+                for i in self._backend.message_cancel_settle(CancelledParams(queue, group))]
 
     def _ended(self, items: Sequence[str | Message], results: Sequence[bool | None], *,
                ok: bool, inbox: bool = False) -> None:
@@ -229,7 +257,15 @@ class Queue:
         # Exactly-once effect (hailq doctor, rule 26): a worker's run counts it as an inbox
         # run when its handler ends; elsewhere it is counted with the ack here.
         in_run = inbox_use.note(lease.message_id)
-        with self._backend.message_ack_transaction(lease) as conn:
+        with ExitStack() as stack:
+            try:
+                conn = stack.enter_context(self._backend.message_ack_transaction(lease))
+            except LeaseLost:
+                if self._let_cancelled_go([lease]):
+                    raise MessageCancelled(f"message {lease.message_id} was cancelled by an "
+                                           "operator; the transaction was rolled back") \
+                        from None
+                raise
             yield conn
         self._ended([receipt], [True], ok=True, inbox=not in_run)
 
@@ -268,6 +304,9 @@ class Queue:
               backoff_table: tuple[float, ...] = (0.0,)) -> None:
         if not self._backend.message_nack(NackParams(lease, error or "nacked", outcome,
                                                      delay, backoff_table)):
+            if self._let_cancelled_go([lease]):
+                raise MessageCancelled(f"message {lease.message_id} was cancelled by an "
+                                       "operator; it is gone, nothing else changed")
             raise LeaseLost(f"message {lease.message_id}: the receipt no longer holds its "
                             "lease; nothing changed")
         if outcome != "give_back":  # given back untried: no handler ran (rule 36)
@@ -277,6 +316,10 @@ class Queue:
         """Move a lease's end to ``seconds_`` from now; return the new deadline."""
         until = self.extend_many([receipt], seconds_)[0]
         if until is None:
+            lease = self._receipt(receipt)
+            if self._backend.message_cancelled(CancelledParams(self.name, [lease])):
+                raise MessageCancelled(f"receipt {receipt}: its message was cancelled by an "
+                                       "operator; stop its work and settle it")
             raise LeaseLost(f"receipt {receipt}: it no longer holds its message's lease")
         return until
 
@@ -393,6 +436,36 @@ class Queue:
         of its ordering key becomes receivable (rule 17). Counted as purged."""
         return self._backend.message_delete(MessageDeleteParams(self.name,
                                                                 check_message_id(message_id)))
+
+    def cancel(self, message_id: str) -> CancelOutcome:
+        """Cancel one message by id (rule 40); ``"waiting"`` or ``"running"``, the state
+        it was cancelled in.
+
+        A waiting message (ready, delayed, behind its ordering key) is removed at once
+        and never starts. A running one's handler is asked to stop within a second (a
+        worker raises ``HandlerCancelled`` into it, as a time limit does); its attempt
+        records "cancelled", and every later ack, nack or extend of it raises
+        ``MessageCancelled``, late or not. It keeps its ``max_in_flight`` slot and its
+        ordering key until its handler has stopped or its lease has ended; then the
+        key's next message is free, also where the queue parks keys. Counted as purged.
+        ``MessageNotFound`` (nothing written) for an unknown, acked or dead message."""
+        return self._backend.message_cancel(MessageCancelParams(
+            self.name, check_message_id(message_id)))
+
+    def cancelled(self, messages: Sequence[Message]) -> list[str]:
+        """The ids among these received messages of this queue that an operator
+        cancelled while they ran; a read (a worker's poll, twice a second)."""
+        return self._backend.message_cancelled(CancelledParams(
+            self.name, [self._receipt(m) for m in messages]))
+
+    def let_cancelled_go(self, messages: Sequence[Message]) -> list[str]:
+        """Remove the cancelled messages among these, their handlers having stopped: their
+        ``max_in_flight`` slots and ordering keys are freed. Their ids."""
+        found = self._let_cancelled_go([self._receipt(m) for m in messages])
+        for m in messages:
+            if m.id in found:
+                m.settled = True
+        return found
 
     def stats(self) -> QueueStats:
         """Counts and totals as the next receive would find them (an ended lease counts as

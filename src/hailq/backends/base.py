@@ -231,6 +231,27 @@ class MessageGetParams:
 class MessageDeleteParams:
     queue: str
     id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCancelParams:
+    queue: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CancelledParams:
+    """Leases of one queue whose messages may have been cancelled (rule 40)."""
+
+    queue: str
+    receipts: Sequence[Receipt]
+
+
+# What a cancel found (rule 40): a waiting message was removed and never starts; a
+# running one is marked and its handler asked to stop.
+CancelOutcome = Literal["waiting", "running"]
+
+
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
 
 
@@ -346,6 +367,28 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
     def message_delete(self, params: MessageDeleteParams) -> bool:
         """Delete one message whatever its state (counted as purged, its key's next
         message freed); False if the queue holds no such message."""
+        ...
+
+    def message_cancel(self, params: MessageCancelParams) -> CancelOutcome:
+        """Cancel one message by id (rule 40): a waiting one (ready, delayed or behind
+        its key) is removed; a running one keeps its lease (its max_in_flight slot, its
+        key) while no receipt acks, nacks or extends it any more. MessageNotFound,
+        nothing written, if the queue holds no such live message."""
+        ...
+
+    def message_locate(self, message_id: str) -> str | None:
+        """The queue of a live (not dead) message by id alone, None if there is none;
+        a read."""
+        ...
+
+    def message_cancelled(self, params: CancelledParams) -> list[str]:
+        """The ids among these leases' messages that were cancelled while running; a
+        read (a worker's poll of its messages in flight)."""
+        ...
+
+    def message_cancel_settle(self, params: CancelledParams) -> list[str]:
+        """Remove the cancelled messages these leases held, their handlers having
+        stopped: their slots and keys are freed. Their ids; others are left alone."""
         ...
 
     def dead_list(self, params: DeadListParams) -> list[DeadMessage]: ...

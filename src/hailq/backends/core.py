@@ -40,6 +40,7 @@ from hailq.backends.base import (
     SendParams,
     WaitParams,
 )
+from hailq.backends.cancels import CancelStore
 from hailq.backends.catalog import CatalogStore
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
@@ -87,8 +88,8 @@ class Live(NamedTuple):
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
 
 
-class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore,
-                 AutoscaleStore, LevelsStore):
+class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, FiguresStore,
+                 OverviewStore, AutoscaleStore, LevelsStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -145,11 +146,14 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         with tx.atomic():
             tx.exec("scheduled_promote", args)
             ended = tx.run("leases_expire", args)
-            dead = [(key, parked) for state, key, parked in ended if state == "dead"]
+            dead = [(r[1], r[2]) for r in ended if r[0] == "dead"]
             if dead:
                 tx.exec("count_dead", {"queue": queue, "n": len(dead)})
                 self._release(tx, queue, [k for k, parked in dead
                                           if k is not None and not parked])
+            cancelled = [(r[3], r[4], r[1]) for r in ended if r[0] == "cancelled"]
+            if cancelled:  # rule 40: its lease ended before its handler said it stopped
+                self._cancel_remove(tx, queue, cancelled)
 
     def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None:
         """Free the next message of each key whose head just ended (rule 17)."""

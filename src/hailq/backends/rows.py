@@ -48,10 +48,14 @@ def details(queue: str, row: Any) -> MessageDetails:
     nothing): a due delay is ready, an ended lease ready again, or dead after the last
     attempt with the "lease expired" entry upkeep will add (as ``dead_list`` shows it)."""
     (id_, state, body, kind, headers, priority, key, attempt, enqueued_at, available_at,
-     lease_until, dead_at, raw_errors, parked, max_attempts, park, now) = row
+     lease_until, dead_at, raw_errors, parked, max_attempts, park, now, cancelled_at) = row
     errors = parse_errors(raw_errors)
     is_parked = bool(parked)
-    if state == "scheduled" and available_at <= now:
+    if cancelled_at is not None:  # rule 40: its handler is being stopped, or has been
+        state = "cancelled"
+        if lease_until is not None and lease_until <= now:
+            lease_until = None
+    elif state == "scheduled" and available_at <= now:
         state = "ready"
     elif state == "leased" and lease_until <= now:
         errors.append(AttemptError(int(attempt), "lease expired", float(lease_until)))

@@ -13,12 +13,14 @@ from hailq.runtime.app import App, Handler, Route, load_target
 from hailq.runtime.order import RoundRobinOrder, StrictOrder, WeightedOrder, parse_weights
 from hailq.runtime.outcome import Outcome, outcome_of, short_traceback
 from hailq.runtime.supervisor import ProcessPool, WorkerSpec
-from hailq.runtime.timelimit import TimeLimitExceeded
+from hailq.runtime.timelimit import HandlerCancelled, HandlerInterrupted, TimeLimitExceeded
 from hailq.runtime.worker import Worker
 
 __all__ = [
     "App",
     "Handler",
+    "HandlerCancelled",
+    "HandlerInterrupted",
     "Outcome",
     "ProcessPool",
     "RoundRobinOrder",

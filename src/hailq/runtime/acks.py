@@ -137,8 +137,8 @@ class AckBatcher:
             if result is None:
                 self.lost += 1
                 log.warning("message %s of queue %s: ack found its lease gone (received "
-                            "again, or settled by the handler itself)", message.id, queue.name,
-                            extra=about(message))
+                            "again, cancelled, or settled by the handler itself)", message.id,
+                            queue.name, extra=about(message))
             elif result:
                 self.late += 1
                 log.warning("message %s of queue %s: late ack (the lease had ended)",

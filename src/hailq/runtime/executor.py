@@ -19,7 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hailq.runtime.timelimit import Running, TimeLimitExceeded
+from hailq.runtime.timelimit import HandlerInterrupted, Running
 
 Job = Callable[[], None]
 log = logging.getLogger("hailq.worker")
@@ -145,7 +145,7 @@ class SlotPool:
                 return
             try:
                 job()
-            except TimeLimitExceeded:
+            except HandlerInterrupted:
                 pass  # arrived after the job had caught everything else: its slot was taken
             except Exception:  # jobs handle their own failures; this one did not
                 log.exception("a worker slot's job failed; the slot goes on")

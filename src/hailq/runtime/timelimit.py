@@ -45,12 +45,23 @@ _set_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_objec
     ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
 
 
-class TimeLimitExceeded(BaseException):
-    """Raised inside a handler's thread that ran past its time limit.
+class HandlerInterrupted(BaseException):
+    """Raised inside a handler's thread that the worker stops: past its time limit
+    (``TimeLimitExceeded``) or cancelled by an operator (``HandlerCancelled``).
 
     A ``BaseException``, like ``KeyboardInterrupt``: an ``except Exception`` in the
-    handler does not swallow it. By the time it arrives, the failure is recorded.
+    handler does not swallow it; ``finally`` blocks and context managers still run.
     """
+
+
+class TimeLimitExceeded(HandlerInterrupted):
+    """Raised inside a handler's thread that ran past its time limit. By the time it
+    arrives, the failure is recorded."""
+
+
+class HandlerCancelled(HandlerInterrupted):
+    """Raised inside a handler's thread whose message an operator cancelled (rule 40).
+    The message is let go once the handler has stopped; its ack is refused."""
 
 
 def check_time_limit(value: object, what: str = "time_limit") -> float | None:
@@ -79,6 +90,7 @@ class Running:
         self.thread = threading.current_thread()
         self.started = time.monotonic()
         self.expired = False  # the watchdog took the message over
+        self.cancelled = False  # an operator cancelled the message (rule 40)
         self._lock = threading.Lock()
         self._active = True
         self._future: Future[Any] | None = None
@@ -87,7 +99,7 @@ class Running:
         """Register the future of an async handler on the event loop; False (and the
         future cancelled) if the time limit passed already."""
         with self._lock:
-            if self.expired:
+            if self.expired or self.cancelled:
                 future.cancel()
                 return False
             self._future = future
@@ -100,11 +112,15 @@ class Running:
         with self._lock:
             self._active = False
 
-    def stop(self) -> Stopped:
-        """Stop the handler (its failure is recorded already): cancel an async one, raise
-        into a thread. ``ended`` if it had ended by itself."""
+    def stop(self, cancel: bool = False) -> Stopped:
+        """Stop the handler (its failure is recorded already, or with ``cancel`` its
+        message was cancelled): cancel an async one, raise into a thread
+        (``TimeLimitExceeded``, or ``HandlerCancelled``). ``ended`` if it had ended."""
         with self._lock:
-            self.expired = True
+            if cancel:
+                self.cancelled = True
+            else:
+                self.expired = True
             if not self._active:
                 return "ended"
             if self._future is not None:
@@ -112,7 +128,8 @@ class Running:
                 return "cancelled"
             ident = self.thread.ident
             if ident is not None:
-                _set_async_exc(ident, ctypes.py_object(TimeLimitExceeded))
+                raised = HandlerCancelled if cancel else TimeLimitExceeded
+                _set_async_exc(ident, ctypes.py_object(raised))
             return "interrupted"
 
 

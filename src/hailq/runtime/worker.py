@@ -15,7 +15,9 @@ A SIGKILL skips all of this and loses nothing: the leases end and the
 messages become receivable again (rule 8).
 
 A handler past its time limit (rule 34) fails its attempt: the watchdog
-records the failure first, then stops the handler (see ``timelimit``).
+records the failure first, then stops the handler (see ``timelimit``). A handler
+whose message an operator cancelled (rule 40) is stopped the same way within a
+second (``cancels``); its message is let go once it has stopped.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Literal
 
 from hailq.broker import Broker
@@ -37,6 +38,7 @@ from hailq.observe.process import ProcessSeries, ProcessServer
 from hailq.queue import Message, Queue
 from hailq.runtime.acks import AckBatcher
 from hailq.runtime.app import App, Handler, app_for
+from hailq.runtime.cancels import CancelWatch
 from hailq.runtime.declare import declare_queues
 from hailq.runtime.executor import LoopThread, SlotPool, call_handler
 from hailq.runtime.fetcher import Fetcher
@@ -50,6 +52,7 @@ from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
 from hailq.runtime.scheduler import Scheduler
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
+from hailq.runtime.summary import Tally, duration
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT, Running, Watchdog, check_time_limit
 
 log = logging.getLogger("hailq.worker")
@@ -168,7 +171,7 @@ class Worker:
                 self._log_summary(time.monotonic() - begun)
 
     def _log_summary(self, seconds: float, how: str = "stopped") -> None:
-        log.info("worker %s %s after %s: %s", self.worker_id, how, _duration(seconds),
+        log.info("worker %s %s after %s: %s", self.worker_id, how, duration(seconds),
                  self.tally.summary())
 
     def _serve(self, services: _Services) -> None:
@@ -216,23 +219,25 @@ class Worker:
             log.debug("message %s of queue %s received (attempt %d of %d)", message.id,
                       message.queue, message.attempt, self._max_attempts(message),
                       extra=about(message))
-        # Only a handler with a time limit is watched: the others cost no watchdog work.
-        running = None if limit is None else Running(message, limit)
+        # Every handler may be stopped by a cancel (rule 40); only one with a time limit
+        # is watched: the others cost no watchdog work.
+        running = Running(message, limit)
+        services.runs[message.receipt] = running
         error: BaseException | None = None
         began = time.monotonic()
         inbox_use.begin(message.id)
-        if running is not None:
+        if limit is not None:
             services.watchdog.watch(running)
         try:
             try:
                 run_handler(self.app.hooks, message,
                             lambda: call_handler(handler, message, services.loop, running))
             finally:
-                if running is not None:
-                    running.finish()
+                running.finish()
         except BaseException as exc:  # a handler's failure, whatever it is, fails the message
             error = exc
-        if running is not None:
+        services.runs.pop(message.receipt, None)
+        if limit is not None:
             services.watchdog.forget(running)
         ran = time.monotonic() - began
         # Rule 36: the broker counts the wait at the claim and the handler time at the ack
@@ -246,15 +251,53 @@ class Worker:
             services.series.observe(message.queue, ran, error is None)
         services.keeper.release(message)
         if not self._inflight.settle(message):
-            if running is not None and running.expired:
+            if running.expired:
                 log.debug("message %s of queue %s: the handler ended %.1f s after its time "
                           "limit; what it did then is ignored", message.id, message.queue,
                           ran - (limit or 0.0), extra=about(message))
             return  # given back after the grace period, or failed by its time limit
         try:
-            self._settle(message, outcome_of(error), services, ms=ran * 1000)
+            if running.cancelled:
+                self._let_go(message, ran)
+            else:
+                self._settle(message, outcome_of(error), services, ms=ran * 1000)
         finally:
             self._inflight.done(message)
+
+    def _cancel(self, message: Message, services: _Services) -> None:
+        """The cancel watch's call (rule 40): an operator cancelled ``message`` while its
+        handler runs. Its lease is no longer renewed and the handler is stopped as a time
+        limit stops it; the slot lets the message go once the handler has ended."""
+        running = services.runs.get(message.receipt)
+        services.keeper.release(message)
+        if running is None:
+            return  # it ended just now: its settlement lets it go (the ack is refused)
+        how = running.stop(cancel=True)
+        self.tally.cancelled += 1
+        log.info("message %s of queue %s cancelled by an operator; its handler is asked to "
+                 "stop", message.id, message.queue, extra=about(message))
+        if how == "interrupted" and self.stuck == "exit":
+            # A process-pool child ends as at a time limit; the message goes first.
+            if self._inflight.settle(message):
+                try:
+                    self._let_go(message, None)
+                finally:
+                    self._inflight.done(message)
+            self._exit_for_time_limit(message, services, "its message was cancelled")
+
+    def _let_go(self, message: Message, ran: float | None) -> None:
+        """Remove a cancelled message whose handler has stopped: its max_in_flight slot
+        and its ordering key are free again (rule 40)."""
+        try:
+            message.source.let_cancelled_go([message])
+        except HailqError as exc:
+            log.warning("message %s of queue %s: cancelled, but could not be let go (%s); "
+                        "it goes when its lease ends", message.id, message.queue, exc,
+                        extra=about(message))
+            return
+        if ran is not None:
+            log.info("message %s of queue %s: its handler stopped %.2f s after it began; "
+                     "cancelled", message.id, message.queue, ran, extra=about(message))
 
     def _expire(self, running: Running, services: _Services) -> None:
         """The watchdog's call at a handler's time limit: record the failure, then stop it."""
@@ -282,11 +325,13 @@ class Worker:
         finally:
             self._inflight.done(message)
 
-    def _exit_for_time_limit(self, message: Message, services: _Services) -> None:
-        """A process-pool child: the failure is recorded; end this process at once (no
-        thread of it can be trusted to stop), after flushing acks of finished work."""
-        log.warning("message %s of queue %s: time limit passed; this worker process ends "
-                    "now and the supervisor starts another", message.id, message.queue,
+    def _exit_for_time_limit(self, message: Message, services: _Services,
+                             why: str = "time limit passed") -> None:
+        """A process-pool child: the failure is recorded (or the cancelled message let
+        go); end this process at once (no thread of it can be trusted to stop), after
+        flushing acks of finished work."""
+        log.warning("message %s of queue %s: %s; this worker process ends now and the "
+                    "supervisor starts another", message.id, message.queue, why,
                     extra=about(message))
         self._flag.request()  # receive nothing more
         for other in self._inflight.close():  # with concurrency > 1: no failure of theirs
@@ -368,25 +413,6 @@ class Worker:
                         extra=about(message))
 
 
-@dataclass
-class Tally:
-    """What a worker did, for its last log line. Counted by outcome as recorded."""
-
-    done: int = 0  # handler returned: acked (or settled by the handler itself)
-    failed: int = 0  # nacked after a failure, with attempts left
-    retried: int = 0  # the handler raised Retry, with attempts left
-    dead: int = 0  # dead-lettered: DeadLetter, or a failure on the last attempt
-    given_back: int = 0  # returned untried at shutdown
-    time_limited: int = 0  # of the failed and dead: past the time limit
-
-    def summary(self) -> str:
-        text = (f"{self.done} done, {self.failed} failed, {self.retried} retried, "
-                f"{self.dead} dead-lettered, {self.given_back} given back")
-        if self.time_limited:
-            text += f" ({self.time_limited} past the time limit)"
-        return text
-
-
 class _Services:
     """The worker's background duties, each its own small service, started and closed together."""
 
@@ -416,12 +442,17 @@ class _Services:
                                lambda m: worker._dispatch(m, self), worker._flag,
                                poll=worker.poll, acks=self.acks)
         self.watchdog = Watchdog(lambda running: worker._expire(running, self))
+        self.runs: dict[str, Running] = {}  # receipt -> its handler's call, while it runs
+        self.cancels = CancelWatch(worker._queues,
+                                   lambda: [m for m, _ in worker._inflight.running()],
+                                   lambda m: worker._cancel(m, self))
         self.begun = time.monotonic()
         self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
         self.levels = LevelsRecorder(broker)  # the dashboard's charts' history
 
     def start(self) -> None:
         self.watchdog.start()
+        self.cancels.start()
         self.keeper.start()
         self.acks.start()
         if self.server is not None:
@@ -433,6 +464,7 @@ class _Services:
         self.levels.start()
 
     def close(self) -> None:
+        self.cancels.close()
         self.watchdog.close()
         self.acks.close()
         if self.figures is not None:
@@ -452,12 +484,3 @@ class _Services:
 
 def _last_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[-1] if text and text.strip() else ""
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min {rest} s" if hours else f"{minutes} min {rest} s"
-

@@ -212,18 +212,24 @@ WHERE id = ANY(ARRAY(
 
 -- name: leases_expire
 -- An ended lease gives the message back, or kills it after its last attempt (rule 13),
--- as of the lease's end: reads show the same time and error before upkeep ran.
+-- as of the lease's end: reads show the same time and error before upkeep ran. A
+-- cancelled message's ended lease (rule 40) marks it 'cancelled' instead, and the caller
+-- removes it by the seq and id returned (message_cancel_remove).
 UPDATE {schema}.messages
-SET state = CASE WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
-    dead_at = CASE WHEN attempt >= q.max_attempts THEN lease_until END,
+SET state = CASE WHEN cancelled_at IS NOT NULL THEN 'cancelled'
+                 WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
+    dead_at = CASE WHEN cancelled_at IS NULL AND attempt >= q.max_attempts
+                   THEN lease_until END,
     available_at = lease_until,
     -- In deadline order (rule 41) the deadline runs from the new available_at; priority
     -- order keeps the key (an aged message keeps its place).
     sort_key = CASE WHEN q.deadlines IS NULL THEN sort_key
                     ELSE lease_until + (q.deadlines ->> priority)::float8 END,
-    parked = attempt >= q.max_attempts AND ordering_key IS NOT NULL AND q.park,
-    errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-        'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
+    parked = cancelled_at IS NULL AND attempt >= q.max_attempts
+             AND ordering_key IS NOT NULL AND q.park,
+    errors = CASE WHEN cancelled_at IS NOT NULL THEN errors
+                  ELSE coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+                      'attempt', attempt, 'error', 'lease expired', 'at', lease_until)) END
 FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts,
              coalesce(bool_or(park), false) AS park,
              (SELECT deadlines FROM {schema}.queues WHERE name = %(queue)s) AS deadlines
@@ -233,7 +239,7 @@ WHERE id = ANY(ARRAY(
     WHERE queue = %(queue)s AND state = 'leased' AND lease_until <= {schema}.epoch()
       AND {relaxed}
     LIMIT 1000 FOR UPDATE SKIP LOCKED))
-RETURNING state, ordering_key, parked;
+RETURNING state, ordering_key, parked, seq, id;
 
 -- name: count_dead
 INSERT INTO {schema}.counters AS c (queue, shard, dead_lettered)
@@ -553,7 +559,7 @@ WITH q AS (
            m.ordering_key IS NOT NULL AND q.park, m.seq
     FROM {schema}.messages AS m JOIN q ON true
     WHERE m.queue = %(queue)s AND m.state = 'leased' AND m.lease_until <= {schema}.epoch()
-      AND m.attempt >= q.max_attempts
+      AND m.attempt >= q.max_attempts AND m.cancelled_at IS NULL
 )
 SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
        dead_at, errors, parked
@@ -675,7 +681,8 @@ DELETE FROM {schema}.subscriptions WHERE topic = %(topic)s AND queue = %(queue)s
 -- depends on (the queue's attempts and dead-letter policy, the clock).
 SELECT m.id, m.state, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
        m.attempt, m.enqueued_at, m.available_at, m.lease_until, m.dead_at, m.errors,
-       m.parked, coalesce(q.max_attempts, 5), coalesce(q.park, false), {schema}.epoch()
+       m.parked, coalesce(q.max_attempts, 5), coalesce(q.park, false), {schema}.epoch(),
+       m.cancelled_at
 FROM {schema}.messages AS m LEFT JOIN {schema}.queues AS q ON q.name = m.queue
 WHERE m.queue = %(queue)s AND m.id = %(id)s;
 
@@ -683,6 +690,43 @@ WHERE m.queue = %(queue)s AND m.id = %(id)s;
 -- One message by id, whatever its state (a leased one's consumer then gets LeaseLost).
 DELETE FROM {schema}.messages WHERE queue = %(queue)s AND id = %(id)s
 RETURNING ordering_key;
+
+-- name: message_locate
+-- The queue of a live message, by id alone (an operator's cancel without a queue).
+SELECT queue FROM {schema}.messages WHERE id = %(id)s AND state <> 'dead';
+
+-- name: message_cancel_find
+-- Rule 40: the message to cancel, after upkeep settled its queue (a due delay is ready,
+-- an ended lease returned or dead); locked, so a claim or an ack waits for the cancel.
+SELECT seq, id, state, ordering_key, cancelled_at FROM {schema}.messages
+WHERE queue = %(queue)s AND id = %(id)s
+FOR UPDATE;
+
+-- name: message_cancel_running
+-- A running message is marked, not removed: it keeps its lease, so its max_in_flight
+-- slot and its ordering key, until its handler has stopped or its lease has ended. Its
+-- token gets a prefix no receipt has: every ack, nack and extend of it is refused; the
+-- settle of the cancelled lease (message_cancelled) still finds it. The attempt records
+-- "cancelled".
+UPDATE {schema}.messages
+SET token = 'cancelled:' || token, cancelled_at = {schema}.epoch(),
+    errors = coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+        'attempt', attempt, 'error', 'cancelled', 'at', {schema}.epoch()))
+WHERE id = %(id)s AND seq = %(seq)s AND state = 'leased' AND cancelled_at IS NULL;
+
+-- name: message_cancelled
+-- Of these leases, the messages an operator cancelled: a worker's poll of its messages
+-- in flight, and the settle of a cancelled message whose handler stopped.
+SELECT m.seq, m.id, m.ordering_key
+FROM unnest((SELECT %(ids)s::text[]), (SELECT %(tokens)s::text[])) AS l(id, token)
+JOIN {schema}.messages AS m ON m.id = l.id AND m.token = 'cancelled:' || l.token
+WHERE m.queue = %(queue)s AND m.cancelled_at IS NOT NULL;
+
+-- name: message_cancel_remove
+-- Rule 40: a cancelled message leaves (waiting: at once; running: once its handler has
+-- stopped or its lease has ended).
+DELETE FROM {schema}.messages
+WHERE id = ANY(%(ids)s::text[]) AND queue = %(queue)s;
 
 -- name: worker_save
 -- ``running``: what each slot runs now, as JSON [[id, queue, attempt, since], ...].

@@ -77,6 +77,7 @@ messages token text YES  NO
 messages errors jsonb YES  NO
 messages dead_at double precision YES  NO
 messages parked boolean NO false NO
+messages cancelled_at double precision YES  NO
 queue_ops name text NO  NO
 queue_ops paused boolean NO false NO
 queue_ops overrides text YES  NO

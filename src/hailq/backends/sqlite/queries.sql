@@ -146,25 +146,31 @@ WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now;
 
 -- name: leases_expire
 -- An ended lease gives the message back, or kills it after its last attempt (rule 13),
--- as of the lease's end: reads show the same time and error before upkeep ran.
+-- as of the lease's end: reads show the same time and error before upkeep ran. A
+-- cancelled message's ended lease (rule 40) marks it 'cancelled' instead, and the caller
+-- removes it by the seq and id returned (message_cancel_remove).
 UPDATE hailq_messages
-SET state = CASE WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
-    dead_at = CASE WHEN attempt >= q.max_attempts THEN lease_until END,
+SET state = CASE WHEN cancelled_at IS NOT NULL THEN 'cancelled'
+                 WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
+    dead_at = CASE WHEN cancelled_at IS NULL AND attempt >= q.max_attempts
+                   THEN lease_until END,
     available_at = lease_until,
     -- In deadline order (rule 41) the deadline runs from the new available_at; priority
     -- order keeps the key (an aged message keeps its place).
     sort_key = CASE WHEN q.deadlines IS NULL THEN sort_key
                     ELSE lease_until + json_extract(q.deadlines, '$[' || priority || ']') END,
-    parked = CASE WHEN attempt >= q.max_attempts AND ordering_key IS NOT NULL
+    parked = CASE WHEN cancelled_at IS NULL AND attempt >= q.max_attempts
+                       AND ordering_key IS NOT NULL
                   THEN q.park ELSE 0 END,
-    errors = json_insert(coalesce(errors, '[]'), '$[#]', json_object(
-        'attempt', attempt, 'error', 'lease expired', 'at', lease_until))
+    errors = CASE WHEN cancelled_at IS NOT NULL THEN errors
+                  ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_object(
+                      'attempt', attempt, 'error', 'lease expired', 'at', lease_until)) END
 FROM (SELECT coalesce((SELECT max_attempts FROM hailq_queues WHERE name = :queue), 5)
              AS max_attempts,
              coalesce((SELECT park FROM hailq_queues WHERE name = :queue), 0) AS park,
              (SELECT deadlines FROM hailq_queues WHERE name = :queue) AS deadlines) AS q
 WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
-RETURNING state, ordering_key, parked;
+RETURNING state, ordering_key, parked, seq, id;
 
 -- name: count_dead
 INSERT INTO hailq_counters (queue, dead_lettered) VALUES (:queue, :n)
@@ -448,7 +454,7 @@ WITH q AS (
            m.ordering_key IS NOT NULL AND q.park, m.seq
     FROM hailq_messages AS m, q
     WHERE m.queue = :queue AND m.state = 'leased' AND m.lease_until <= :now
-      AND m.attempt >= q.max_attempts
+      AND m.attempt >= q.max_attempts AND m.cancelled_at IS NULL
 )
 SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
        dead_at, errors, parked
@@ -559,7 +565,7 @@ DELETE FROM hailq_subscriptions WHERE topic = :topic AND queue = :queue;
 -- index here (it would cost every ack a write): an operator's look scans the queue.
 SELECT m.id, m.state, m.body, m.body_kind, m.headers, m.priority, m.ordering_key,
        m.attempt, m.enqueued_at, m.available_at, m.lease_until, m.dead_at, m.errors,
-       m.parked, coalesce(q.max_attempts, 5), coalesce(q.park, 0), :now
+       m.parked, coalesce(q.max_attempts, 5), coalesce(q.park, 0), :now, m.cancelled_at
 FROM hailq_messages AS m LEFT JOIN hailq_queues AS q ON q.name = m.queue
 WHERE m.queue = :queue AND m.id = :id;
 
@@ -567,6 +573,50 @@ WHERE m.queue = :queue AND m.id = :id;
 -- One message by id, whatever its state (a leased one's consumer then gets LeaseLost).
 DELETE FROM hailq_messages WHERE queue = :queue AND id = :id
 RETURNING ordering_key;
+
+-- name: message_locate
+-- The queue of a live message, by id alone (an operator's cancel without a queue). Ids
+-- have no index here: a read that scans, as message_get does, and blocks no writer.
+SELECT queue FROM hailq_messages WHERE id = :id AND state <> 'dead' LIMIT 1;
+
+-- name: message_cancel_find
+-- Rule 40: the message to cancel, after upkeep settled its queue (a due delay is ready,
+-- an ended lease returned or dead). Ids have no index here: an operator's cancel scans
+-- the queue, as message_delete does.
+SELECT seq, id, state, ordering_key, cancelled_at FROM hailq_messages
+WHERE queue = :queue AND id = :id;
+
+-- name: message_cancel_running
+-- A running message is marked, not removed: it keeps its lease, so its max_in_flight
+-- slot and its ordering key, until its handler has stopped or its lease has ended. Its
+-- token gets a prefix no receipt has: every ack, nack and extend of it is refused; the
+-- settle of the cancelled lease (message_cancelled) still finds it. The attempt records
+-- "cancelled".
+UPDATE hailq_messages
+SET token = 'cancelled:' || token, cancelled_at = :now,
+    errors = json_insert(coalesce(errors, '[]'), '$[#]',
+                         json_object('attempt', attempt, 'error', 'cancelled', 'at', :now))
+WHERE seq = :seq AND id = :id AND state = 'leased' AND cancelled_at IS NULL;
+
+-- name: message_cancelled
+-- Of these leases (:leases, a JSON array of [seq, id, token]; seq may be null), the
+-- messages an operator cancelled: a worker's poll of its messages in flight, and the
+-- settle of a cancelled message whose handler stopped. By position: a direct probe each.
+SELECT m.seq, m.id, m.ordering_key
+FROM json_each(:leases) AS l
+JOIN hailq_messages AS m
+  ON m.seq = coalesce(json_extract(l.value, '$[0]'),
+                      (SELECT seq FROM hailq_messages WHERE id = json_extract(l.value, '$[1]')))
+ AND m.id = json_extract(l.value, '$[1]')
+ AND m.token = 'cancelled:' || json_extract(l.value, '$[2]')
+WHERE m.queue = :queue AND m.cancelled_at IS NOT NULL;
+
+-- name: message_cancel_remove
+-- Rule 40: a cancelled message leaves (waiting: at once; running: once its handler has
+-- stopped or its lease has ended). :seqs and :ids are JSON arrays of the same rows.
+DELETE FROM hailq_messages
+WHERE seq IN (SELECT value FROM json_each(:seqs))
+  AND id IN (SELECT value FROM json_each(:ids)) AND queue = :queue;
 
 -- name: worker_save
 -- ``running``: what each slot runs now, as JSON [[id, queue, attempt, since], ...].

@@ -129,7 +129,7 @@ CREATE TABLE hailq_messages (
     errors TEXT,
     dead_at REAL,
     parked INTEGER NOT NULL DEFAULT 0
-);
+, cancelled_at REAL);
 
 -- table hailq_queue_ops
 CREATE TABLE hailq_queue_ops (
