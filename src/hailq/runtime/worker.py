@@ -277,13 +277,16 @@ class Worker:
         log.info("message %s of queue %s cancelled by an operator; its handler is asked to "
                  "stop", message.id, message.queue, extra=about(message))
         if how == "interrupted" and self.stuck == "exit":
-            # A process-pool child ends as at a time limit; the message goes first.
+            # A process-pool child ends as at a time limit: it receives nothing more
+            # (its slot frees before it ends), and the message goes first.
+            self._flag.request()
             if self._inflight.settle(message):
                 try:
                     self._let_go(message, None)
                 finally:
                     self._inflight.done(message)
-            self._exit_for_time_limit(message, services, "its message was cancelled")
+            self._exit_for_time_limit(message, services, "its message was cancelled",
+                                      "ended to stop a cancelled handler")
 
     def _let_go(self, message: Message, ran: float | None) -> None:
         """Remove a cancelled message whose handler has stopped: its max_in_flight slot
@@ -326,7 +329,8 @@ class Worker:
             self._inflight.done(message)
 
     def _exit_for_time_limit(self, message: Message, services: _Services,
-                             why: str = "time limit passed") -> None:
+                             why: str = "time limit passed",
+                             how: str = "ended by a time limit") -> None:
         """A process-pool child: the failure is recorded (or the cancelled message let
         go); end this process at once (no thread of it can be trusted to stop), after
         flushing acks of finished work."""
@@ -341,7 +345,7 @@ class Worker:
             self.tally.given_back += 1
         services.acks.close(timeout=5.0)
         services.registry.set_state("stopped")
-        self._log_summary(time.monotonic() - services.begun, "ended by a time limit")
+        self._log_summary(time.monotonic() - services.begun, how)
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(EXIT_TIME_LIMIT)
