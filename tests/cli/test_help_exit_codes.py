@@ -85,6 +85,7 @@ def scenarios(hq: Hailq, api: hailq.Broker, url: str, tmp_path: Path
         ("redrive", 2): lambda: code_of(hq, "redrive", "claims", "--id", "not-an-id"),
         ("show", 1): no_such_message("show"),
         ("delete-message", 1): no_such_message("delete-message"),
+        ("cancel", 1): lambda: code_of(hq, "cancel", "01M9530JPX3S72R8F4EAS53DB7"),
         ("delete", 1): holding_messages,
         ("delete-topic", 1): with_subscription,
         ("doctor", 0): lambda: code_of(hq, "doctor"),

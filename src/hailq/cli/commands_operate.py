@@ -1,5 +1,5 @@
 """An operator's actions (rule 32): ``pause``, ``resume``, ``configure``, ``delete``,
-``delete-topic``, ``unsubscribe``, ``show`` and ``delete-message``."""
+``delete-topic``, ``unsubscribe``, ``show`` and ``delete-message``; ``cancel`` (rule 40)."""
 
 from __future__ import annotations
 
@@ -276,5 +276,35 @@ def delete_message(queue_name: str, message_id: str) -> None:
         app.out.line(f"deleted message {message_id} of {queue_name}")
 
 
+@click.command("cancel")
+@click.argument("message_id", metavar="ID", callback=check_id)
+@click.option("--queue", "-q", "queue_name", metavar="QUEUE", default=None,
+              callback=check_queue_name,
+              help="The message's queue (spares looking it up by ID).")
+@common_options
+def cancel(message_id: str, queue_name: str | None) -> None:
+    """Cancel one message by ID. Waiting (ready, delayed, behind its ordering key), it
+    is removed and never starts. Running, its worker stops the handler within a
+    second (HandlerCancelled, as a time limit does); every later ack of it is
+    refused; it keeps its max_in_flight slot and its ordering key until its handler
+    has stopped or its lease has ended. Counted as purged.
+
+    Exit 1 when no queue holds such a live message (acked, dead, or never sent);
+    nothing is changed then.
+    """
+    app = current_app()
+    with app.broker() as broker:
+        try:
+            found = broker.cancel(message_id, queue=queue_name)
+        except hailq.MessageNotFound as exc:
+            raise click.ClickException(str(exc)) from None
+    if app.out.json:
+        app.out.emit_json({"id": message_id, "cancelled": found})
+    elif found == "waiting":
+        app.out.line(f"cancelled message {message_id}: it was waiting and never starts")
+    else:
+        app.out.line(f"cancelled message {message_id}: its handler is asked to stop")
+
+
 COMMANDS = [pause, resume, configure, delete, delete_topic, unsubscribe, show,
-            delete_message]
+            delete_message, cancel]
