@@ -65,6 +65,7 @@ def _mutations(f: dict[str, str]) -> list[tuple[str, str, Any]]:
         ("POST", f"/api/queues/{q}/nack", {"receipt": f["receipt"]}),
         ("POST", f"/api/queues/{q}/extend", {"receipt": f["receipt"], "seconds": 600}),
         ("DELETE", f"/api/queues/{q}/messages/{mid}", None),
+        ("POST", f"/api/queues/{q}/messages/{mid}/cancel", None),
         ("POST", f"/api/queues/{q}/dead/redrive", {}),
         ("POST", f"/api/queues/{q}/dead/delete", {}),
         ("PUT", "/api/topics/news", None),

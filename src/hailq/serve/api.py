@@ -58,6 +58,9 @@ OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
          response="MessageDetails")),
     ("DELETE", f"{Q}/messages/{{message_id}}", api_messages.delete_message,
      Doc("Delete one message", "admin")),
+    ("POST", f"{Q}/messages/{{message_id}}/cancel", api_messages.cancel_message,
+     Doc("Cancel one message: waiting, it never starts; running, its handler is stopped "
+         "(404 when acked, dead or unknown)", "admin", response="Cancelled")),
     ("POST", f"{Q}/receive", api_messages.receive,
      Doc("Lease messages, waiting up to `wait` seconds for one", "client", "ReceiveRequest",
          "Received")),

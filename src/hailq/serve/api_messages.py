@@ -1,5 +1,5 @@
 """Routes that move messages: send (one or a batch), receive with long poll, ack, nack,
-extend by receipt; and the looks at single messages: peek, show, delete."""
+extend by receipt; and the looks at single messages: peek, show, delete, cancel."""
 
 from __future__ import annotations
 
@@ -132,3 +132,12 @@ async def delete_message(request: Request) -> Response:
     if not await blocking(lambda: queue.delete_message(message_id)):
         raise QueueNotFound(f"queue {queue.name!r} holds no message {message_id!r}")
     return ok({"deleted": True})
+
+
+async def cancel_message(request: Request) -> Response:
+    """Rule 40: ``{"id", "cancelled": "waiting" | "running"}``; 404 (nothing changed) for
+    an acked, dead or unknown message."""
+    queue = await queue_of(request)
+    message_id = name_param(request, "message_id")
+    found = await blocking(lambda: queue.cancel(message_id))
+    return ok({"id": message_id, "cancelled": found})

@@ -21,6 +21,7 @@ from hailq.errors import (
     HailqError,
     InvalidArgument,
     LeaseLost,
+    MessageCancelled,
     MessageTooLarge,
     NotFound,
     QueueNotEmpty,
@@ -38,6 +39,7 @@ _MAPPING: tuple[tuple[type[HailqError], int, str], ...] = (
     (NotFound, 404, "not_found"),  # queues, topics, subscriptions, schedules
     (QueueNotEmpty, 409, "queue_not_empty"),
     (TopicHasSubscriptions, 409, "topic_has_subscriptions"),
+    (MessageCancelled, 409, "message_cancelled"),  # rule 40: a refused ack or nack
     (LeaseLost, 409, "lease_lost"),
     (StorageError, 503, "storage_unavailable"),
     (BackendUnavailable, 503, "storage_unavailable"),

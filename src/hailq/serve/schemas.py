@@ -115,6 +115,10 @@ SCHEMAS: dict[str, Any] = {
         {"messages": {"type": "array", "minItems": 1, "maxItems": 1000,
                       "items": ref("OutgoingMessage")}}, ("messages",))]},
     "Ids": obj({"ids": {"type": "array", "items": {"type": "string"}}}, ("ids",)),
+    "Cancelled": obj({"id": {"type": "string"}, "cancelled": {
+        "enum": ["waiting", "running"], "description":
+        "waiting: removed, it never starts; running: its handler is asked to stop within "
+        "a second, and every later ack of it is refused"}}, ("id", "cancelled")),
     "ReceiveRequest": obj({"max_messages": {"type": "integer", "minimum": 1, "maximum": 1000},
                            "lease": {**LEASE, "type": ["number", "null"]},
                            "wait": {"type": "number", "minimum": 0}}),
