@@ -43,6 +43,9 @@ Stopped = Literal["ended", "cancelled", "interrupted"]
 
 _set_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
     ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
+# The same call with NULL: a thread's pending exception, not yet arrived, is dropped.
+_clear_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(
+    ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
 
 
 class HandlerInterrupted(BaseException):
@@ -93,6 +96,7 @@ class Running:
         self.cancelled = False  # an operator cancelled the message (rule 40)
         self._lock = threading.Lock()
         self._active = True
+        self._raised = False  # an exception was raised into the thread
         self._future: Future[Any] | None = None
 
     def attach(self, future: Future[Any]) -> bool:
@@ -106,11 +110,16 @@ class Running:
             return True
 
     def finish(self) -> None:
-        """The handler ended: from now on nothing is raised into this thread. (One raised
-        just before arrives at this thread's next bytecode, so inside the caller's
-        ``try``, which must catch it.)"""
+        """The handler ended: from now on nothing is raised into this thread. One raised
+        just before either arrives in here, inside the caller's ``try`` (which must catch
+        it), or is dropped here: it never lands in what the slot does next (a cancelled
+        message must be let go, its slot freed)."""
         with self._lock:
             self._active = False
+            raised = self._raised
+        if raised and self.thread is threading.current_thread() \
+                and self.thread.ident is not None:
+            _clear_async_exc(self.thread.ident, None)
 
     def stop(self, cancel: bool = False) -> Stopped:
         """Stop the handler (its failure is recorded already, or with ``cancel`` its
@@ -130,6 +139,7 @@ class Running:
             if ident is not None:
                 raised = HandlerCancelled if cancel else TimeLimitExceeded
                 _set_async_exc(ident, ctypes.py_object(raised))
+                self._raised = True
             return "interrupted"
 
 
