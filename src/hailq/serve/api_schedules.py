@@ -29,6 +29,6 @@ async def resume_schedule(request: Request) -> Response:
 
 async def _name(request: Request) -> str:
     name = text(await body_of(request, _FIELDS), "name", required=True)
-    if name is None or not 1 <= len(name) <= 200:
-        raise InvalidArgument("name must be a schedule's name, 1-200 characters")
+    if name is None or not 1 <= len(name) <= 200 or not name.isprintable():
+        raise InvalidArgument("name must be a schedule's name: 1-200 printable characters")
     return name
