@@ -121,6 +121,7 @@ class PostgresDialect(PooledCalls, Dialect):
     """hailq in one schema of a PostgreSQL database."""
 
     acks_plain_apart = True  # statements autocommit: a key-less ack is one round trip
+    flavor = "postgres"
 
     def __init__(self, conninfo: str, *, display: str, schema: str = "hailq",
                  pool_size: int = 10, poll_interval: float = 1.0, timeout: float = 30.0,
@@ -282,16 +283,8 @@ class PostgresDialect(PooledCalls, Dialect):
     def read(self, fn: Callable[[Tx], T]) -> T:
         return self._call(False, lambda conn: fn(_Tx(conn, self._q)), writes=False)
 
-    def joined(self, connection: Any, fn: Callable[[Tx], T]) -> T:
-        conn = self._check_foreign(connection)
-        try:
-            return fn(_Tx(conn, self._q_durable, joined=True,
-                          prepare=None if self._prepare else False))
-        except NOT_PREPARED as exc:
-            self._stop_preparing()  # the caller's transaction failed; its retry is unprepared
-            raise self._storage_error(exc) from None
-        except psycopg.Error as exc:
-            raise self._storage_error(exc) from None
+    def caller_queries(self) -> Mapping[str, str]:
+        return self._q_durable
 
     @contextmanager
     def effect(self) -> Iterator[tuple[Tx, Any]]:
@@ -322,23 +315,6 @@ class PostgresDialect(PooledCalls, Dialect):
             self._stop_preparing()  # the caller's retry then runs unprepared
             raise
 
-    def _check_foreign(self, connection: Any) -> psycopg.Connection[Any]:
-        if not isinstance(connection, psycopg.Connection):
-            raise InvalidArgument("connection= must be a psycopg Connection to the broker's "
-                                  f"database, got {type(connection).__name__}")
-        with self._pools()[0].connection() as mine:
-            ours = (mine.info.dbname, mine.info.port)
-        if (connection.info.dbname, connection.info.port) != ours:
-            raise InvalidArgument(
-                f"connection= is open on database {connection.info.dbname!r} port "
-                f"{connection.info.port}, not on the broker's {ours[0]!r} port {ours[1]}")
-        idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if connection.autocommit and idle:
-            raise InvalidArgument(
-                "connection= is in autocommit mode with no open transaction; use "
-                "`with connection.transaction():` so the message commits with your work")
-        return connection
-
     # -- fast paths --------------------------------------------------------------------
 
     def insert(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool = False) -> int:
@@ -350,7 +326,7 @@ class PostgresDialect(PooledCalls, Dialect):
                 "aging": m.aging, "target": m.target})
         else:
             found = tx.run("message_insert_again" if rerun else "message_insert",
-                           _insert_args(messages))
+                           insert_args(messages))
         return int(found[0][0])
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
@@ -482,7 +458,7 @@ def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
     return [tuple.__new__(ClaimedRow, (*r[:13], t)) for r, t in zip(found, tokens, strict=True)]
 
 
-def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
+def insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
     return {
         "ids": [m.id for m in messages], "queues": [m.queue for m in messages],
         "bodies": [m.body for m in messages], "kinds": [m.body_kind for m in messages],
