@@ -29,9 +29,16 @@ import re
 import sqlite3
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from hailq.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import psycopg
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+    # The asyncio connections whose sends are awaited (asyncpg's too, typed Any).
+    AsyncCaller: TypeAlias = psycopg.AsyncConnection[Any] | AsyncConnection | AsyncSession
 
 T = TypeVar("T")
 Flavor = Literal["sqlite", "postgres", "mysql"]
