@@ -42,6 +42,7 @@ from hailq.checks import (
     error_text,
 )
 from hailq.codec import Body, check_key, check_plain_text
+from hailq.committer import committer_for
 from hailq.errors import InvalidArgument, LeaseLost
 from hailq.hooks import Hook, sending
 from hailq.ids import check_message_id, parse_receipt
@@ -83,6 +84,7 @@ class Queue:
         self.overrides: dict[str, Any] = dict(overrides or {})
         # The broker's recorder (rule 36): every claim, ack and nack here is counted.
         self.recorder = recorder
+        self._committer = committer_for(backend)  # the broker's: shared by its queues
 
     # -- sending -----------------------------------------------------------------------
 
@@ -114,7 +116,7 @@ class Queue:
             return _first(self._send_awaited([envelope], connection))
         if self._hooks:
             return self._send_hooked([envelope], connection)[0]
-        sent = self._backend.message_send(SendParams([self._new(envelope)], connection))[0]
+        sent = self._store([self._new(envelope)], connection)[0]
         if self.recorder is not None:
             self.recorder.touched(self.name)  # its counters are sampled (rates, rule 36)
         return sent
@@ -137,8 +139,7 @@ class Queue:
             return []
         if self._hooks:
             return self._send_hooked(envelopes, connection)
-        sent = self._backend.message_send(SendParams([self._new(e) for e in envelopes],
-                                                     connection))
+        sent = self._store([self._new(e) for e in envelopes], connection)
         if self.recorder is not None:
             self.recorder.touched(self.name)
         return sent
@@ -148,11 +149,18 @@ class Queue:
         with sending(self._hooks, self.name, "send") as call:
             messages = [self._new(replace(e, headers=call.headers(e.headers)))
                         for e in envelopes]
-            sent = self._backend.message_send(SendParams(messages, connection))
+            sent = self._store(messages, connection)
             if self.recorder is not None:
                 self.recorder.touched(self.name)
             call.done(sent)
         return sent
+
+    def _store(self, messages: list[NewMessage], connection: Any) -> list[str]:
+        """Store now: in the caller's transaction, or durably, sharing a commit with the
+        sends of other threads in flight (``hailq/committer.py``)."""
+        if connection is None:
+            return self._committer.send(messages)
+        return self._backend.message_send(SendParams(messages, connection))
 
     def _send_awaited(self, envelopes: list[Envelope], connection: Any,
                       ) -> Coroutine[Any, Any, list[str]]:
