@@ -43,28 +43,28 @@ class Committer:
     """The sends of one backend: alone on the caller's thread, together when they
     overlap."""
 
-    def __init__(self, send: Callable[[list[NewMessage]], list[str]]) -> None:
+    def __init__(self, send: Callable[[Sequence[NewMessage]], list[str]]) -> None:
         self._send = send
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._pending: list[_Entry] = []
-        self._in_flight = 0  # sends of this process between their start and their return
+        self._in_flight: list[None] = []  # one per send between its start and its return
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self.groups = 0  # shared transactions committed (for tests and the bench)
 
     def send(self, messages: Sequence[NewMessage]) -> list[str]:
         """Send ``messages`` atomically; their ids once they are durable."""
-        with self._lock:
-            self._in_flight += 1
-            alone = self._in_flight == 1
+        # One item per send in flight: list.append and list.pop are atomic, so the count
+        # never drifts, and two sends that start together at worst both share.
+        in_flight = self._in_flight
+        in_flight.append(None)
         try:
-            if alone:  # nobody to share a commit with: no hand-over to another thread
-                return self._send(list(messages))
+            if len(in_flight) == 1:  # nobody to share a commit with: no hand-over
+                return self._send(messages)
             return self.submit(messages).result()
         finally:
-            with self._lock:
-                self._in_flight -= 1
+            in_flight.pop()
 
     def submit(self, messages: Sequence[NewMessage]) -> Future[list[str]]:
         """Hand ``messages`` to the committer thread; a future of their ids, done once
@@ -138,7 +138,7 @@ def committer_for(backend: Backend) -> Committer:
             if found is None:
                 ref = weakref.ref(backend)
 
-                def send(messages: list[NewMessage]) -> list[str]:
+                def send(messages: Sequence[NewMessage]) -> list[str]:
                     owner = ref()
                     if owner is None:
                         raise StorageError("the broker of this send was closed and freed")
