@@ -19,7 +19,6 @@ pooler's first complaint.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -77,24 +76,19 @@ def _channel(schema: str) -> str:
 class _Tx(Tx):
     """A pooled connection at work: statements autocommit unless inside ``atomic()``."""
 
-    __slots__ = ("_prepare", "_q", "conn", "joined", "now")
+    __slots__ = ("_q", "conn", "now")
     conn: psycopg.Connection[Any]
 
-    def __init__(self, conn: psycopg.Connection[Any], q: dict[str, str],
-                 joined: bool = False, prepare: bool | None = None) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], q: dict[str, str]) -> None:
         self.conn = conn
         self.now = None  # statements read the database's clock (rule 11)
-        self.joined = joined
         self._q = q
-        # False: never prepared, on a caller's connection too (a transaction pooler);
-        # None: as the connection's prepare_threshold says.
-        self._prepare = prepare
 
     def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
-        return self.conn.execute(self._q[name], params, prepare=self._prepare).fetchall()
+        return self.conn.execute(self._q[name], params).fetchall()
 
     def exec(self, name: str, params: Mapping[str, Any]) -> int:
-        return int(self.conn.execute(self._q[name], params, prepare=self._prepare).rowcount)
+        return int(self.conn.execute(self._q[name], params).rowcount)
 
     def has(self, name: str) -> bool:
         return name in self._q
@@ -112,9 +106,7 @@ class _Tx(Tx):
         return key
 
     def atomic(self) -> AbstractContextManager[Any]:
-        # In a caller's transaction (connection=) its statements commit with it:
-        # conn.transaction() on such a connection would commit a block of its own.
-        return contextlib.nullcontext() if self.joined else self.conn.transaction()
+        return self.conn.transaction()
 
 
 class PostgresDialect(PooledCalls, Dialect):
