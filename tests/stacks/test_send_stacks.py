@@ -115,6 +115,8 @@ async def scenario_async(broker: hailq.Broker, transaction: Async,
                                   connection=conn)
         copies = await topic.publish("published", connection=conn)
         deduped = await q.send("d", dedup_id="d-1", connection=conn)
+        with pytest.raises(hailq.InvalidArgument):  # at the call: nothing to await
+            q.send("bad", priority=99, connection=conn)
         assert q.peek() == []
     assert list(copies) == ["audit"]
     async with transaction() as conn:
@@ -395,3 +397,35 @@ def test_rule_38_send_refuses_an_autocommitting_connection_and_other_kinds(
         with pytest.raises(hailq.InvalidArgument, match="SQLAlchemy Connection, Session"):
             q.send("what", connection=object())
         assert q.stats().sent == 0
+
+
+def test_rule_38_an_awaited_send_runs_the_send_hooks(tmp_path: Path) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    seen: list[Any] = []
+
+    class Stamp(hailq.Hook):
+        def before_send(self, destination: str, headers: dict[str, str]) -> None:
+            headers["stamped"] = destination
+
+        def after_send(self, destination: str, ids: list[str]) -> None:
+            seen.append((destination, len(ids)))
+
+    with hailq_and_app("sqlite", tmp_path) as (broker, where, _):
+        broker.add_hook(Stamp())
+        q, topic, audit = _declare(broker)
+        engine = create_async_engine(f"sqlite+aiosqlite:///{where}")
+
+        async def main() -> None:
+            async with engine.begin() as conn:
+                await q.send("one", connection=conn)
+                await q.send_many(["two", "three"], connection=conn)
+                await topic.publish("event", connection=conn)
+            await engine.dispose()
+
+        asyncio.run(main())
+        assert seen == [("claims", 1), ("claims", 2), ("claim-events", 1)]
+        got = q.receive(max_messages=10) + audit.receive()
+        assert [(m.body, m.headers["stamped"]) for m in got] == [
+            ("one", "claims"), ("two", "claims"), ("three", "claims"),
+            ("event", "claim-events")]
