@@ -18,7 +18,9 @@ Accepted, each through the caller's own transaction:
 - Django's connection inside ``transaction.atomic()``;
 - PyMySQL and mysqlclient connections (MySQL, MariaDB).
 
-Anything else raises ``InvalidArgument`` naming these. The optional libraries are
+The inbox (``hailq/inbox.py``) and sends in the caller's transaction
+(``hailq/joined.py``, ``connection=`` of ``send``, ``send_many`` and ``publish``)
+run their steps here. Anything else raises ``InvalidArgument`` naming these. The optional libraries are
 never imported here: a connection is known by its type's module.
 """
 
