@@ -429,3 +429,146 @@ def test_rule_38_an_awaited_send_runs_the_send_hooks(tmp_path: Path) -> None:
         assert [(m.body, m.headers["stamped"]) for m in got] == [
             ("one", "claims"), ("two", "claims"), ("three", "claims"),
             ("event", "claim-events")]
+
+
+# -- every stack refuses another database ------------------------------------------------------
+
+@contextlib.contextmanager
+def another_hailq(backend: str, broker: hailq.Broker, tmp_path: Path) -> Iterator[str]:
+    """Another hailq database the application's driver can reach: a SQLite file, or the
+    broker's own schema name in the server's ``postgres`` database (so only the
+    instance id tells them apart)."""
+    if backend == "sqlite":
+        hailq.connect(f"sqlite:///{tmp_path / 'other.db'}").close()
+        yield str(tmp_path / "other.db")
+        return
+    schema = broker.backend.dialect.schema  # type: ignore[attr-defined]
+    base = PG_HOSTLESS.rsplit("/", 1)[0]
+    hailq.connect(f"{base}/postgres?schema={schema}").close()
+    try:
+        yield f"{base}/postgres?options=-c%20search_path%3D{schema}"
+    finally:
+        import psycopg
+
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@contextlib.contextmanager
+def blocking(stack: str, where: str) -> Iterator[Any]:
+    """A connection of ``stack`` to ``where``, in a transaction committed at the end."""
+    driver = stack.split("-")[-1]
+    if stack == "sqlite3":
+        conn = sqlite3.connect(where)
+        with conn:
+            yield conn
+        conn.close()
+    elif stack == "psycopg":
+        import psycopg
+
+        with psycopg.connect(where) as conn, conn.transaction():
+            yield conn
+    elif stack == "psycopg2":
+        import psycopg2
+
+        conn = psycopg2.connect(where)
+        with conn:
+            yield conn
+        conn.close()
+    elif stack.startswith("django"):
+        from stacks.django_setup import configure
+
+        alias = f"elsewhere_{uuid.uuid4().hex[:8]}"
+        configure({alias: {"ENGINE": "django.db.backends.sqlite3", "NAME": where}
+                   if driver == "sqlite" else {
+                       "ENGINE": "django.db.backends.postgresql", "NAME": "postgres",
+                       "USER": "postgres", "HOST": "127.0.0.1", "PORT": "5432"}})
+        from django.db import connections, transaction
+
+        with transaction.atomic(using=alias):
+            yield connections[alias]
+        connections[alias].close()
+    else:  # sqlalchemy-<driver>, Connection and Session alike
+        from sqlalchemy import create_engine
+        from sqlalchemy.orm import Session
+
+        engine = create_engine(_sa_url(SA_SYNC[driver], where))
+        with Session(engine) as session, session.begin():
+            yield session
+        engine.dispose()
+
+
+BLOCKING = {"sqlite3": "sqlite", "psycopg": "postgres", "psycopg2": "postgres",
+            "django-sqlite": "sqlite", "django-postgres": "postgres",
+            "sqlalchemy-sqlite": "sqlite", "sqlalchemy-psycopg": "postgres",
+            "sqlalchemy-psycopg2": "postgres"}
+
+
+@pytest.mark.parametrize("stack", sorted(BLOCKING))
+def test_rule_38_every_blocking_stack_refuses_another_database(stack: str,
+                                                               tmp_path: Path) -> None:
+    backend = BLOCKING[stack]
+    with hailq_and_app(backend, tmp_path) as (broker, _, _mark), \
+            another_hailq(backend, broker, tmp_path) as elsewhere:
+        q, topic, audit = _declare(broker)
+        with blocking(stack, elsewhere) as conn:
+            for attempt in (lambda: q.send("x", connection=conn),
+                            lambda: q.send_many(["x", "y"], connection=conn),
+                            lambda: topic.publish("x", connection=conn)):
+                with pytest.raises(hailq.InvalidArgument, match="another database"):
+                    attempt()
+        assert q.stats().sent == audit.stats().sent == 0
+
+
+AWAITED = {"psycopg_async": "postgres", "asyncpg": "postgres",
+           "sqlalchemy-aiosqlite": "sqlite", "sqlalchemy-asyncpg": "postgres",
+           "sqlalchemy-psycopg_async": "postgres"}
+
+
+@pytest.mark.parametrize("stack", sorted(AWAITED))
+def test_rule_38_every_asyncio_stack_refuses_another_database(stack: str,
+                                                              tmp_path: Path) -> None:
+    backend = AWAITED[stack]
+
+    @contextlib.asynccontextmanager
+    async def awaited(where: str) -> AsyncIterator[Any]:
+        if stack == "psycopg_async":
+            import psycopg
+
+            async with await psycopg.AsyncConnection.connect(where) as conn, \
+                    conn.transaction():
+                yield conn
+        elif stack == "asyncpg":
+            import asyncpg
+
+            dsn, settings = _asyncpg_args(where)
+            conn = await asyncpg.connect(dsn, server_settings=settings)
+            async with conn.transaction():
+                yield conn
+            await conn.close()
+        else:
+            from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+            driver, args = stack.split("-")[1], {}
+            if driver == "asyncpg":
+                where, settings = _asyncpg_args(where)
+                args = {"server_settings": settings}
+            engine = create_async_engine(_sa_url(SA_ASYNC[driver], where), connect_args=args)
+            async with AsyncSession(engine) as session, session.begin():
+                yield session
+            await engine.dispose()
+
+    with hailq_and_app(backend, tmp_path) as (broker, _, _mark), \
+            another_hailq(backend, broker, tmp_path) as elsewhere:
+        q, topic, audit = _declare(broker)
+
+        async def main() -> None:
+            async with awaited(elsewhere) as conn:
+                for attempt in (lambda: q.send("x", connection=conn),
+                                lambda: q.send_many(["x", "y"], connection=conn),
+                                lambda: topic.publish("x", connection=conn)):
+                    with pytest.raises(hailq.InvalidArgument, match="another database"):
+                        await attempt()
+
+        asyncio.run(main())
+        assert q.stats().sent == audit.stats().sent == 0
