@@ -133,3 +133,32 @@ def test_an_asyncio_caller_awaits_its_future(broker: hailq.Broker) -> None:
 
     ids = [i for sent in asyncio.run(main()) for i in sent]
     assert sorted(m.id for m in q.receive(max_messages=20)) == sorted(ids)
+
+
+def test_sends_waiting_behind_a_failed_commit_are_told_at_once_and_then_go_alone(
+        broker: hailq.Broker) -> None:
+    """Rule 31: none waits for a second failing commit past its deadline."""
+    q = broker.queue("claims")
+    calls: list[int] = []
+    started, gate = threading.Event(), threading.Event()
+
+    def send(messages: list[NewMessage]) -> list[str]:
+        calls.append(len(messages))
+        if len(calls) == 1:
+            started.set()
+            gate.wait(10)
+            raise hailq.StorageError("the database is unreachable")
+        return broker.backend.message_send(SendParams(messages))
+
+    committer = Committer(send)
+    first = committer.submit(_messages(q, "first"))
+    assert started.wait(10)
+    waiting = [committer.submit(_messages(q, b)) for b in ("a", "b")]
+    gate.set()
+    for future in (first, *waiting):
+        with pytest.raises(hailq.StorageError, match="unreachable"):
+            future.result(10)
+    assert calls == [1]  # the waiting sends never reached the database: nothing stored
+    assert not committer.healthy
+    assert len(committer.send(_messages(q, "after"))) == 1  # alone, then shared again
+    assert committer.healthy and q.stats().sent == 1

@@ -11,8 +11,11 @@ arrived while it was busy in one transaction and one commit:
   a dedup id finds the earlier one's record, in the same transaction or before;
 - a failure reaches exactly the callers it concerns: when the database is down or a
   commit's outcome is unknown, every caller of that group is told (each of them may
-  be concerned); when the group failed for one caller's messages (a deleted queue),
-  each caller's messages are sent again alone, so only that caller sees the error.
+  be concerned), and so are the sends waiting for the next commit (with a
+  StorageError that says nothing of theirs was stored), so that none waits past its
+  deadline (rule 31) behind a second failing commit; sends then go alone until one
+  succeeds. When the group failed for one caller's messages (a deleted queue), each
+  caller's messages are sent again alone, so only that caller sees the error.
 
 ``submit`` returns a ``concurrent.futures.Future``: an asyncio caller awaits it with
 ``asyncio.wrap_future`` without holding a thread.
@@ -52,6 +55,7 @@ class Committer:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self.groups = 0  # shared transactions committed (for tests and the bench)
+        self.healthy = True  # False from a database failure until a send succeeds
 
     def send(self, messages: Sequence[NewMessage]) -> list[str]:
         """Send ``messages`` atomically; their ids once they are durable."""
@@ -60,8 +64,12 @@ class Committer:
         in_flight = self._in_flight
         in_flight.append(None)
         try:
-            if len(in_flight) == 1:  # nobody to share a commit with: no hand-over
-                return self._send(messages)
+            # Alone: nobody to share a commit with. In an outage each send waits for the
+            # database on its own, within its own deadline (rule 31), until one succeeds.
+            if len(in_flight) == 1 or not self.healthy:
+                sent = self._send(messages)
+                self.healthy = True
+                return sent
             return self.submit(messages).result()
         finally:
             in_flight.pop()
@@ -99,30 +107,41 @@ class Committer:
             self._commit([e for e in group if e.future.set_running_or_notify_cancel()])
 
     def _commit(self, group: list[_Entry]) -> None:
-        if len(group) == 1:
-            self._alone(group[0])
+        if not group:
             return
         try:
             ids = self._send([m for e in group for m in e.messages])
         except (StorageError, OutcomeUnknown) as exc:  # the database's: every caller's
-            for e in group:
-                e.future.set_exception(exc)
+            self._outage(group, exc)
             return
-        except Exception:  # one caller's messages: each sent again on its own
-            for e in group:
-                self._alone(e)
+        except Exception as exc:
+            if len(group) == 1:
+                group[0].future.set_exception(exc)
+            else:  # one caller's messages: each sent again on its own
+                for e in group:
+                    self._commit([e])
             return
-        self.groups += 1
+        self.healthy = True
+        self.groups += len(group) > 1
         at = 0
         for e in group:
             e.future.set_result(ids[at:at + len(e.messages)])
             at += len(e.messages)
 
-    def _alone(self, entry: _Entry) -> None:
-        try:
-            entry.future.set_result(self._send(entry.messages))
-        except Exception as exc:
-            entry.future.set_exception(exc)
+    def _outage(self, group: list[_Entry], exc: BaseException) -> None:
+        """The database failed a commit: its callers get the error, and so do the sends
+        that waited to share the next one (stored nowhere), rather than wait for another
+        failing commit past their deadline; until a send succeeds, sends go alone."""
+        self.healthy = False
+        for e in group:
+            e.future.set_exception(exc)
+        with self._lock:
+            waiting, self._pending = self._pending, []
+        for e in waiting:
+            if e.future.set_running_or_notify_cancel():
+                e.future.set_exception(StorageError(
+                    f"not sent, nothing was stored: the database failed the commit this "
+                    f"send waited to share ({exc})"))
 
 
 _COMMITTERS: weakref.WeakKeyDictionary[Backend, Committer] = weakref.WeakKeyDictionary()
