@@ -77,11 +77,10 @@ def _reach(place: Place, c: Caller) -> Step[None]:
     found = yield _q(place, "instance_found", {}, rows=True)
     ids = (yield _q(place, "instance_id", {}, rows=True)).rows if found.rows[0][0] else []
     if not ids or str(ids[0][0]) != place.instance():
+        found_there = "no hailq schema" if not ids else "another hailq instance"
         raise InvalidArgument(
             f"connection= reaches another database than the broker's ({place.display}): "
-            "hailq's instance id read through it is "
-            f"{'missing' if not ids else 'another hailq database' + chr(39) + 's'}; "
-            "nothing was sent")
+            f"hailq's instance id read through it names {found_there}; nothing was sent")
 
 
 def send_step(place: Place, c: Caller, messages: Sequence[NewMessage],
@@ -168,14 +167,15 @@ def publish_step(place: Place, c: Caller, topic: str, build: BuildCopies) -> Ste
 
 def send_joined(place: Place, connection: Any, messages: Sequence[NewMessage]) -> list[str]:
     """Send ``messages`` in the open transaction of a blocking ``connection``."""
-    return drive(joining(connection), send_step(place, caller(connection), messages))
+    c = joining(connection)
+    return drive(c, send_step(place, c, messages))
 
 
 async def send_joined_async(place: Place, connection: Any,
                             messages: Sequence[NewMessage]) -> list[str]:
     """Send ``messages`` in the open transaction of an asyncio ``connection``."""
-    return await drive_async(joining(connection), send_step(place, caller(connection),
-                                                            messages))
+    c = joining(connection)
+    return await drive_async(c, send_step(place, c, messages))
 
 
 def publish_joined(place: Place, connection: Any, topic: str, build: BuildCopies) -> list[str]:
