@@ -20,8 +20,8 @@ Accepted, each through the caller's own transaction:
 
 The inbox (``hailq/inbox.py``) and sends in the caller's transaction
 (``hailq/joined.py``, ``connection=`` of ``send``, ``send_many`` and ``publish``)
-run their steps here. Anything else raises ``InvalidArgument`` naming these. The optional libraries are
-never imported here: a connection is known by its type's module.
+run their steps here. Anything else raises ``InvalidArgument`` naming these. The
+optional libraries are never imported here: a connection is known by its type's module.
 """
 
 from __future__ import annotations
