@@ -18,19 +18,29 @@ Accepted, each through the caller's own transaction:
 - Django's connection inside ``transaction.atomic()``;
 - PyMySQL and mysqlclient connections (MySQL, MariaDB).
 
-Anything else raises ``InvalidArgument`` naming these. The optional libraries are
-never imported here: a connection is known by its type's module.
+The inbox (``hailq/inbox.py``) and sends in the caller's transaction
+(``hailq/joined.py``, ``connection=`` of ``send``, ``send_many`` and ``publish``)
+run their steps here. Anything else raises ``InvalidArgument`` naming these. The
+optional libraries are never imported here: a connection is known by its type's module.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from hailq.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import psycopg
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+    # The asyncio connections whose sends are awaited (asyncpg's too, typed Any).
+    AsyncCaller: TypeAlias = psycopg.AsyncConnection[Any] | AsyncConnection | AsyncSession
 
 T = TypeVar("T")
 Flavor = Literal["sqlite", "postgres", "mysql"]
@@ -78,7 +88,7 @@ def caller(connection: Any) -> Caller:
     module, name = type(connection).__module__, type(connection).__name__
     top = module.split(".", 1)[0]
     if top == "psycopg" and name in ("Connection", "AsyncConnection"):
-        return Caller(connection, "postgres", "format", "cursor", name == "AsyncConnection")
+        return Caller(connection, "postgres", "format", "psycopg", name == "AsyncConnection")
     if top == "psycopg2":
         return Caller(connection, "postgres", "format", "cursor", False)
     if top == "asyncpg":
@@ -127,13 +137,14 @@ def _django(connection: Any) -> Caller:
 _MARK = re.compile(r"\?")
 
 
+@functools.lru_cache(maxsize=256)
 def render(sql: str, style: Style) -> str:
-    """``?`` marks in the caller's parameter style (hailq's SQL has no other ``?``
-    and no ``%``)."""
+    """``?`` marks in the caller's parameter style, once per statement and style
+    (hailq's SQL has no other ``?``; a ``%`` of its own is doubled where ``%s`` marks)."""
     if style == "qmark":
         return sql
     if style == "format":
-        return sql.replace("?", "%s")
+        return sql.replace("%", "%%").replace("?", "%s")
     count = iter(range(1, 1000))
     return _MARK.sub(lambda _: f"${next(count)}", sql)
 
@@ -177,7 +188,10 @@ def _run(c: Caller, s: Statement) -> Result:
         return Result(out.rowcount, [tuple(r) for r in out.fetchall()] if s.rows else [])
     cursor = c.target.cursor()  # psycopg, psycopg2, PyMySQL, mysqlclient, Django
     try:
-        cursor.execute(sql, s.params)
+        if c.how == "psycopg":  # never prepared: the caller's connection may be pooled
+            cursor.execute(sql, s.params, prepare=False)
+        else:
+            cursor.execute(sql, s.params)
         return Result(cursor.rowcount, [tuple(r) for r in cursor.fetchall()] if s.rows else [])
     finally:
         cursor.close()
@@ -198,7 +212,7 @@ async def _run_async(c: Caller, s: Statement) -> Result:
         return Result(out.rowcount, [tuple(r) for r in out.fetchall()] if s.rows else [])
     cursor = c.target.cursor()  # psycopg's AsyncConnection
     try:
-        await cursor.execute(sql, s.params)
+        await cursor.execute(sql, s.params, prepare=False)
         rows = [tuple(r) for r in await cursor.fetchall()] if s.rows else []
         return Result(cursor.rowcount, rows)
     finally:

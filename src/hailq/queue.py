@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from hailq._time import Duration, seconds
 from hailq.backends.base import (
@@ -45,9 +45,11 @@ from hailq.checks import (
     error_text,
 )
 from hailq.codec import Body, check_key, check_plain_text
+from hailq.committer import committer_for
 from hailq.errors import InvalidArgument, LeaseLost, MessageCancelled
 from hailq.hooks import Hook, sending
 from hailq.ids import check_message_id, parse_receipt
+from hailq.joined import is_async, send_joined_async
 from hailq.message import Message
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
 from hailq.observe import inbox_use
@@ -56,6 +58,7 @@ from hailq.settings import QueueSettings, check_overrides, parse_overrides
 
 if TYPE_CHECKING:
     from hailq.backends.base import Backend, ClaimedRow
+    from hailq.connections import AsyncCaller
     from hailq.observe.figures import QueueFigures
     from hailq.observe.recorder import FigureRecorder
 
@@ -84,38 +87,62 @@ class Queue:
         self.overrides: dict[str, Any] = dict(overrides or {})
         # The broker's recorder (rule 36): every claim, ack and nack here is counted.
         self.recorder = recorder
+        self._committer = committer_for(backend)  # the broker's: shared by its queues
 
     # -- sending -----------------------------------------------------------------------
 
+    @overload
     def send(self, body: Body, priority: int = 0, ordering_key: str | None = None,
              delay: Duration = 0, headers: dict[str, str] | None = None,
              dedup_id: str | None = None, *, not_before: datetime | float | None = None,
-             connection: Any = None) -> str:
+             connection: AsyncCaller) -> Awaitable[str]: ...
+    @overload
+    def send(self, body: Body, priority: int = 0, ordering_key: str | None = None,
+             delay: Duration = 0, headers: dict[str, str] | None = None,
+             dedup_id: str | None = None, *, not_before: datetime | float | None = None,
+             connection: Any = None) -> str: ...
+    def send(self, body: Body, priority: int = 0, ordering_key: str | None = None,
+             delay: Duration = 0, headers: dict[str, str] | None = None,
+             dedup_id: str | None = None, *, not_before: datetime | float | None = None,
+             connection: Any = None) -> Any:
         """Enqueue one message; return its id once it is durable (rule 2).
 
         With ``dedup_id`` seen on this queue within ``dedup_window``, return the
         first message's id and enqueue nothing (rule 4). With ``connection``, the
-        message joins that open transaction on the broker's database (rule 3).
+        message joins that open transaction on the broker's database (rules 3, 38):
+        any connection ``hailq.inbox`` accepts; on an asyncio one (psycopg's
+        ``AsyncConnection``, asyncpg, SQLAlchemy's ``AsyncConnection`` or
+        ``AsyncSession``) the call returns an awaitable: ``await q.send(...)``.
         """
         envelope = Envelope(body, priority, ordering_key, delay, headers, dedup_id, not_before)
+        if connection is not None and is_async(connection):
+            return _first(self._send_awaited([envelope], connection))
         if self._hooks:
             return self._send_hooked([envelope], connection)[0]
-        sent = self._backend.message_send(SendParams([self._new(envelope)], connection))[0]
+        sent = self._store([self._new(envelope)], connection)[0]
         if self.recorder is not None:
             self.recorder.touched(self.name)  # its counters are sampled (rates, rule 36)
         return sent
 
+    @overload
+    def send_many(self, items: Iterable[Body | Envelope], *, connection: AsyncCaller,
+                  ) -> Awaitable[list[str]]: ...
+    @overload
     def send_many(self, items: Iterable[Body | Envelope], *, connection: Any = None,
-                  ) -> list[str]:
-        """Enqueue a batch atomically, all or none; items are bodies or ``Envelope``s."""
+                  ) -> list[str]: ...
+    def send_many(self, items: Iterable[Body | Envelope], *, connection: Any = None,
+                  ) -> Any:
+        """Enqueue a batch atomically, all or none; items are bodies or ``Envelope``s.
+        ``connection`` as for ``send`` (awaited on an asyncio connection)."""
         envelopes = [i if isinstance(i, Envelope) else Envelope(i)
                      for i in check_batch(items, "send_many")]
+        if connection is not None and is_async(connection):
+            return self._send_awaited(envelopes, connection)
         if not envelopes:
             return []
         if self._hooks:
             return self._send_hooked(envelopes, connection)
-        sent = self._backend.message_send(SendParams([self._new(e) for e in envelopes],
-                                                     connection))
+        sent = self._store([self._new(e) for e in envelopes], connection)
         if self.recorder is not None:
             self.recorder.touched(self.name)
         return sent
@@ -125,11 +152,42 @@ class Queue:
         with sending(self._hooks, self.name, "send") as call:
             messages = [self._new(replace(e, headers=call.headers(e.headers)))
                         for e in envelopes]
-            sent = self._backend.message_send(SendParams(messages, connection))
+            sent = self._store(messages, connection)
             if self.recorder is not None:
                 self.recorder.touched(self.name)
             call.done(sent)
         return sent
+
+    def _store(self, messages: list[NewMessage], connection: Any) -> list[str]:
+        """Store now: in the caller's transaction, or durably, sharing a commit with the
+        sends of other threads in flight (``hailq/committer.py``)."""
+        if connection is None:
+            return self._committer.send(messages)
+        return self._backend.message_send(SendParams(messages, connection))
+
+    def _send_awaited(self, envelopes: list[Envelope], connection: Any,
+                      ) -> Coroutine[Any, Any, list[str]]:
+        """A send in an asyncio connection's transaction; bad input raises here, before
+        anything is awaited."""
+        place = self._backend.caller_place()
+        messages = [] if self._hooks else [self._new(e) for e in envelopes]
+
+        async def send() -> list[str]:
+            if not envelopes:
+                return []
+            if not self._hooks:
+                sent = await send_joined_async(place, connection, messages)
+            else:
+                with sending(self._hooks, self.name, "send") as call:
+                    sent = await send_joined_async(place, connection, [
+                        self._new(replace(e, headers=call.headers(e.headers)))
+                        for e in envelopes])
+                    call.done(sent)
+            if self.recorder is not None:
+                self.recorder.touched(self.name)
+            return sent
+
+        return send()
 
     def _new(self, e: Envelope) -> NewMessage:
         return build_message(self.name, self.settings, e, self._backend.clock_now)
@@ -485,6 +543,10 @@ class Queue:
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"
+
+
+async def _first(sent: Awaitable[list[str]]) -> str:
+    return (await sent)[0]
 
 
 def _lease(lease: Duration | None) -> float | None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from hailq._time import Duration
 from hailq.backends.base import PublishParams, SubscriptionDeleteParams
@@ -13,6 +13,7 @@ from hailq.checks import Envelope, build_message, check_batch
 from hailq.codec import Body, check_plain_text
 from hailq.errors import InvalidArgument, MessageTooLarge, SubscriptionNotFound
 from hailq.hooks import sending
+from hailq.joined import is_async, publish_joined_async
 from hailq.models import Subscription
 from hailq.queue import Queue
 from hailq.settings import MAX_MESSAGE_SIZE_LIMIT, QueueSettings, check_name
@@ -20,6 +21,10 @@ from hailq.settings import MAX_MESSAGE_SIZE_LIMIT, QueueSettings, check_name
 if TYPE_CHECKING:
     from hailq.backends.base import NewMessage
     from hailq.broker import Broker
+    from hailq.connections import AsyncCaller
+
+Copies = tuple[Callable[[list[Subscription]], list["NewMessage"]],
+               Callable[[list[str]], list[dict[str, str]]]]
 
 
 class Topic:
@@ -61,24 +66,45 @@ class Topic:
     def subscriptions(self) -> list[Subscription]:
         return self._broker.backend.subscription_list(self.name)
 
+    @overload
     def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,
                 delay: Duration = 0, headers: dict[str, str] | None = None,
                 dedup_id: str | None = None, *,
                 not_before: datetime | float | None = None,
-                connection: Any = None) -> dict[str, str]:
+                connection: AsyncCaller) -> Awaitable[dict[str, str]]: ...
+    @overload
+    def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,
+                delay: Duration = 0, headers: dict[str, str] | None = None,
+                dedup_id: str | None = None, *,
+                not_before: datetime | float | None = None,
+                connection: Any = None) -> dict[str, str]: ...
+    def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,
+                delay: Duration = 0, headers: dict[str, str] | None = None,
+                dedup_id: str | None = None, *,
+                not_before: datetime | float | None = None,
+                connection: Any = None) -> Any:
         """Copy one message into every subscription that exists now, atomically.
 
         Returns ``{subscription: message id}``; subscriptions whose filter does
         not match get nothing. Every copy has the same body, priority, ordering
         key and headers. With ``connection`` (an open transaction on the broker's
-        database, as for ``Queue.send``), the copies join that transaction: every
-        copy exists if and only if it commits (the outbox, rule 3).
+        database, any connection ``Queue.send`` accepts), the copies join that
+        transaction: every copy exists if and only if it commits (the outbox, rule 3).
+        On an asyncio connection the call returns an awaitable.
         """
         envelope = Envelope(body, priority, ordering_key, delay, headers, dedup_id, not_before)
+        if connection is not None and is_async(connection):
+            return _first(self._publish_awaited([envelope], connection))
         return self.publish_many([envelope], connection=connection)[0]
 
+    @overload
     def publish_many(self, items: Iterable[Body | Envelope], *,
-                     connection: Any = None) -> list[dict[str, str]]:
+                     connection: AsyncCaller) -> Awaitable[list[dict[str, str]]]: ...
+    @overload
+    def publish_many(self, items: Iterable[Body | Envelope], *,
+                     connection: Any = None) -> list[dict[str, str]]: ...
+    def publish_many(self, items: Iterable[Body | Envelope], *,
+                     connection: Any = None) -> Any:
         """Publish a batch atomically, all or none: one transaction for every copy.
 
         Items are bodies or ``Envelope``s; returns, per item, ``{subscription:
@@ -86,6 +112,8 @@ class Topic:
         """
         envelopes = [i if isinstance(i, Envelope) else Envelope(i)
                      for i in check_batch(items, "publish_many")]
+        if connection is not None and is_async(connection):
+            return self._publish_awaited(envelopes, connection)
         hooks = self._broker.hooks
         if not hooks or not envelopes:
             return self._publish(envelopes, connection)
@@ -95,7 +123,35 @@ class Topic:
             call.done([i for copies in result for i in copies.values()])
         return result
 
+    def _publish_awaited(self, envelopes: list[Envelope], connection: Any,
+                         ) -> Coroutine[Any, Any, list[dict[str, str]]]:
+        """A publish in an asyncio connection's transaction; bad input raises here."""
+        place, hooks = self._broker.backend.caller_place(), self._broker.hooks
+        made = None if hooks else self._copies(envelopes)
+
+        async def publish(made: Copies | None) -> list[dict[str, str]]:
+            if not envelopes:
+                return []
+            if made is not None:
+                build, result = made
+                return result(await publish_joined_async(place, connection, self.name, build))
+            with sending(hooks, self.name, "publish") as call:
+                build, result = self._copies([replace(e, headers=call.headers(e.headers))
+                                              for e in envelopes])
+                done = result(await publish_joined_async(place, connection, self.name, build))
+                call.done([i for copies in done for i in copies.values()])
+            return done
+
+        return publish(made)
+
     def _publish(self, envelopes: list[Envelope], connection: Any) -> list[dict[str, str]]:
+        build, result = self._copies(envelopes)
+        return result(self._broker.backend.topic_publish(
+            PublishParams(self.name, build, connection)) if envelopes else [])
+
+    def _copies(self, envelopes: list[Envelope]) -> Copies:
+        """What builds the copies from the subscriptions read inside the transaction, and
+        what maps the ids sent back to ``{subscription: message id}`` per envelope."""
         backend = self._broker.backend
         # Bad input fails even with no subscriptions; each copy is then held to its own
         # subscription's max_message_size as it is built.
@@ -120,12 +176,13 @@ class Topic:
                                               "published") from None
             return [m for _, m in built]
 
-        ids = (backend.topic_publish(PublishParams(self.name, copies, connection))
-               if envelopes else [])
-        result: list[dict[str, str]] = [{} for _ in envelopes]
-        for (n, message), message_id in zip(built, ids, strict=True):
-            result[n][message.queue] = message_id
-        return result
+        def result(ids: list[str]) -> list[dict[str, str]]:
+            found: list[dict[str, str]] = [{} for _ in envelopes]
+            for (n, message), message_id in zip(built, ids, strict=True):
+                found[n][message.queue] = message_id
+            return found
+
+        return copies, result
 
     def _queue_settings(self, queue: str) -> QueueSettings:
         """Settings of a subscription queue; reads only, so it is safe inside a write."""
@@ -138,6 +195,10 @@ class Topic:
 
     def __repr__(self) -> str:
         return f"<Topic {self.name}>"
+
+
+async def _first(copies: Awaitable[list[dict[str, str]]]) -> dict[str, str]:
+    return (await copies)[0]
 
 
 def check_filter(filter: object) -> dict[str, str | list[str]] | None:

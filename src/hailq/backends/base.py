@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from hailq.backends.figure_rows import BucketAdd as BucketAdd
 from hailq.backends.figure_rows import FigureRows as FigureRows
@@ -30,6 +30,9 @@ from hailq.backends.figure_rows import SketchRow as SketchRow
 from hailq.backends.levels import LevelsBackend
 from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
+
+if TYPE_CHECKING:
+    from hailq.joined import Place
 from hailq.models import (
     AutoscalerInfo,
     DeadMessage,
@@ -326,6 +329,11 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
     def message_send(self, params: SendParams) -> list[str]:
         """Insert atomically; a dedup hit returns the earlier id and inserts nothing.
         With a connection the insert joins that transaction and commits with it."""
+        ...
+
+    def caller_place(self) -> Place:
+        """What a send on a caller's own connection needs (``hailq/joined.py``): the
+        statements it runs there, and this database's instance id to check it by."""
         ...
 
     def message_claim(self, params: ClaimParams) -> ClaimResult:

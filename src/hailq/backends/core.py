@@ -22,9 +22,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from functools import partial
+from functools import cache, partial
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from hailq import joined
 from hailq.backends import rates, rows
 from hailq.backends.autoscale import AutoscaleStore
 from hailq.backends.base import (
@@ -48,14 +49,8 @@ from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
-from hailq.errors import (
-    LeaseLost,
-    OutcomeUnknown,
-    TopicNotFound,
-)
-from hailq.models import (
-    QueueStats,
-)
+from hailq.errors import LeaseLost, OutcomeUnknown, TopicNotFound
+from hailq.models import QueueStats
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -98,6 +93,7 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
         self._sends = 0
+        self._place: joined.Place | None = None
 
     # -- schema and clock ----------------------------------------------------------------
 
@@ -181,9 +177,8 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
 
     def message_send(self, params: SendParams) -> list[str]:
         messages = params.messages
-        if params.connection is not None:
-            return self.dialect.joined(params.connection,
-                                       lambda tx: self._send(tx, messages, rerun=False))
+        if params.connection is not None:  # the caller's transaction (rules 3, 38)
+            return joined.send_joined(self.caller_place(), params.connection, messages)
         try:
             return self.dialect.work(lambda tx: self._send(tx, messages, rerun=False),
                                      durable=True,
@@ -241,11 +236,22 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                 return self._send(tx, copies, rerun=False) if copies else []
 
         if params.connection is not None:
-            return self.dialect.joined(params.connection, publish)
+            return joined.publish_joined(self.caller_place(), params.connection,
+                                         params.topic, params.build)
         try:
             return self.dialect.work(publish, durable=True)
         except OutcomeUnknown as exc:
             raise OutcomeUnknown(exc.cause, MAYBE_STORED) from None
+
+    def caller_place(self) -> joined.Place:
+        """What a send on a caller's connection needs (``hailq/joined.py``); the instance
+        id (migration 12 on SQLite, 10 on PostgreSQL) is read once, when first needed."""
+        if self._place is None:
+            d = self.dialect
+            me = cache(lambda: str(d.read(lambda tx: tx.one("instance_id", {}))[0]))
+            self._place = joined.Place(d.flavor, d.caller_queries(), d.caller_now, me,
+                                       d.url_for_display)
+        return self._place
 
     # -- receiving -----------------------------------------------------------------------
 

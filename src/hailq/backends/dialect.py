@@ -9,7 +9,7 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 
@@ -92,10 +92,19 @@ class Dialect(ABC):
     def read(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn``'s reads; nothing is written."""
 
+    # -- a caller's own connection (hailq/joined.py) -------------------------------------
+
+    flavor: Literal["sqlite", "postgres"]
+
     @abstractmethod
-    def joined(self, connection: Any, fn: Callable[[Tx], T]) -> T:
-        """Run ``fn`` in the caller's open transaction on the broker's database; the
-        caller commits. A connection of the wrong kind or database is InvalidArgument."""
+    def caller_queries(self) -> Mapping[str, str]:
+        """The named statements a send runs on a caller's connection, in this dialect's
+        own parameter marks, durable where that is the statement's choice."""
+
+    def caller_now(self) -> float | None:
+        """The time a send's statements take on a caller's connection; None where the
+        SQL reads the database's clock."""
+        return None
 
     @abstractmethod
     def effect(self) -> AbstractContextManager[tuple[Tx, Any]]:

@@ -18,6 +18,7 @@ from hailq.bench.runner import (
     machine,
 )
 from hailq.bench.scratch import bench_url, prepare_schemas, schema_of
+from hailq.bench.shared import SHARED, render_shared
 from hailq.bench.workers import WorkerFigure, bench_workers, render_workers
 from hailq.cli.context import given_url, json_requested
 
@@ -36,7 +37,7 @@ def _pg_reachable(url: str) -> str | None:
         return str(exc).strip().splitlines()[0]
 
 
-PARTS = ("send", "cycle", "keys", "latency", "workers")
+PARTS = ("send", "shared", "cycle", "keys", "latency", "workers")
 EXTRA_PARTS = ("rate", "overview", "figures")  # measured only when asked for with --only
 
 
@@ -51,6 +52,11 @@ def run_backend(url: str, *, runs: int, quick: bool,
     if "send" in parts:
         say("send")
         figures.extend(bench_send(url, runs, n_one=500 if quick else 2_000, n_batch=n))
+    if "shared" in parts:
+        from hailq.bench.shared import THREADS, bench_shared
+
+        say(f"single sends from {THREADS} threads, from one, and a bare insert loop")
+        figures.extend(bench_shared(url, runs, n=1_600 if quick else 4_800))
     if "cycle" in parts:
         for procs, batch in ((1, 1), (4, 1), (1, 10), (4, 10)):
             say(f"receive+ack with {procs} consumer(s), batch {batch}")
@@ -99,8 +105,9 @@ def render(backend: str, figures: list[Figure]) -> str:
     keyed = [f for f in figures if "order keys" in f.name]
     overview = [f for f in figures if f.name.startswith("overview ")]
     counted = [f for f in figures if f.name.startswith("drain with figures")]
+    shared = [f for f in figures if f.name.startswith(SHARED)]
     figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
-               and f not in overview and f not in counted]
+               and f not in overview and f not in counted and f not in shared]
     lines: list[str] = []
     if figures:
         lines += [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
@@ -128,6 +135,8 @@ def render(backend: str, figures: list[Figure]) -> str:
                   f"{'figure (msgs/s, median)':<48}{'with':>12}{'without':>12}{'ratio':>8}"]
         lines += [f"{f.name.replace(' (vs without)', ''):<48}{f.hailq:>12,.0f}"
                   f"{f.raw:>12,.0f}{f.ratio:>8.2f}" for f in counted]
+    if shared:  # the baselines: the same sends from one thread, a bare insert loop
+        lines += render_shared(backend, shared)
     return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
 
 
@@ -145,7 +154,8 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--runs", default=3, show_default=True, help="Runs per figure; medians are shown.")
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS + EXTRA_PARTS),
-              help="Measure only this part (repeatable): send, cycle (receive+ack), keys "
+              help="Measure only this part (repeatable): send, shared (single sends from "
+                   "16 threads, sharing commits), cycle (receive+ack), keys "
                    "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
                    "rate limit of 50/s held by 4 worker processes; only when asked for), "
                    "overview (the dashboard's overview over 100 queues x 10,000 messages; "

@@ -19,7 +19,6 @@ pooler's first complaint.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -77,24 +76,19 @@ def _channel(schema: str) -> str:
 class _Tx(Tx):
     """A pooled connection at work: statements autocommit unless inside ``atomic()``."""
 
-    __slots__ = ("_prepare", "_q", "conn", "joined", "now")
+    __slots__ = ("_q", "conn", "now")
     conn: psycopg.Connection[Any]
 
-    def __init__(self, conn: psycopg.Connection[Any], q: dict[str, str],
-                 joined: bool = False, prepare: bool | None = None) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], q: dict[str, str]) -> None:
         self.conn = conn
         self.now = None  # statements read the database's clock (rule 11)
-        self.joined = joined
         self._q = q
-        # False: never prepared, on a caller's connection too (a transaction pooler);
-        # None: as the connection's prepare_threshold says.
-        self._prepare = prepare
 
     def run(self, name: str, params: Mapping[str, Any]) -> list[Any]:
-        return self.conn.execute(self._q[name], params, prepare=self._prepare).fetchall()
+        return self.conn.execute(self._q[name], params).fetchall()
 
     def exec(self, name: str, params: Mapping[str, Any]) -> int:
-        return int(self.conn.execute(self._q[name], params, prepare=self._prepare).rowcount)
+        return int(self.conn.execute(self._q[name], params).rowcount)
 
     def has(self, name: str) -> bool:
         return name in self._q
@@ -112,15 +106,14 @@ class _Tx(Tx):
         return key
 
     def atomic(self) -> AbstractContextManager[Any]:
-        # In a caller's transaction (connection=) its statements commit with it:
-        # conn.transaction() on such a connection would commit a block of its own.
-        return contextlib.nullcontext() if self.joined else self.conn.transaction()
+        return self.conn.transaction()
 
 
 class PostgresDialect(PooledCalls, Dialect):
     """hailq in one schema of a PostgreSQL database."""
 
     acks_plain_apart = True  # statements autocommit: a key-less ack is one round trip
+    flavor = "postgres"
 
     def __init__(self, conninfo: str, *, display: str, schema: str = "hailq",
                  pool_size: int = 10, poll_interval: float = 1.0, timeout: float = 30.0,
@@ -282,16 +275,8 @@ class PostgresDialect(PooledCalls, Dialect):
     def read(self, fn: Callable[[Tx], T]) -> T:
         return self._call(False, lambda conn: fn(_Tx(conn, self._q)), writes=False)
 
-    def joined(self, connection: Any, fn: Callable[[Tx], T]) -> T:
-        conn = self._check_foreign(connection)
-        try:
-            return fn(_Tx(conn, self._q_durable, joined=True,
-                          prepare=None if self._prepare else False))
-        except NOT_PREPARED as exc:
-            self._stop_preparing()  # the caller's transaction failed; its retry is unprepared
-            raise self._storage_error(exc) from None
-        except psycopg.Error as exc:
-            raise self._storage_error(exc) from None
+    def caller_queries(self) -> Mapping[str, str]:
+        return self._q_durable
 
     @contextmanager
     def effect(self) -> Iterator[tuple[Tx, Any]]:
@@ -322,23 +307,6 @@ class PostgresDialect(PooledCalls, Dialect):
             self._stop_preparing()  # the caller's retry then runs unprepared
             raise
 
-    def _check_foreign(self, connection: Any) -> psycopg.Connection[Any]:
-        if not isinstance(connection, psycopg.Connection):
-            raise InvalidArgument("connection= must be a psycopg Connection to the broker's "
-                                  f"database, got {type(connection).__name__}")
-        with self._pools()[0].connection() as mine:
-            ours = (mine.info.dbname, mine.info.port)
-        if (connection.info.dbname, connection.info.port) != ours:
-            raise InvalidArgument(
-                f"connection= is open on database {connection.info.dbname!r} port "
-                f"{connection.info.port}, not on the broker's {ours[0]!r} port {ours[1]}")
-        idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if connection.autocommit and idle:
-            raise InvalidArgument(
-                "connection= is in autocommit mode with no open transaction; use "
-                "`with connection.transaction():` so the message commits with your work")
-        return connection
-
     # -- fast paths --------------------------------------------------------------------
 
     def insert(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool = False) -> int:
@@ -350,7 +318,7 @@ class PostgresDialect(PooledCalls, Dialect):
                 "aging": m.aging, "target": m.target})
         else:
             found = tx.run("message_insert_again" if rerun else "message_insert",
-                           _insert_args(messages))
+                           insert_args(messages))
         return int(found[0][0])
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
@@ -482,7 +450,7 @@ def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
     return [tuple.__new__(ClaimedRow, (*r[:13], t)) for r, t in zip(found, tokens, strict=True)]
 
 
-def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
+def insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
     return {
         "ids": [m.id for m in messages], "queues": [m.queue for m in messages],
         "bodies": [m.body for m in messages], "kinds": [m.body_kind for m in messages],

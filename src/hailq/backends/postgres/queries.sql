@@ -1231,3 +1231,11 @@ WHERE m.queue = %(queue)s AND m.state = 'ready'
   AND EXISTS (SELECT 1 FROM {schema}.queues WHERE name = %(queue)s AND deadlines IS NOT NULL)
 ORDER BY m.sort_key, m.seq
 LIMIT %(n)s;
+
+-- name: instance_found
+-- Whether this database has hailq's schema (a caller's connection may reach any): a
+-- statement that cannot fail, since a failed one would end the caller's transaction.
+SELECT count(*) FROM pg_class WHERE oid = to_regclass('{schema}.instance');
+
+-- name: instance_id
+SELECT id FROM {schema}.instance;

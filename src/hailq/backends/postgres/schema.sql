@@ -48,6 +48,8 @@ histograms priority smallint NO  NO
 histograms le double precision NO  NO
 histograms n bigint NO 0 NO
 histograms total double precision NO 0 NO
+instance one boolean NO true NO
+instance id text NO  NO
 levels queue text NO  NO
 levels slot bigint NO  NO
 levels at double precision NO  NO
@@ -174,6 +176,7 @@ CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
 CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)
 CREATE UNIQUE INDEX hailq_schema_version_pkey ON {schema}.hailq_schema_version USING btree (version)
 CREATE UNIQUE INDEX histograms_pkey ON {schema}.histograms USING btree (queue, kind, priority, le)
+CREATE UNIQUE INDEX instance_pkey ON {schema}.instance USING btree (one)
 CREATE UNIQUE INDEX levels_pkey ON {schema}.levels USING btree (queue, slot)
 CREATE INDEX levels_slot ON {schema}.levels USING btree (slot)
 CREATE INDEX messages_dead ON {schema}.messages USING btree (queue, dead_at) WHERE (state = 'dead'::text)

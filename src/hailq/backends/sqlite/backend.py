@@ -100,6 +100,8 @@ def _sqlite_args(params: Mapping[str, Any]) -> dict[str, Any]:
 class SQLiteDialect(Dialect):
     """hailq on one SQLite file (``sqlite:///path/to/file.db``)."""
 
+    flavor = "sqlite"
+
     def __init__(self, path: str, *, synchronous: str = "full", busy_timeout: float = 60.0,
                  clock: Clock = system_clock, poll_interval: float = 0.005) -> None:
         if synchronous not in ("full", "normal", "off", "extra"):
@@ -228,36 +230,16 @@ class SQLiteDialect(Dialect):
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
 
-    def joined(self, connection: Any, fn: Callable[[Tx], _T]) -> _T:
-        conn = self._check_foreign(connection)
-        try:
-            return fn(_Tx(conn, self._clock()))
-        except sqlite3.Error as exc:
-            raise self._storage_error(exc) from None
+    def caller_queries(self) -> Mapping[str, str]:
+        return Q
+
+    def caller_now(self) -> float | None:
+        return self._clock()
 
     @contextmanager
     def effect(self) -> Iterator[tuple[Tx, Any]]:
         with Transaction(self, True) as conn:
             yield _Tx(conn, self._clock()), conn
-
-    def _check_foreign(self, connection: Any) -> sqlite3.Connection:
-        if not isinstance(connection, sqlite3.Connection):
-            raise InvalidArgument(
-                "connection= must be a sqlite3.Connection to the broker's database file, "
-                f"got {type(connection).__name__}")
-        files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
-        if not files or os.path.realpath(files[0]) != os.path.realpath(self.path):
-            raise InvalidArgument(
-                f"connection= is open on {files[0] if files else 'no file'}, not on the "
-                f"broker's database {self.path}")
-        if connection.isolation_level is None and not connection.in_transaction:
-            raise InvalidArgument(
-                "connection= is in autocommit mode with no open transaction; run BEGIN first "
-                "so the message commits with your transaction")
-        # A connection of the application's own has no hailq functions yet.
-        for arity in (3, 4):
-            connection.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
-        return connection
 
     # -- schema ------------------------------------------------------------------------
 

@@ -1087,3 +1087,10 @@ WHERE m.queue = :queue AND m.state = 'ready'
   AND EXISTS (SELECT 1 FROM hailq_queues WHERE name = :queue AND deadlines IS NOT NULL)
 ORDER BY m.sort_key, m.seq
 LIMIT :n;
+
+-- name: instance_found
+-- Whether this database has hailq's instance id (a caller's connection may reach any).
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'hailq_instance';
+
+-- name: instance_id
+SELECT id FROM hailq_instance;

@@ -93,6 +93,12 @@ CREATE TABLE hailq_histograms (
     PRIMARY KEY (queue, kind, priority, le)
 ) WITHOUT ROWID;
 
+-- table hailq_instance
+CREATE TABLE hailq_instance (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    id TEXT NOT NULL
+);
+
 -- table hailq_levels
 CREATE TABLE hailq_levels (
     queue TEXT NOT NULL,

@@ -1,0 +1,167 @@
+"""Producers that share commits: group commit for sends of one process (SPEC rule 2).
+
+A send alone (no other send of this broker in flight) runs on its caller's thread as
+before, and is no slower. Sends that overlap, from many threads (or from coroutines
+through ``submit``), are handed to one committer thread, which sends all those that
+arrived while it was busy in one transaction and one commit:
+
+- each caller returns only once its own messages are durable (its future is done
+  after the commit that stored them);
+- a dedup id still dedups: the group is sent in arrival order, so a later message of
+  a dedup id finds the earlier one's record, in the same transaction or before;
+- a failure reaches exactly the callers it concerns: when the database is down or a
+  commit's outcome is unknown, every caller of that group is told (each of them may
+  be concerned), and so are the sends waiting for the next commit (with a
+  StorageError that says nothing of theirs was stored), so that none waits past its
+  deadline (rule 31) behind a second failing commit; sends then go alone until one
+  succeeds. When the group failed for one caller's messages (a deleted queue), each
+  caller's messages are sent again alone, so only that caller sees the error.
+
+``submit`` returns a ``concurrent.futures.Future``: an asyncio caller awaits it with
+``asyncio.wrap_future`` without holding a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import NamedTuple
+
+from hailq.backends.base import Backend, NewMessage, SendParams
+from hailq.errors import OutcomeUnknown, StorageError
+
+IDLE = 1.0  # seconds the committer thread waits for work before it ends
+GROUP = 1000  # messages at most in one shared transaction (the largest send_many)
+
+
+class _Entry(NamedTuple):
+    messages: list[NewMessage]
+    future: Future[list[str]]
+
+
+class Committer:
+    """The sends of one backend: alone on the caller's thread, together when they
+    overlap."""
+
+    def __init__(self, send: Callable[[Sequence[NewMessage]], list[str]]) -> None:
+        self._send = send
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._pending: list[_Entry] = []
+        self._in_flight: list[None] = []  # one per send between its start and its return
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self.groups = 0  # shared transactions committed (for tests and the bench)
+        self.healthy = True  # False from a database failure until a send succeeds
+
+    def send(self, messages: Sequence[NewMessage]) -> list[str]:
+        """Send ``messages`` atomically; their ids once they are durable."""
+        # One item per send in flight: list.append and list.pop are atomic, so the count
+        # never drifts, and two sends that start together at worst both share.
+        in_flight = self._in_flight
+        in_flight.append(None)
+        try:
+            # Alone: nobody to share a commit with. In an outage each send waits for the
+            # database on its own, within its own deadline (rule 31), until one succeeds.
+            if len(in_flight) == 1 or not self.healthy:
+                sent = self._send(messages)
+                self.healthy = True
+                return sent
+            return self.submit(messages).result()
+        finally:
+            in_flight.pop()
+
+    def submit(self, messages: Sequence[NewMessage]) -> Future[list[str]]:
+        """Hand ``messages`` to the committer thread; a future of their ids, done once
+        they are durable (or with the error that concerns them)."""
+        entry = _Entry(list(messages), Future())
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
+                self._pid, self._thread, self._pending = os.getpid(), None, []
+            self._pending.append(entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hailq-committer",
+                                                daemon=True)
+                self._thread.start()
+            else:
+                self._work.notify()
+        return entry.future
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._work.wait(IDLE)
+                    if not self._pending:
+                        self._thread = None
+                        return
+                group: list[_Entry] = []
+                size = 0
+                while self._pending and (not group or size + len(self._pending[0].messages)
+                                         <= GROUP):
+                    group.append(self._pending.pop(0))
+                    size += len(group[-1].messages)
+            self._commit([e for e in group if e.future.set_running_or_notify_cancel()])
+
+    def _commit(self, group: list[_Entry]) -> None:
+        if not group:
+            return
+        try:
+            ids = self._send([m for e in group for m in e.messages])
+        except (StorageError, OutcomeUnknown) as exc:  # the database's: every caller's
+            self._outage(group, exc)
+            return
+        except Exception as exc:
+            if len(group) == 1:
+                group[0].future.set_exception(exc)
+            else:  # one caller's messages: each sent again on its own
+                for e in group:
+                    self._commit([e])
+            return
+        self.healthy = True
+        self.groups += len(group) > 1
+        at = 0
+        for e in group:
+            e.future.set_result(ids[at:at + len(e.messages)])
+            at += len(e.messages)
+
+    def _outage(self, group: list[_Entry], exc: BaseException) -> None:
+        """The database failed a commit: its callers get the error, and so do the sends
+        that waited to share the next one (stored nowhere), rather than wait for another
+        failing commit past their deadline; until a send succeeds, sends go alone."""
+        self.healthy = False
+        for e in group:
+            e.future.set_exception(exc)
+        with self._lock:
+            waiting, self._pending = self._pending, []
+        for e in waiting:
+            if e.future.set_running_or_notify_cancel():
+                e.future.set_exception(StorageError(
+                    f"not sent, nothing was stored: the database failed the commit this "
+                    f"send waited to share ({exc})"))
+
+
+_COMMITTERS: weakref.WeakKeyDictionary[Backend, Committer] = weakref.WeakKeyDictionary()
+_MADE = threading.Lock()
+
+
+def committer_for(backend: Backend) -> Committer:
+    """The committer of ``backend``: one per broker, shared by its queues."""
+    found = _COMMITTERS.get(backend)
+    if found is None:
+        with _MADE:
+            found = _COMMITTERS.get(backend)
+            if found is None:
+                ref = weakref.ref(backend)
+
+                def send(messages: Sequence[NewMessage]) -> list[str]:
+                    owner = ref()
+                    if owner is None:
+                        raise StorageError("the broker of this send was closed and freed")
+                    return owner.message_send(SendParams(messages))
+
+                found = _COMMITTERS[backend] = Committer(send)
+    return found
