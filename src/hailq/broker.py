@@ -267,9 +267,8 @@ class Broker:
 
         if not slots:
             return False
-        settings = self.queue(schedule.queue).settings
-        return self.backend.schedule_fire(fire_params(schedule, slots, now, settings.aging,
-                                                      settings.targets))
+        self.queue(schedule.queue)  # declared: its row's aging and targets key the slots
+        return self.backend.schedule_fire(fire_params(schedule, slots, now))
 
     def pause_schedule(self, name: str) -> None:
         """Stop sending ``name``'s slots until ``resume_schedule`` (every scheduler)."""

@@ -52,14 +52,8 @@ def build_message(queue: str, settings: QueueSettings, e: Envelope,
         queue=queue, id=new_message_id(), body=data, body_kind=kind,
         headers=encode_headers(e.headers), priority=e.priority,
         ordering_key=check_key(e.ordering_key, "ordering_key"), delay=delay,
-        dedup_id=check_key(e.dedup_id, "dedup_id"), dedup_window=settings.dedup_window,
-        aging=settings.aging, target=_target(settings, e.priority),
+        dedup_id=check_key(e.dedup_id, "dedup_id"),
     )
-
-
-def _target(settings: QueueSettings, priority: int) -> float | None:
-    targets = settings.targets
-    return None if targets is None else targets[priority]
 
 
 def _until(when: datetime | float, now: Any) -> float:

@@ -109,7 +109,7 @@ class Message:
 
     def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
         """Give the message back now, after ``delay``, or after the queue's retry backoff."""
-        self._queue.nack(self, delay=delay, error=error, attempt=self.attempt)
+        self._queue.nack(self, delay=delay, error=error)
         self.settled = True
 
     def give_back(self, reason: str | None = None) -> None:

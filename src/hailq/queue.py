@@ -48,7 +48,6 @@ from hailq.ids import check_message_id, parse_receipt
 from hailq.message import Message
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
 from hailq.observe import inbox_use
-from hailq.policy.retry import backoff
 from hailq.settings import QueueSettings, check_overrides, parse_overrides
 
 if TYPE_CHECKING:
@@ -237,19 +236,14 @@ class Queue:
              error: str | None = None, *, attempt: int | None = None) -> None:
         """Give a leased message back (rule 10); after ``max_attempts`` it goes dead.
 
-        Without ``delay`` the wait is the retry backoff of the message's attempt
-        (``attempt`` when the caller knows it, as ``Message.nack`` does)."""
+        Without ``delay`` the wait is the queue's retry backoff for the attempt the
+        statement finds, its policy read from the queue where the nack runs (rule 39).
+        ``attempt`` is accepted for callers written before that, and not needed."""
+        del attempt  # the statement reads the message's attempt itself
         lease = self._receipt(receipt)
         text = error_text(error)
-        if delay is not None:
-            self._nack(receipt, lease, "retry", text, delay=seconds(delay, "delay"))
-        elif attempt is not None:
-            self._nack(receipt, lease, "retry", text,
-                       delay=backoff(self.settings.retry, attempt))
-        else:  # the statement picks the wait for the attempt it finds: no round trip
-            table = tuple(backoff(self.settings.retry, n)
-                          for n in range(1, self.settings.max_attempts + 1))
-            self._nack(receipt, lease, "retry", text, backoff_table=table)
+        self._nack(receipt, lease, "retry", text,
+                   delay=None if delay is None else seconds(delay, "delay"))
 
     def give_back(self, receipt: str | Message, reason: str | None = None) -> None:
         """See ``Message.give_back``."""
@@ -264,10 +258,9 @@ class Queue:
                    delay=0.0)
 
     def _nack(self, item: str | Message, lease: Receipt, outcome: NackOutcome,
-              error: str | None, *, delay: float | None = None,
-              backoff_table: tuple[float, ...] = (0.0,)) -> None:
+              error: str | None, *, delay: float | None = None) -> None:
         if not self._backend.message_nack(NackParams(lease, error or "nacked", outcome,
-                                                     delay, backoff_table)):
+                                                     delay)):
             raise LeaseLost(f"message {lease.message_id}: the receipt no longer holds its "
                             "lease; nothing changed")
         if outcome != "give_back":  # given back untried: no handler ran (rule 36)

@@ -109,8 +109,7 @@ def is_declared(row: ScheduleRow | ScheduleInfo, now: float) -> bool:
 
 
 def fire_params(schedule: ScheduleInfo, due: Sequence[float], now: float,
-                aging: float | None,
-                targets: tuple[float, ...] | None = None) -> ScheduleFireParams:
+                ) -> ScheduleFireParams:
     """One message per slot of ``due`` (oldest first), with the schedule's name and the
     slot in headers, claimed from the last slot ``schedule`` was read with."""
     data, kind = encode_body(schedule.body, MIB)
@@ -118,9 +117,8 @@ def fire_params(schedule: ScheduleInfo, due: Sequence[float], now: float,
         queue=schedule.queue, id=new_message_id(), body=data, body_kind=kind,
         headers=encode_headers({**schedule.headers, SCHEDULE_HEADER: schedule.name,
                                 SLOT_HEADER: slot_text(slot)}),
-        priority=schedule.priority, ordering_key=None, delay=0.0, dedup_id=None,
-        dedup_window=0.0, aging=aging,
-        target=None if targets is None else targets[schedule.priority]) for slot in due]
+        priority=schedule.priority, ordering_key=None, delay=0.0, dedup_id=None)
+        for slot in due]
     return ScheduleFireParams(schedule.name, schedule.last_slot, due[-1], now, messages)
 
 

@@ -196,13 +196,13 @@ def test_claim_with_aging_serves_old_low_priority_work_first(backend: Backend) -
     aging = 0.1
     for queue in ("fresh", "old"):
         save(backend, queue, aging=aging)
-    low_fresh = message("fresh", "low", priority=0, aging=aging)
-    high_fresh = message("fresh", "high", priority=1, aging=aging)
+    low_fresh = message("fresh", "low", priority=0)
+    high_fresh = message("fresh", "high", priority=1)
     backend.message_send(SendParams([low_fresh, high_fresh]))
-    low_old = message("old", "low", priority=0, aging=aging)
+    low_old = message("old", "low", priority=0)
     backend.message_send(SendParams([low_old]))
     pass_time(2 * aging)  # more than one level of aging later
-    high_late = message("old", "high", priority=1, aging=aging)
+    high_late = message("old", "high", priority=1)
     backend.message_send(SendParams([high_late]))
     assert [r.id for r in claim(backend, "fresh", 2)] == [high_fresh.id, low_fresh.id]
     assert [r.id for r in claim(backend, "old", 2)] == [low_old.id, high_late.id]
@@ -510,28 +510,23 @@ def test_nack_stale_receipt_is_lost_and_changes_nothing(backend: Backend) -> Non
     assert backend.message_nack(NackParams(current, "twice")) is False  # its lease ended
 
 
-def test_nack_retry_without_delay_follows_the_backoff_per_attempt(backend: Backend) -> None:
-    save(backend, "q", max_attempts=5)
+def test_nack_retry_without_delay_follows_the_queues_retry_policy(backend: Backend) -> None:
+    save(backend, "q", max_attempts=5,
+         retry={"base": 15.0, "factor": 4.0, "max": 100.0, "jitter": 0.0})
     [m] = send(backend, "q", "flaky")
-    backoff = (0.0, 60.0)
     [r] = claim(backend, "q")
-    assert backend.message_nack(NackParams(receipt("q", r), "one", backoff=backoff))
-    [p] = backend.message_peek(PeekParams("q"))
-    assert (p.state, p.attempt) == ("ready", 1)  # backoff[0] = 0
-    [r] = claim(backend, "q")
-    assert r.attempt == 2
     now = backend.clock_now()
-    assert backend.message_nack(NackParams(receipt("q", r), "two", backoff=backoff))
+    assert backend.message_nack(NackParams(receipt("q", r), "one"))
     [p] = backend.message_peek(PeekParams("q"))
-    assert (p.id, p.state, p.attempt) == (m, "scheduled", 2)  # backoff[1] = 60
-    assert p.available_at == pytest.approx(now + 60, abs=2)
+    assert (p.id, p.state, p.attempt) == (m, "scheduled", 1)
+    assert p.available_at == pytest.approx(now + 15, abs=2)  # base
     assert claim(backend, "q") == []
     stats = backend.queue_stats("q")
-    assert (stats.nacked, stats.scheduled, stats.ready) == (2, 1, 0)
+    assert (stats.nacked, stats.scheduled, stats.ready) == (1, 1, 0)
 
 
-def test_nack_backoff_last_entry_serves_later_attempts(backend: Backend) -> None:
-    save(backend, "q")
+def test_nack_backoff_grows_per_attempt_up_to_its_max(backend: Backend) -> None:
+    save(backend, "q", retry={"base": 15.0, "factor": 4.0, "max": 100.0, "jitter": 0.0})
     send(backend, "q", "x")
     for attempt in (1, 2):
         [r] = claim(backend, "q")
@@ -539,21 +534,31 @@ def test_nack_backoff_last_entry_serves_later_attempts(backend: Backend) -> None
         assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.0))
     [r] = claim(backend, "q")
     now = backend.clock_now()
-    assert backend.message_nack(NackParams(receipt("q", r), "e", backoff=(0.0, 30.0)))
+    assert backend.message_nack(NackParams(receipt("q", r), "e"))
     [p] = backend.message_peek(PeekParams("q"))
     assert p.state == "scheduled"
-    assert p.available_at == pytest.approx(now + 30, abs=2)
+    assert p.available_at == pytest.approx(now + 100, abs=2)  # 15 * 4 ** 2 = 240 > max
+
+
+def test_nack_backoff_takes_its_jitter_off_the_delay(backend: Backend) -> None:
+    save(backend, "q", retry={"base": 100.0, "factor": 1.0, "max": 100.0, "jitter": 0.5})
+    send(backend, "q", "x")
+    [r] = claim(backend, "q")
+    now = backend.clock_now()
+    assert backend.message_nack(NackParams(receipt("q", r), "e"))
+    [p] = backend.message_peek(PeekParams("q"))
+    assert now + 50 - 2 <= p.available_at <= now + 100 + 2
 
 
 def test_nack_explicit_delay_wins_over_the_backoff(backend: Backend) -> None:
-    save(backend, "q")
+    save(backend, "q", retry={"base": 60.0, "max": 60.0, "jitter": 0.0})
     send(backend, "q", "x")
     [r] = claim(backend, "q")
-    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.0, backoff=(60.0,)))
+    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.0))
     [p] = backend.message_peek(PeekParams("q"))
     assert p.state == "ready"
     [r] = claim(backend, "q")
-    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.25, backoff=(0.0,)))
+    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.25))
     assert backend.message_peek(PeekParams("q"))[0].state == "scheduled"
     pass_time(0.35)
     assert [x.attempt for x in claim(backend, "q")] == [3]
@@ -613,8 +618,8 @@ def test_nack_give_back_after_the_last_attempt_ended_is_lost(backend: Backend) -
 
 def test_nack_give_back_keeps_its_place_in_line(backend: Backend) -> None:
     save(backend, "q", aging=10.0)
-    first = message("q", "first", aging=10.0)
-    second = message("q", "second", aging=10.0)
+    first = message("q", "first")
+    second = message("q", "second")
     backend.message_send(SendParams([first]))
     pass_time(0.02)
     backend.message_send(SendParams([second]))

@@ -55,10 +55,8 @@ class NewMessage:
     ordering_key: str | None
     delay: float
     dedup_id: str | None
-    dedup_window: float
-    aging: float | None
-    # Deadline order (rule 41): the target of this message's priority; None otherwise.
-    target: float | None = None
+    # No settings ride along (rule 39): the dedup window, aging and deadline targets are
+    # read from the queue's row by the statements that apply them.
 
 
 class Receipt(NamedTuple):
@@ -139,8 +137,8 @@ class NackParams:
     # dead: dead-letter now; give_back: returned untried, never killed while its lease
     # holds, and keeping its place in line.
     outcome: NackOutcome = "retry"
-    delay: float | None = None  # None: backoff[attempt - 1], the queue's retry policy
-    backoff: tuple[float, ...] = (0.0,)  # the last entry serves every later attempt
+    # None: the queue's retry policy for the attempt, read by the statement (rule 39).
+    delay: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,7 +203,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                 if m.dedup_id is not None:
                     owner, made = tx.one("dedup_claim", {
                         "queue": m.queue, "dedup_id": m.dedup_id, "id": m.id,
-                        "dedup_window": m.dedup_window, "now": tx.now})
+                        "now": tx.now})
                     if owner != m.id or (rerun and not made):
                         ids.append(str(owner))
                         continue
@@ -459,7 +459,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                 found = tx.one("message_nack", {
                     "queue": r.queue, "id": r.message_id, "token": r.token, "seq": r.seq,
                     "now": tx.now, "error": params.error, "delay": params.delay,
-                    "backoff": list(params.backoff), "dead": params.outcome == "dead",
+                    "dead": params.outcome == "dead",
                     "spare": params.outcome == "give_back"})
                 if found is None:
                     return False

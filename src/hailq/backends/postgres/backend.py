@@ -346,8 +346,7 @@ class PostgresDialect(PooledCalls, Dialect):
             m = messages[0]
             found = tx.run("message_insert_one", {
                 "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
-                "headers": m.headers, "priority": m.priority, "delay": m.delay,
-                "aging": m.aging, "target": m.target})
+                "headers": m.headers, "priority": m.priority, "delay": m.delay})
         else:
             found = tx.run("message_insert_again" if rerun else "message_insert",
                            _insert_args(messages))
@@ -487,5 +486,4 @@ def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
         "ids": [m.id for m in messages], "queues": [m.queue for m in messages],
         "bodies": [m.body for m in messages], "kinds": [m.body_kind for m in messages],
         "headers": [m.headers for m in messages], "priorities": [m.priority for m in messages],
-        "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages],
-        "agings": [m.aging for m in messages], "targets": [m.target for m in messages]}
+        "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages]}
