@@ -128,7 +128,7 @@ class Queue:
         return sent
 
     def _new(self, e: Envelope) -> NewMessage:
-        return build_message(self.name, self.settings, e, self._backend.clock_now)
+        return build_message(self.name, e, self._backend.clock_now)
 
     # -- receiving ---------------------------------------------------------------------
 

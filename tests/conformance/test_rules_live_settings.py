@@ -83,3 +83,44 @@ def test_rule_39_a_kept_queue_refuses_a_body_over_the_size_an_operator_set_since
     with pytest.raises(hailq.InvalidArgument, match="100"):
         kept.send("x" * 1000)
     assert kept.stats().ready == 0
+
+
+def test_rule_39_a_kept_queue_sends_a_body_an_operator_allowed_since(
+        broker: hailq.Broker, operator: hailq.Broker) -> None:
+    kept = broker.queue("claims", max_message_size=100)
+    operator.configure("claims", max_message_size=10_000)
+
+    kept.send("x" * 1000)
+    assert kept.stats().ready == 1
+
+
+def test_rule_39_publish_follows_the_overrides_of_each_subscriptions_queue(
+        broker: hailq.Broker, operator: hailq.Broker) -> None:
+    topic = broker.topic("events")
+    topic.subscribe("audit", max_message_size=100)
+    topic.subscribe("billing")
+    topic.publish("small")  # a topic that has published keeps nothing of its queues
+    operator.configure("audit", max_message_size=10_000)
+    operator.configure("billing", max_message_size=100)
+
+    with pytest.raises(hailq.MessageTooLarge, match="subscription billing"):
+        topic.publish("x" * 1000)
+    with pytest.raises(hailq.MessageTooLarge, match="subscription billing"):
+        operator.topic("events").publish("x" * 1000)  # a fresh broker: overrides too
+    assert (broker.get_queue("audit").stats().ready,
+            broker.get_queue("billing").stats().ready) == (1, 1)  # nothing published
+    operator.configure("billing", reset=True)
+    assert set(topic.publish("x" * 1000)) == {"audit", "billing"}
+
+
+def test_rule_39_publish_sorts_each_copy_by_its_queues_aging_as_stored_now(
+        broker: hailq.Broker, operator: hailq.Broker) -> None:
+    topic = broker.topic("events")
+    audit = topic.subscribe("audit")
+    topic.publish("warm")
+    operator.configure("audit", aging=10)
+    audit.send("aged high", priority=9)
+    topic.publish("published low", priority=0)
+
+    assert [m.body for m in audit.receive(max_messages=3)] == [
+        "aged high", "warm", "published low"]

@@ -49,12 +49,14 @@ from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
 from hailq.errors import (
     LeaseLost,
+    MessageTooLarge,
     OutcomeUnknown,
     TopicNotFound,
 )
 from hailq.models import (
     QueueStats,
 )
+from hailq.settings import MIB
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -85,6 +87,7 @@ class Live(NamedTuple):
     rate: float | None = None  # rule 33: messages per second, None: no limit
     burst: float = 0.0  # the bucket's size where there is a rate
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
+    max_message_size: int = MIB  # the largest body a send may store (rule 39)
 
 
 class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore,
@@ -127,9 +130,10 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         if found is None:  # deleted, or never declared: never a queue made up here
             self._settings.pop(queue, None)
             raise _no_queue(queue)
-        lease, cap, attempts, park, paused = found
+        lease, cap, attempts, park, paused, size = found
         live = Live(float(lease), None if cap is None else int(cap), int(attempts),
-                    bool(park), *rates.live(tx, queue), paused=bool(paused))
+                    bool(park), *rates.live(tx, queue), paused=bool(paused),
+                    max_message_size=int(size))
         self._settings[queue] = (now, live)
         return live
 
@@ -187,7 +191,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         except OutcomeUnknown as exc:
             raise OutcomeUnknown(exc.cause, MAYBE_STORED) from None
 
-    def _send(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool) -> list[str]:
+    def _send(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool,
+              published: bool = False) -> list[str]:
         """Insert what no dedup record claims. With ``rerun`` (the first try's connection
         broke with its commit unknown) a dedup record that try made means it was stored
         then, and may be consumed already: it is not inserted again. The insert itself
@@ -215,16 +220,27 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                 if keyed:  # sends and releases of one key take turns (rule 17)
                     tx.also("keys_lock", {"keys": sorted(set(keyed))})
                 if self.dialect.insert(tx, fresh, rerun) < len(fresh):
-                    # A queue without a row inserts nothing (a deleted queue is never
-                    # made up again); otherwise a re-run found its first try's rows.
-                    for queue in sorted({m.queue for m in fresh}):
-                        if tx.one("queue_live", {"queue": queue}) is None:
-                            raise _no_queue(queue)
+                    # A queue without a row, or a body over its queue's limit, inserts
+                    # nothing; otherwise a re-run found its first try's rows.
+                    self._too_large(tx, fresh, published)
             if not plain:  # only dedup ids make records to prune
                 self._sends += 1
                 if self._sends % _PRUNE_EVERY == 1:
                     tx.exec("dedup_prune", {"now": tx.now})
         return ids
+
+    def _too_large(self, tx: Tx, messages: Sequence[NewMessage], published: bool) -> None:
+        """The insert stored nothing because a body is over its queue's max_message_size
+        as stored now (rule 39): which, read afresh. A queue without a row (deleted, or
+        never declared) is QueueNotFound; a send never makes one up."""
+        for queue in sorted({m.queue for m in messages}):
+            limit = self._live(tx, queue, fresh=True).max_message_size
+            large = max(len(m.body) for m in messages if m.queue == queue)
+            if large > limit:
+                said = (f"body is {large} bytes encoded; queue {queue!r} allows at most "
+                        f"{limit} (setting max_message_size)")
+                raise MessageTooLarge(f"subscription {queue}: {said}; nothing was "
+                                      "published" if published else said)
 
     def topic_publish(self, params: PublishParams) -> list[str]:
         def publish(tx: Tx) -> list[str]:
@@ -234,7 +250,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                     raise TopicNotFound(f"no topic named {params.topic!r} (deleted?); "
                                         "declare it with broker.topic()")
                 copies = params.build(subscriptions)
-                return self._send(tx, copies, rerun=False) if copies else []
+                return self._send(tx, copies, rerun=False, published=True) if copies else []
 
         if params.connection is not None:
             return self.dialect.joined(params.connection, publish)

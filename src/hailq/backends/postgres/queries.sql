@@ -38,7 +38,8 @@ SELECT settings FROM {schema}.queues WHERE name = %(name)s;
 
 -- name: queue_live
 -- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
-SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, false)
+SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, false),
+       q.max_message_size
 FROM {schema}.queues AS q LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
 WHERE q.name = %(queue)s;
 
@@ -162,8 +163,14 @@ WITH inserted AS (
              WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
                                   delay, ord)
     ) AS b
-    -- No row of the queue (deleted): nothing inserted; the caller says QueueNotFound.
+    -- No row of the queue (deleted), or a body over its queue's max_message_size as
+    -- stored now (rule 39): nothing inserted, the batch is all or none; the caller says
+    -- which.
     JOIN {schema}.queues qq ON qq.name = b.queue
+    WHERE NOT EXISTS (
+        SELECT 1 FROM unnest(%(queues)s::text[], %(bodies)s::bytea[]) AS x(queue, body)
+        JOIN {schema}.queues AS s ON s.name = x.queue
+        WHERE octet_length(x.body) > s.max_message_size)
     ORDER BY b.ord
     -- The line below is empty on a first try. As message_insert_again (backend.py) it
     -- skips conflicting ids, for a send re-run after its connection broke, which may
@@ -195,8 +202,9 @@ WITH inserted AS (
            {schema}.sort_key(%(priority)s::integer, {schema}.epoch() + %(delay)s::float8,
                              aging, (deadlines ->> %(priority)s::integer)::float8),
            {schema}.epoch(), {schema}.epoch() + %(delay)s::float8
-    -- The queue's aging and targets as its row holds them now (rule 39).
-    FROM {schema}.queues WHERE name = %(queue)s::text
+    -- The queue's aging, targets and largest body as its row holds them now (rule 39).
+    FROM {schema}.queues
+    WHERE name = %(queue)s::text AND octet_length(%(body)s::bytea) <= max_message_size
     ON CONFLICT (id) DO NOTHING
     RETURNING queue, state
 ), counted AS (

@@ -314,8 +314,9 @@ class SQLiteDialect(Dialect):
         order = {}
         for queue in counts:
             found = conn.execute(Q["queue_order"], {"queue": queue}).fetchone()
-            if found is None:
-                return 0
+            if found is None or max(len(m.body) for m in messages
+                                    if m.queue == queue) > found[2]:
+                return 0  # no queue, or a body over its limit: the caller says which
             order[queue] = (found[0], targets(found[1]))
         for queue, n in counts.items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})

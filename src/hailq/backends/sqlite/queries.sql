@@ -28,15 +28,16 @@ SELECT settings FROM hailq_queues WHERE name = :name;
 
 -- name: queue_live
 -- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
-SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, 0)
+SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, 0),
+       q.max_message_size
 FROM hailq_queues AS q LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
 WHERE q.name = :queue;
 
 -- name: queue_order
--- SQLite only: what a send's sort keys depend on (rules 16, 41), read in the send's write
--- transaction where they are applied (rule 39); no row: the queue does not exist.
--- PostgreSQL's message_insert joins the queue's row instead.
-SELECT aging, deadlines FROM hailq_queues WHERE name = :queue;
+-- SQLite only: what a send's sort keys depend on (rules 16, 41) and its largest body,
+-- read in the send's write transaction where they are applied (rule 39); no row: the
+-- queue does not exist. PostgreSQL's message_insert joins the queue's row instead.
+SELECT aging, deadlines, max_message_size FROM hailq_queues WHERE name = :queue;
 
 -- name: queue_describe
 -- Declared settings, operator overrides and pause of the queues named in :names (a JSON
