@@ -126,8 +126,9 @@ class Message:
         self._queue.dead_letter(self, reason)
         self.settled = True
 
-    def extend(self, seconds: Duration) -> None:
-        """Move the lease's end to ``seconds`` from now."""
+    def extend(self, seconds: Duration | None = None) -> None:
+        """Move the lease's end to ``seconds`` from now (None: the queue's lease as
+        stored now)."""
         self.lease_until = self._queue.extend(self.receipt, seconds)
 
     @contextmanager

@@ -266,18 +266,22 @@ class Queue:
         if outcome != "give_back":  # given back untried: no handler ran (rule 36)
             self._ended([item], [True], ok=False)
 
-    def extend(self, receipt: str, seconds_: Duration) -> float:
-        """Move a lease's end to ``seconds_`` from now; return the new deadline."""
+    def extend(self, receipt: str, seconds_: Duration | None = None) -> float:
+        """Move a lease's end to ``seconds_`` from now (None: the queue's lease as stored
+        now); return the new deadline."""
         until = self.extend_many([receipt], seconds_)[0]
         if until is None:
             raise LeaseLost(f"receipt {receipt}: it no longer holds its message's lease")
         return until
 
-    def extend_many(self, receipts: Iterable[str | Message], seconds_: Duration,
+    def extend_many(self, receipts: Iterable[str | Message], seconds_: Duration | None = None,
                     ) -> list[float | None]:
         """Extend several leases in one transaction; per lease the new deadline or None
-        (lease lost). Messages given as ``Message`` get their ``lease_until`` updated."""
-        span = seconds(seconds_, "extend seconds", allow_zero=False, maximum=MAX_LEASE)
+        (lease lost). Without ``seconds_`` each lease runs the queue's lease as stored
+        now, read where it is applied (rule 39): what a worker's renewals use. Messages
+        given as ``Message`` get their ``lease_until`` updated."""
+        span = None if seconds_ is None else seconds(seconds_, "extend seconds",
+                                                     allow_zero=False, maximum=MAX_LEASE)
         items = check_batch(receipts, "extend_many")
         leases = [self._receipt(i) for i in items]
         results = self._backend.message_extend(ExtendParams(leases, span)) if leases else []

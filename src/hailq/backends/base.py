@@ -144,7 +144,7 @@ class NackParams:
 @dataclass(frozen=True, slots=True)
 class ExtendParams:
     receipts: Sequence[Receipt]
-    seconds: float
+    seconds: float | None = None  # None: the queue's lease as its row holds it now
 
 
 @dataclass(frozen=True, slots=True)

@@ -389,7 +389,7 @@ class PostgresDialect(PooledCalls, Dialect):
         acked = {(r[7], r[1], r[2]): bool(r[-1]) for r in found if r[0]}
         return acked, _claimed_rows([r[1:-1] for r in found if not r[0]])
 
-    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float | None,
                ) -> dict[tuple[str, str], float]:
         found: dict[tuple[str, str], float] = {}
         for queue in {r.queue for r in receipts}:

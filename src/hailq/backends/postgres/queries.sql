@@ -511,8 +511,9 @@ SELECT state, ordering_key, parked FROM nacked, (SELECT count(*) FROM woken) AS 
 -- name: message_extend
 -- An ended lease can be extended while nobody received the message since, unless it
 -- ended on the last attempt: that message is dead (rule 13), whether or not upkeep has
--- marked it yet.
-UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + e.seconds
+-- marked it yet. Without seconds, the queue's lease as its row holds it now (rule 39).
+UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + coalesce(
+    e.seconds, (SELECT lease FROM {schema}.queues WHERE name = %(queue)s), 30.0)
 FROM unnest((SELECT %(ids)s::text[]), (SELECT %(tokens)s::text[]), (SELECT %(seqs)s::bigint[]),
             (SELECT %(seconds)s::float8[]))
      AS e(id, token, seq, seconds)

@@ -405,7 +405,7 @@ class SQLiteDialect(Dialect):
                 raise FastPathMissed
         return True
 
-    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float | None,
                ) -> dict[tuple[str, str], float]:
         conn, found = tx.conn, {}
         for r in receipts:

@@ -408,8 +408,9 @@ ON CONFLICT (queue) DO UPDATE SET nacked = nacked + 1,
 -- name: message_extend
 -- An ended lease can be extended while nobody received the message since, unless it
 -- ended on the last attempt: that message is dead (rule 13), whether or not upkeep has
--- marked it yet.
-UPDATE hailq_messages SET state = 'leased', lease_until = :now + :seconds
+-- marked it yet. Without :seconds, the queue's lease as its row holds it now (rule 39).
+UPDATE hailq_messages SET state = 'leased', lease_until = :now + coalesce(
+    :seconds, (SELECT lease FROM hailq_queues WHERE name = :queue), 30.0)
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
   AND (lease_until >= :now
