@@ -72,10 +72,9 @@ class Broker:
         Unknown settings and bad values raise InvalidArgument before anything is
         written. What code declares is kept apart from an operator's overrides
         (``configure``): declaring never undoes them, and the returned queue's
-        ``settings`` are the effective ones, declared overlaid by overrides. Running
-        consumers obey a change within a second (lease, attempts, cap, aging,
-        dead-letter policy); other settings are read when a process declares or gets
-        the queue.
+        ``settings`` are the effective ones, declared overlaid by overrides, as read
+        now. Every send, claim, nack and renewal reads the queue's settings where it
+        runs, so a change reaches every process within a second (rule 39).
         """
         check_name(name)
         found = self.backend.queue_describe(QueueDescribeParams([name]))

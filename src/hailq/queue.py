@@ -62,10 +62,11 @@ class Queue:
     """A named, durable queue. Get one with ``broker.queue(name, **settings)``.
 
     ``settings`` are the effective settings (declared, with an operator's
-    ``overrides`` laid over them) as this process last read them; what consumers
-    obey (lease, attempts, cap, aging, dead-letter policy, a pause) is read from
-    the database where each statement runs, so an operator's change reaches
-    running workers within a second.
+    ``overrides`` laid over them) as this object last read them, for display.
+    What sends, claims, nacks and renewals obey (aging, targets, dedup window,
+    largest body, lease, attempts, cap, retry policy, dead-letter policy, a
+    pause) is read from the database where each statement runs, so an
+    operator's change reaches every process within a second (rule 39).
     """
 
     def __init__(self, backend: Backend, name: str, settings: QueueSettings,

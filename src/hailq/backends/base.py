@@ -2,10 +2,11 @@
 
 Each method is named entity-then-verb and takes one params object, so an
 operation added later (pause, rate limits, schedules, metrics) fits the same
-shape. Nothing in a params object is a performance hint: a backend reads a
-queue's live settings (lease, attempts, cap, aging, dead-letter policy) from
-its own tables where the statement runs, so an operator's change reaches
-running consumers without a restart. ``tests/backends`` calls this seam
+shape. No params object carries a queue's settings: a backend reads them
+(lease, attempts, cap, aging, targets, dedup window, largest body, retry and
+dead-letter policy) from its own tables where the statement runs, so an
+operator's change reaches every process's next send, claim, nack and renewal
+(rule 39). ``tests/backends`` calls this seam
 directly on every backend; ``tests/conformance`` goes through the public API.
 """
 
