@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Clock, Duration
 from hailq.backends.base import (
+    AutoscaleListParams,
+    AutoscaleRecordParams,
     QueueDeleteParams,
     QueueDescribeParams,
     QueueSaveParams,
     TopicDeleteParams,
+    TopicSaveParams,
     WaitParams,
+    WorkerPruneParams,
+    WorkerSaveParams,
 )
 from hailq.backends.registry import lookup
+from hailq.backends.schedules import (
+    ScheduleDeclareParams,
+    SchedulePauseParams,
+    ScheduleRemoveParams,
+)
 from hailq.checks import check_limit
 from hailq.codec import Body
 from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
@@ -98,6 +108,21 @@ class Broker:
             raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
         return _queue(self.backend, found[0], self.figures, self.hooks)
 
+    def refresh(self, queues: Iterable[Queue]) -> list[str]:
+        """Lay each queue's effective settings as stored now over ``queues`` (a worker's:
+        it times its lease renewals and figures by them, rule 39), one read for all;
+        return the names of those whose lease changed."""
+        by_name = {q.name: q for q in queues}
+        changed = []
+        for record in self.backend.queue_describe(QueueDescribeParams(list(by_name))):
+            queue = by_name[record.name]
+            overrides = parse_overrides(record.overrides)
+            settings = QueueSettings.from_json(record.declared).overlay(overrides)
+            if settings.lease != queue.settings.lease:
+                changed.append(record.name)
+            queue.settings, queue.overrides = settings, overrides
+        return changed
+
     def queues(self) -> list[Queue]:
         """Every declared queue with its effective settings."""
         return [_queue(self.backend, r, self.figures, self.hooks)
@@ -142,7 +167,7 @@ class Broker:
     def topic(self, name: str) -> Topic:
         """Declare a topic (idempotent) and return it."""
         check_name(name, "topic name")
-        self.backend.topic_save(name)
+        self.backend.topic_save(TopicSaveParams(name))
         return Topic(self, name)
 
     def get_topic(self, name: str) -> Topic:
@@ -167,7 +192,8 @@ class Broker:
         ``forget_workers_after`` seconds are forgotten. Reads never do this themselves."""
         for queue in self.queues():
             queue.maintain()
-        self.backend.worker_prune(self.backend.clock_now() - forget_workers_after)
+        self.backend.worker_prune(WorkerPruneParams(
+            self.backend.clock_now() - forget_workers_after))
 
     def now(self) -> float:
         """The broker's clock (the database's on PostgreSQL), in epoch seconds."""
@@ -185,7 +211,7 @@ class Broker:
 
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
-        self.backend.worker_save(worker)
+        self.backend.worker_save(WorkerSaveParams(worker))
 
     # -- autoscalers (rule 24) -------------------------------------------------------------
 
@@ -197,18 +223,19 @@ class Broker:
         measured. A read. Decisions are kept an hour."""
         if queue is not None:
             check_name(queue)
-        return self.backend.autoscale_list(queue, self.now() - within)
+        return self.backend.autoscale_list(AutoscaleListParams(queue, self.now() - within))
 
     def autoscale_decisions(self, queue: str, limit: int = 10) -> list[AutoscalerInfo]:
         """The last ``limit`` decisions of ``queue``'s autoscalers, newest first (a read)."""
         check_name(queue)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgument(f"limit must be an integer from 1 to 1000, got {limit!r}")
-        return self.backend.autoscale_list(queue, self.now() - 3600.0, limit)
+        return self.backend.autoscale_list(AutoscaleListParams(queue, self.now() - 3600.0,
+                                                               limit))
 
     def record_autoscale(self, decision: AutoscalerInfo) -> None:
         """Store one decision of an autoscaler (its ``at`` is set to the broker's clock)."""
-        self.backend.autoscale_record(decision)
+        self.backend.autoscale_record(AutoscaleRecordParams(decision))
 
     # -- periodic schedules (rule 35) ----------------------------------------------------
 
@@ -255,7 +282,7 @@ class Broker:
 
     def keep_schedules_declared(self, names: Sequence[str], now: float) -> None:
         """A running scheduler still declares these (see docs/guides/periodic.md)."""
-        self.backend.schedule_declare(names, now)
+        self.backend.schedule_declare(ScheduleDeclareParams(names, now))
 
     def send_slots(self, schedule: ScheduleInfo, slots: Sequence[float], now: float) -> bool:
         """Send one message per slot of ``schedule`` (oldest first) and move its last slot
@@ -271,18 +298,18 @@ class Broker:
 
     def pause_schedule(self, name: str) -> None:
         """Stop sending ``name``'s slots until ``resume_schedule`` (every scheduler)."""
-        if not self.backend.schedule_pause(name, True, self.now()):
+        if not self.backend.schedule_pause(SchedulePauseParams(name, True, self.now())):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
     def resume_schedule(self, name: str) -> None:
         """Send ``name``'s slots again, from now on: the slots of its pause are skipped."""
-        if not self.backend.schedule_pause(name, False, self.now()):
+        if not self.backend.schedule_pause(SchedulePauseParams(name, False, self.now())):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
     def remove_schedule(self, name: str) -> None:
         """Forget ``name``. A worker whose app still declares it stores it again when it
         starts (as new: slots from before never fire)."""
-        if not self.backend.schedule_remove(name):
+        if not self.backend.schedule_remove(ScheduleRemoveParams(name)):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
     def close(self) -> None:

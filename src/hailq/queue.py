@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 from hailq._time import Duration, seconds
 from hailq.backends.base import (
     AckParams,
+    AckTransactionParams,
+    AutoscaleListParams,
     ClaimParams,
     DeadListParams,
     ExtendParams,
+    FiguresReadParams,
     MessageDeleteParams,
     MessageGetParams,
     NackOutcome,
@@ -24,7 +27,9 @@ from hailq.backends.base import (
     PeekParams,
     PurgeParams,
     QueueConfigureParams,
+    QueueMaintainParams,
     QueuePauseParams,
+    QueueStatsParams,
     Receipt,
     RedriveParams,
     SendParams,
@@ -229,7 +234,7 @@ class Queue:
         # Exactly-once effect (hailq doctor, rule 26): a worker's run counts it as an inbox
         # run when its handler ends; elsewhere it is counted with the ack here.
         in_run = inbox_use.note(lease.message_id)
-        with self._backend.message_ack_transaction(lease) as conn:
+        with self._backend.message_ack_transaction(AckTransactionParams(lease)) as conn:
             yield conn
         self._ended([receipt], [True], ok=True, inbox=not in_run)
 
@@ -298,7 +303,7 @@ class Queue:
         messages become ready, ended leases return their message or kill it after its
         last attempt (rule 13). Reads never need this; ``Broker.maintain`` runs it for
         every queue."""
-        self._backend.queue_maintain(self.name)
+        self._backend.queue_maintain(QueueMaintainParams(self.name))
 
     def peek(self, limit: int = 10) -> list[PeekedMessage]:
         """Look at live messages in delivery order without leasing them (a read)."""
@@ -395,7 +400,7 @@ class Queue:
     def stats(self) -> QueueStats:
         """Counts and totals as the next receive would find them (an ended lease counts as
         ready, or dead after its last attempt); a read: it writes nothing."""
-        return self._backend.queue_stats(self.name)
+        return self._backend.queue_stats(QueueStatsParams(self.name))
 
     def figures(self) -> QueueFigures:
         """Stats, rates over the last 1 and 5 minutes, wait and handler time per priority
@@ -403,10 +408,13 @@ class Queue:
         decisions of its autoscalers (rule 24); a read."""
         from hailq.observe.figures import build
 
-        rows = self._backend.figures_read(self.name)
-        return build(rows, self.settings, self._backend.worker_list(),
-                     autoscalers=self._backend.autoscale_list(self.name, rows.now - 3600),
-                     decisions=self._backend.autoscale_list(self.name, rows.now - 3600, 5))
+        backend = self._backend
+        rows = backend.figures_read(FiguresReadParams(self.name))
+        return build(rows, self.settings, backend.worker_list(),
+                     autoscalers=backend.autoscale_list(AutoscaleListParams(
+                         self.name, rows.now - 3600)),
+                     decisions=backend.autoscale_list(AutoscaleListParams(
+                         self.name, rows.now - 3600, 5)))
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"

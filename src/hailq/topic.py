@@ -8,7 +8,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Duration
-from hailq.backends.base import PublishParams, SubscriptionDeleteParams
+from hailq.backends.base import (
+    PublishParams,
+    SubscriptionDeleteParams,
+    SubscriptionListParams,
+    SubscriptionSaveParams,
+)
 from hailq.checks import Envelope, build_message, check_batch
 from hailq.codec import Body, check_plain_text
 from hailq.errors import InvalidArgument, SubscriptionNotFound
@@ -42,7 +47,8 @@ class Topic:
         check_name(subscription, "subscription name")
         checked = check_filter(filter)
         queue = self._broker.queue(subscription, **settings)
-        self._broker.backend.subscription_save(Subscription(self.name, subscription, checked))
+        self._broker.backend.subscription_save(SubscriptionSaveParams(
+            Subscription(self.name, subscription, checked)))
         return queue
 
     def unsubscribe(self, subscription: str) -> None:
@@ -57,7 +63,7 @@ class Topic:
                 "'hailq topics' lists them")
 
     def subscriptions(self) -> list[Subscription]:
-        return self._broker.backend.subscription_list(self.name)
+        return self._broker.backend.subscription_list(SubscriptionListParams(self.name))
 
     def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,
                 delay: Duration = 0, headers: dict[str, str] | None = None,

@@ -19,6 +19,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from hailq.backends.figure_rows import BucketAdd as BucketAdd
 from hailq.backends.figure_rows import FigureRows as FigureRows
+from hailq.backends.figure_rows import FiguresReadParams as FiguresReadParams
 from hailq.backends.figure_rows import FiguresRecordParams as FiguresRecordParams
 from hailq.backends.figure_rows import FiguresWindowParams as FiguresWindowParams
 from hailq.backends.figure_rows import Point as Point
@@ -230,6 +231,65 @@ class MessageGetParams:
 class MessageDeleteParams:
     queue: str
     id: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGetParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMaintainParams:
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatsParams:
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class AckTransactionParams:
+    receipt: Receipt
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSaveParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSaveParams:
+    subscription: Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionListParams:
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSaveParams:
+    worker: WorkerInfo  # its last_seen is set to the backend's clock
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPruneParams:
+    before: float  # forget workers not seen since
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleRecordParams:
+    info: AutoscalerInfo  # its ``at`` is set to the backend's clock
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleListParams:
+    queue: str | None  # None: every queue
+    since: float
+    limit: int | None = None  # None: each autoscaler's last decision
+
+
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
 
 
@@ -265,7 +325,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
 
     def queue_save(self, params: QueueSaveParams) -> None: ...
 
-    def queue_get(self, name: str) -> str | None:
+    def queue_get(self, params: QueueGetParams) -> str | None:
         """A queue's stored settings (JSON), None if it was never declared."""
         ...
 
@@ -292,12 +352,12 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         and not ``force``; QueueNotFound if there is no queue."""
         ...
 
-    def queue_maintain(self, queue: str) -> None:
+    def queue_maintain(self, params: QueueMaintainParams) -> None:
         """Upkeep without a claim: due messages become ready, ended leases return their
         message or kill it after its last attempt (rule 13)."""
         ...
 
-    def queue_stats(self, queue: str) -> QueueStats:
+    def queue_stats(self, params: QueueStatsParams) -> QueueStats:
         """Counts as the next receive would find them; a read, it writes nothing."""
         ...
 
@@ -316,7 +376,8 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         Per receipt: ``False`` acked in time, ``True`` a late ack, ``None`` lease lost."""
         ...
 
-    def message_ack_transaction(self, receipt: Receipt) -> AbstractContextManager[Any]:
+    def message_ack_transaction(self, params: AckTransactionParams,
+                                ) -> AbstractContextManager[Any]:
         """Yield a connection in a transaction that commits the caller's effect with the
         ack; LeaseLost (everything rolled back) if the lease was lost."""
         ...
@@ -351,7 +412,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
 
     def dead_redrive(self, params: RedriveParams) -> int: ...
 
-    def topic_save(self, topic: str) -> None: ...
+    def topic_save(self, params: TopicSaveParams) -> None: ...
 
     def topic_list(self) -> list[str]: ...
 
@@ -365,30 +426,30 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         """Read the subscriptions and insert the copies ``build`` makes, atomically."""
         ...
 
-    def subscription_save(self, subscription: Subscription) -> None: ...
+    def subscription_save(self, params: SubscriptionSaveParams) -> None: ...
 
-    def subscription_list(self, topic: str) -> list[Subscription]: ...
+    def subscription_list(self, params: SubscriptionListParams) -> list[Subscription]: ...
 
     def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
         """Stop copying the topic's messages into the queue (the queue stays); False if
         it was no subscription of the topic."""
         ...
 
-    def worker_save(self, worker: WorkerInfo) -> None:
+    def worker_save(self, params: WorkerSaveParams) -> None:
         """Record a worker's heartbeat; ``last_seen`` is set to the backend's clock."""
         ...
 
     def worker_list(self) -> list[WorkerInfo]: ...
 
-    def worker_prune(self, before: float) -> int:
-        """Forget workers not seen since ``before``; return how many."""
+    def worker_prune(self, params: WorkerPruneParams) -> int:
+        """Forget workers not seen since ``params.before``; return how many."""
         ...
 
     def figures_record(self, params: FiguresRecordParams) -> None:
         """Add a process's batched figures (histogram buckets, slot rates, samples)."""
         ...
 
-    def figures_read(self, queue: str) -> FigureRows:
+    def figures_read(self, params: FiguresReadParams) -> FigureRows:
         """A queue's stats and stored figures in one snapshot; a read, it writes nothing."""
         ...
 
@@ -397,13 +458,12 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         slot; QueueNotFound if there is no queue. A read."""
         ...
 
-    def autoscale_record(self, info: AutoscalerInfo) -> None:
+    def autoscale_record(self, params: AutoscaleRecordParams) -> None:
         """Store one decision of an autoscaler (``at`` is the backend's clock) and forget
         decisions older than an hour."""
         ...
 
-    def autoscale_list(self, queue: str | None, since: float,
-                       limit: int | None = None) -> list[AutoscalerInfo]:
+    def autoscale_list(self, params: AutoscaleListParams) -> list[AutoscalerInfo]:
         """Decisions at ``since`` or later of ``queue``'s autoscalers (None: every queue):
         the last ``limit`` newest first, or without ``limit`` each one's last."""
         ...

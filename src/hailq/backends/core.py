@@ -29,6 +29,7 @@ from hailq.backends import rates, rows
 from hailq.backends.autoscale import AutoscaleStore
 from hailq.backends.base import (
     AckParams,
+    AckTransactionParams,
     ClaimedRow,
     ClaimParams,
     ClaimResult,
@@ -36,6 +37,8 @@ from hailq.backends.base import (
     NackParams,
     NewMessage,
     PublishParams,
+    QueueMaintainParams,
+    QueueStatsParams,
     Receipt,
     SendParams,
     WaitParams,
@@ -137,7 +140,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         self._settings[queue] = (now, live)
         return live
 
-    def queue_maintain(self, queue: str) -> None:
+    def queue_maintain(self, params: QueueMaintainParams) -> None:
+        queue = params.queue
         self.dialect.work(lambda tx: self._maintain(tx, queue), durable=False)
 
     def _maintain(self, tx: Tx, queue: str) -> None:
@@ -166,7 +170,9 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         else:
             tx.exec("keys_release", {"queue": queue, "keys": unique, "now": tx.now})
 
-    def queue_stats(self, queue: str) -> QueueStats:
+    def queue_stats(self, params: QueueStatsParams) -> QueueStats:
+        queue = params.queue
+
         def look(tx: Tx) -> QueueStats:
             live = tx.one("queue_live", {"queue": queue})
             if live is None:
@@ -455,7 +461,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
             return self.dialect.work(partial(fn, fast=False), durable=False, rerun=rerun)
 
     @contextmanager
-    def message_ack_transaction(self, receipt: Receipt) -> Iterator[Any]:
+    def message_ack_transaction(self, params: AckTransactionParams) -> Iterator[Any]:
+        receipt = params.receipt
         # The ack goes first: it fences the message (nobody else can lease it until this
         # transaction ends) and fails before the effect when the lease is already lost.
         with self.dialect.effect() as (tx, conn):

@@ -53,6 +53,24 @@ class ScheduleFireParams:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleDeclareParams:
+    names: Sequence[str]  # a running scheduler still declares these
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePauseParams:
+    name: str
+    paused: bool
+    now: float  # a resumed schedule goes on from here
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRemoveParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleRow(ScheduleDefinition):
     """A stored schedule as the database returned it."""
 
@@ -72,7 +90,7 @@ class ScheduleBackend(Protocol):
         stay. A new one's last slot is ``params.now``: no slot before it fires."""
         ...
 
-    def schedule_declare(self, names: Sequence[str], now: float) -> None:
+    def schedule_declare(self, params: ScheduleDeclareParams) -> None:
         """A running scheduler still declares these schedules (as of ``now``)."""
         ...
 
@@ -86,12 +104,12 @@ class ScheduleBackend(Protocol):
         or the schedule is paused or gone."""
         ...
 
-    def schedule_pause(self, name: str, paused: bool, now: float) -> bool:
+    def schedule_pause(self, params: SchedulePauseParams) -> bool:
         """Pause or resume; a resumed schedule goes on from ``now`` (the slots of its
         pause are not sent). False if there is no such schedule."""
         ...
 
-    def schedule_remove(self, name: str) -> bool:
+    def schedule_remove(self, params: ScheduleRemoveParams) -> bool:
         """Forget a schedule; False if there was none."""
         ...
 
@@ -109,10 +127,10 @@ class ScheduleStore:
                 "priority": params.priority, "source": params.source, "now": params.now}
         self.dialect.work(lambda tx: tx.exec("schedule_save", args), durable=True)
 
-    def schedule_declare(self, names: Sequence[str], now: float) -> None:
-        if names:
+    def schedule_declare(self, params: ScheduleDeclareParams) -> None:
+        if params.names:
             self.dialect.work(lambda tx: tx.exec("schedule_declare", {
-                "names": list(names), "now": now}), durable=False)
+                "names": list(params.names), "now": params.now}), durable=False)
 
     def schedule_list(self) -> list[ScheduleRow]:
         found = self.dialect.read(lambda tx: tx.run("schedule_list", {}))
@@ -133,13 +151,13 @@ class ScheduleStore:
         # committed, and sends nothing again.
         return self.dialect.work(fire, durable=True, rerun=fire)
 
-    def schedule_pause(self, name: str, paused: bool, now: float) -> bool:
+    def schedule_pause(self, params: SchedulePauseParams) -> bool:
         return bool(self.dialect.work(lambda tx: tx.exec("schedule_pause", {
-            "name": name, "paused": paused, "now": now}), durable=True))
+            "name": params.name, "paused": params.paused, "now": params.now}), durable=True))
 
-    def schedule_remove(self, name: str) -> bool:
-        return bool(self.dialect.work(lambda tx: tx.exec("schedule_remove", {"name": name}),
-                                      durable=True))
+    def schedule_remove(self, params: ScheduleRemoveParams) -> bool:
+        return bool(self.dialect.work(lambda tx: tx.exec("schedule_remove", {
+            "name": params.name}), durable=True))
 
 
 def _row(r: Any) -> ScheduleRow:

@@ -395,7 +395,7 @@ class _Services:
         self.loop = LoopThread()
         self.keeper = LeaseKeeper()
         # An operator's change reaches this worker's renewals and figures within a second.
-        self.settings = SettingsWatch(broker.backend, worker._queues, self.keeper.retime)
+        self.settings = SettingsWatch(broker, worker._queues, self.keeper.retime)
         self.acks = AckBatcher(worker._queues)
         self.server: ProcessServer | None = None
         series = None
