@@ -14,6 +14,9 @@ from hailq.backends.base import (
     QueueDeleteParams,
     QueueDescribeParams,
     QueueSaveParams,
+    ScheduleDeclareParams,
+    SchedulePauseParams,
+    ScheduleRemoveParams,
     TopicDeleteParams,
     TopicSaveParams,
     WaitParams,
@@ -21,11 +24,6 @@ from hailq.backends.base import (
     WorkerSaveParams,
 )
 from hailq.backends.registry import lookup
-from hailq.backends.schedules import (
-    ScheduleDeclareParams,
-    SchedulePauseParams,
-    ScheduleRemoveParams,
-)
 from hailq.checks import check_limit
 from hailq.codec import Body
 from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
@@ -37,8 +35,7 @@ from hailq.topic import Topic
 from hailq.url import DEFAULT_URL, split_url
 
 if TYPE_CHECKING:
-    from hailq.backends.base import Backend
-    from hailq.backends.levels import LevelRow
+    from hailq.backends.base import Backend, LevelRow
     from hailq.observe.overview import QueueGlance
     from hailq.observe.recorder import FigureRecorder
     from hailq.schedule import Periodic
@@ -157,7 +154,7 @@ class Broker:
         ``Queue.figures`` gives them, but each count stops past ``limit`` (named in the
         glance's ``capped``), so a million messages cost what a few thousand do. What the
         dashboard's overview shows; a read."""
-        from hailq.backends.overview import OverviewParams
+        from hailq.backends.base import OverviewParams
         from hailq.observe.overview import glances
 
         limit = check_limit(limit)
@@ -335,7 +332,7 @@ class Broker:
         counters of ``queue`` (None: every queue), as recorded every 10 s by the running
         workers and ``hailq serve`` over the last ``seconds`` (at most an hour), by queue
         then time. A read (see hailq/backends/levels.py)."""
-        from hailq.backends.levels import KEEP, LevelsReadParams
+        from hailq.backends.base import KEEP, LevelsReadParams
 
         if queue is not None:
             check_name(queue)
@@ -349,7 +346,7 @@ class Broker:
         """Record every queue's levels for the current 10 s slot unless some process did
         already, and forget those past the hour; True if this call wrote them. The duty
         of every worker and ``hailq serve`` (hailq/runtime/levels.py)."""
-        from hailq.backends.levels import LevelsRecordParams
+        from hailq.backends.base import LevelsRecordParams
 
         return self.backend.levels_record(LevelsRecordParams())
 

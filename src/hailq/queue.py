@@ -330,7 +330,7 @@ class Queue:
         """How many dead letters ``dead_letters`` would list with these filters, counting
         no further than ``limit + 1`` (a result above ``limit`` means "more than
         ``limit``"); a read."""
-        from hailq.backends.overview import DeadCountParams
+        from hailq.backends.base import DeadCountParams
 
         if error_contains is not None:
             if not isinstance(error_contains, str):

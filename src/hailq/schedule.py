@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hailq._time import Duration, seconds
-from hailq.backends.base import NewMessage
-from hailq.backends.schedules import ScheduleFireParams, ScheduleRow, ScheduleSaveParams
+from hailq.backends.base import NewMessage, ScheduleFireParams, ScheduleRow, ScheduleSaveParams
 from hailq.codec import Body, decode_body, decode_headers, encode_body, encode_headers
 from hailq.errors import InvalidArgument
 from hailq.ids import new_message_id

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import time
 
-from hailq.backends.base import AckParams, Backend, QueueStatsParams
-from hailq.backends.levels import SLOT, LevelsReadParams, LevelsRecordParams
+from hailq.backends.base import (
+    SLOT,
+    AckParams,
+    Backend,
+    LevelsReadParams,
+    LevelsRecordParams,
+    QueueStatsParams,
+)
 
 from .conftest import LEASE, Store, claim, outlive, receipt, save, send, unchanged
 

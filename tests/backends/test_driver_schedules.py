@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 import time
 
-from hailq.backends.base import Backend, ClaimParams, WaitParams
-from hailq.backends.schedules import (
+from hailq.backends.base import (
+    Backend,
+    ClaimParams,
     ScheduleDeclareParams,
     ScheduleFireParams,
     SchedulePauseParams,
     ScheduleRemoveParams,
     ScheduleSaveParams,
+    WaitParams,
 )
 from hailq.codec import encode_body
 

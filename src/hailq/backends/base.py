@@ -17,6 +17,21 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
+from hailq.backends.base_parts import KEEP as KEEP
+from hailq.backends.base_parts import SLOT as SLOT
+from hailq.backends.base_parts import DeadCountParams as DeadCountParams
+from hailq.backends.base_parts import LevelRow as LevelRow
+from hailq.backends.base_parts import LevelsBackend, OverviewBackend, ScheduleBackend
+from hailq.backends.base_parts import LevelsReadParams as LevelsReadParams
+from hailq.backends.base_parts import LevelsRecordParams as LevelsRecordParams
+from hailq.backends.base_parts import OverviewParams as OverviewParams
+from hailq.backends.base_parts import QueueGlanceRows as QueueGlanceRows
+from hailq.backends.base_parts import ScheduleDeclareParams as ScheduleDeclareParams
+from hailq.backends.base_parts import ScheduleFireParams as ScheduleFireParams
+from hailq.backends.base_parts import SchedulePauseParams as SchedulePauseParams
+from hailq.backends.base_parts import ScheduleRemoveParams as ScheduleRemoveParams
+from hailq.backends.base_parts import ScheduleRow as ScheduleRow
+from hailq.backends.base_parts import ScheduleSaveParams as ScheduleSaveParams
 from hailq.backends.figure_rows import BucketAdd as BucketAdd
 from hailq.backends.figure_rows import FigureRows as FigureRows
 from hailq.backends.figure_rows import FiguresReadParams as FiguresReadParams
@@ -29,9 +44,6 @@ from hailq.backends.figure_rows import RateAdd as RateAdd
 from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
-from hailq.backends.levels import LevelsBackend
-from hailq.backends.overview import OverviewBackend
-from hailq.backends.schedules import ScheduleBackend
 from hailq.models import (
     AutoscalerInfo,
     DeadMessage,
@@ -302,8 +314,8 @@ class PublishParams:
 
 class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
-    Periodic schedules' methods: ``hailq/backends/schedules.py``; the overview's:
-    ``hailq/backends/overview.py``."""
+    The parts for periodic schedules, the overview and queue levels (their params,
+    rows and Protocols): ``hailq/backends/base_parts.py``."""
 
     url_for_display: str
 
