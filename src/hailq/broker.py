@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Clock, Duration
 from hailq.backends.base import (
+    AutoscaleListParams,
+    AutoscaleRecordParams,
     QueueDeleteParams,
     QueueDescribeParams,
     QueueSaveParams,
+    ScheduleDeclareParams,
+    SchedulePauseParams,
+    ScheduleRemoveParams,
     TopicDeleteParams,
+    TopicSaveParams,
     WaitParams,
+    WorkerPruneParams,
+    WorkerSaveParams,
 )
 from hailq.backends.registry import lookup
 from hailq.checks import check_limit
@@ -34,8 +42,7 @@ from hailq.topic import Topic
 from hailq.url import DEFAULT_URL, split_url
 
 if TYPE_CHECKING:
-    from hailq.backends.base import Backend
-    from hailq.backends.levels import LevelRow
+    from hailq.backends.base import Backend, LevelRow
     from hailq.observe.overview import QueueGlance
     from hailq.observe.recorder import FigureRecorder
     from hailq.schedule import Periodic
@@ -79,10 +86,9 @@ class Broker:
         Unknown settings and bad values raise InvalidArgument before anything is
         written. What code declares is kept apart from an operator's overrides
         (``configure``): declaring never undoes them, and the returned queue's
-        ``settings`` are the effective ones, declared overlaid by overrides. Running
-        consumers obey a change within a second (lease, attempts, cap, aging,
-        dead-letter policy); other settings are read when a process declares or gets
-        the queue.
+        ``settings`` are the effective ones, declared overlaid by overrides, as read
+        now. Every send, claim, nack and renewal reads the queue's settings where it
+        runs, so a change reaches every process within a second (rule 39).
         """
         check_name(name)
         found = self.backend.queue_describe(QueueDescribeParams([name]))
@@ -105,6 +111,21 @@ class Broker:
         if not found:
             raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
         return _queue(self.backend, found[0], self.figures, self.hooks)
+
+    def refresh(self, queues: Iterable[Queue]) -> list[str]:
+        """Lay each queue's effective settings as stored now over ``queues`` (a worker's:
+        it times its lease renewals and figures by them, rule 39), one read for all;
+        return the names of those whose lease changed."""
+        by_name = {q.name: q for q in queues}
+        changed = []
+        for record in self.backend.queue_describe(QueueDescribeParams(list(by_name))):
+            queue = by_name[record.name]
+            overrides = parse_overrides(record.overrides)
+            settings = QueueSettings.from_json(record.declared).overlay(overrides)
+            if settings.lease != queue.settings.lease:
+                changed.append(record.name)
+            queue.settings, queue.overrides = settings, overrides
+        return changed
 
     def queues(self) -> list[Queue]:
         """Every declared queue with its effective settings."""
@@ -153,7 +174,7 @@ class Broker:
         ``Queue.figures`` gives them, but each count stops past ``limit`` (named in the
         glance's ``capped``), so a million messages cost what a few thousand do. What the
         dashboard's overview shows; a read."""
-        from hailq.backends.overview import OverviewParams
+        from hailq.backends.base import OverviewParams
         from hailq.observe.overview import glances
 
         limit = check_limit(limit)
@@ -163,7 +184,7 @@ class Broker:
     def topic(self, name: str) -> Topic:
         """Declare a topic (idempotent) and return it."""
         check_name(name, "topic name")
-        self.backend.topic_save(name)
+        self.backend.topic_save(TopicSaveParams(name))
         return Topic(self, name)
 
     def get_topic(self, name: str) -> Topic:
@@ -188,7 +209,8 @@ class Broker:
         ``forget_workers_after`` seconds are forgotten. Reads never do this themselves."""
         for queue in self.queues():
             queue.maintain()
-        self.backend.worker_prune(self.backend.clock_now() - forget_workers_after)
+        self.backend.worker_prune(WorkerPruneParams(
+            self.backend.clock_now() - forget_workers_after))
 
     def now(self) -> float:
         """The broker's clock (the database's on PostgreSQL), in epoch seconds."""
@@ -206,7 +228,7 @@ class Broker:
 
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
-        self.backend.worker_save(worker)
+        self.backend.worker_save(WorkerSaveParams(worker))
 
     # -- autoscalers (rule 24) -------------------------------------------------------------
 
@@ -218,18 +240,19 @@ class Broker:
         measured. A read. Decisions are kept an hour."""
         if queue is not None:
             check_name(queue)
-        return self.backend.autoscale_list(queue, self.now() - within)
+        return self.backend.autoscale_list(AutoscaleListParams(queue, self.now() - within))
 
     def autoscale_decisions(self, queue: str, limit: int = 10) -> list[AutoscalerInfo]:
         """The last ``limit`` decisions of ``queue``'s autoscalers, newest first (a read)."""
         check_name(queue)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgument(f"limit must be an integer from 1 to 1000, got {limit!r}")
-        return self.backend.autoscale_list(queue, self.now() - 3600.0, limit)
+        return self.backend.autoscale_list(AutoscaleListParams(queue, self.now() - 3600.0,
+                                                               limit))
 
     def record_autoscale(self, decision: AutoscalerInfo) -> None:
         """Store one decision of an autoscaler (its ``at`` is set to the broker's clock)."""
-        self.backend.autoscale_record(decision)
+        self.backend.autoscale_record(AutoscaleRecordParams(decision))
 
     # -- periodic schedules (rule 35) ----------------------------------------------------
 
@@ -276,7 +299,7 @@ class Broker:
 
     def keep_schedules_declared(self, names: Sequence[str], now: float) -> None:
         """A running scheduler still declares these (see docs/guides/periodic.md)."""
-        self.backend.schedule_declare(names, now)
+        self.backend.schedule_declare(ScheduleDeclareParams(names, now))
 
     def send_slots(self, schedule: ScheduleInfo, slots: Sequence[float], now: float) -> bool:
         """Send one message per slot of ``schedule`` (oldest first) and move its last slot
@@ -287,24 +310,23 @@ class Broker:
 
         if not slots:
             return False
-        settings = self.queue(schedule.queue).settings
-        return self.backend.schedule_fire(fire_params(schedule, slots, now, settings.aging,
-                                                      settings.targets))
+        self.queue(schedule.queue)  # declared: its row's aging and targets key the slots
+        return self.backend.schedule_fire(fire_params(schedule, slots, now))
 
     def pause_schedule(self, name: str) -> None:
         """Stop sending ``name``'s slots until ``resume_schedule`` (every scheduler)."""
-        if not self.backend.schedule_pause(name, True, self.now()):
+        if not self.backend.schedule_pause(SchedulePauseParams(name, True, self.now())):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
     def resume_schedule(self, name: str) -> None:
         """Send ``name``'s slots again, from now on: the slots of its pause are skipped."""
-        if not self.backend.schedule_pause(name, False, self.now()):
+        if not self.backend.schedule_pause(SchedulePauseParams(name, False, self.now())):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
     def remove_schedule(self, name: str) -> None:
         """Forget ``name``. A worker whose app still declares it stores it again when it
         starts (as new: slots from before never fire)."""
-        if not self.backend.schedule_remove(name):
+        if not self.backend.schedule_remove(ScheduleRemoveParams(name)):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
     def close(self) -> None:
@@ -330,7 +352,7 @@ class Broker:
         counters of ``queue`` (None: every queue), as recorded every 10 s by the running
         workers and ``hailq serve`` over the last ``seconds`` (at most an hour), by queue
         then time. A read (see hailq/backends/levels.py)."""
-        from hailq.backends.levels import KEEP, LevelsReadParams
+        from hailq.backends.base import KEEP, LevelsReadParams
 
         if queue is not None:
             check_name(queue)
@@ -344,7 +366,7 @@ class Broker:
         """Record every queue's levels for the current 10 s slot unless some process did
         already, and forget those past the hour; True if this call wrote them. The duty
         of every worker and ``hailq serve`` (hailq/runtime/levels.py)."""
-        from hailq.backends.levels import LevelsRecordParams
+        from hailq.backends.base import LevelsRecordParams
 
         return self.backend.levels_record(LevelsRecordParams())
 

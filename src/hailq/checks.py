@@ -15,7 +15,7 @@ from hailq.backends.base import NewMessage
 from hailq.codec import Body, check_key, encode_body, encode_headers, storable_text
 from hailq.errors import InvalidArgument
 from hailq.ids import new_message_id
-from hailq.settings import QueueSettings
+from hailq.settings import MAX_MESSAGE_SIZE_LIMIT
 
 MAX_BATCH = 1000
 MAX_ERROR_LENGTH = 4000
@@ -36,9 +36,9 @@ class Envelope:
     not_before: datetime | float | None = field(default=None)
 
 
-def build_message(queue: str, settings: QueueSettings, e: Envelope,
-                  now: Any) -> NewMessage:
-    """Validate one outgoing message against a queue's settings and encode it."""
+def build_message(queue: str, e: Envelope, now: Any) -> NewMessage:
+    """Validate one outgoing message and encode it. The queue's own settings (its
+    largest body, dedup window, aging) are read where it is stored (rule 39)."""
     if isinstance(e.priority, bool) or not isinstance(e.priority, int) \
             or not 0 <= e.priority <= 9:
         raise InvalidArgument(f"priority must be an integer from 0 to 9, got {e.priority!r}")
@@ -47,19 +47,15 @@ def build_message(queue: str, settings: QueueSettings, e: Envelope,
         if delay:
             raise InvalidArgument("give delay or not_before, not both")
         delay = _until(e.not_before, now)
-    data, kind = encode_body(e.body, settings.max_message_size)
+    # The queue's own limit is read where the message is stored (rule 39); here only
+    # what no queue allows.
+    data, kind = encode_body(e.body, MAX_MESSAGE_SIZE_LIMIT)
     return NewMessage(
         queue=queue, id=new_message_id(), body=data, body_kind=kind,
         headers=encode_headers(e.headers), priority=e.priority,
         ordering_key=check_key(e.ordering_key, "ordering_key"), delay=delay,
-        dedup_id=check_key(e.dedup_id, "dedup_id"), dedup_window=settings.dedup_window,
-        aging=settings.aging, target=_target(settings, e.priority),
+        dedup_id=check_key(e.dedup_id, "dedup_id"),
     )
-
-
-def _target(settings: QueueSettings, priority: int) -> float | None:
-    targets = settings.targets
-    return None if targets is None else targets[priority]
 
 
 def _until(when: datetime | float, now: Any) -> float:

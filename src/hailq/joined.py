@@ -26,10 +26,10 @@ from typing import Any
 
 from hailq.backends.base import NewMessage
 from hailq.backends.operators import _no_queue
+from hailq.backends.sqlite.connection import send_key, targets
 from hailq.connections import Caller, Flavor, Statement, Step, caller, drive, drive_async
-from hailq.errors import InvalidArgument, TopicNotFound
+from hailq.errors import InvalidArgument, MessageTooLarge, TopicNotFound
 from hailq.models import Subscription
-from hailq.policy.ordering import sort_key
 
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
 _NAMED: dict[str, re.Pattern[str]] = {"postgres": re.compile(r"%\((\w+)\)s"),
@@ -94,8 +94,8 @@ def send_step(place: Place, c: Caller, messages: Sequence[NewMessage],
     for m in messages:
         if m.dedup_id is not None:
             got = yield _q(place, "dedup_claim", {
-                "queue": m.queue, "dedup_id": m.dedup_id, "id": m.id,
-                "dedup_window": m.dedup_window, "now": now}, rows=True)
+                "queue": m.queue, "dedup_id": m.dedup_id, "id": m.id, "now": now},
+                rows=True)
             owner = str(got.rows[0][0])
             if owner != m.id:
                 ids.append(owner)
@@ -105,11 +105,22 @@ def send_step(place: Place, c: Caller, messages: Sequence[NewMessage],
     if fresh:
         insert = _insert_postgres if place.flavor == "postgres" else _insert_sqlite
         if (yield from insert(place, fresh, now)) < len(fresh):
-            for queue in sorted({m.queue for m in fresh}):  # which one has no row
-                live = yield _q(place, "queue_live", {"queue": queue}, rows=True)
-                if not live.rows:
-                    raise _no_queue(queue)
+            yield from _refused(place, fresh)
     return ids
+
+
+def _refused(place: Place, fresh: list[NewMessage]) -> Step[None]:
+    """Why the insert stored nothing: a queue without a row, or a body over its queue's
+    max_message_size as stored now (rule 39)."""
+    for queue in sorted({m.queue for m in fresh}):
+        live = yield _q(place, "queue_live", {"queue": queue}, rows=True)
+        if not live.rows:
+            raise _no_queue(queue)
+        limit, large = int(live.rows[0][5]), max(len(m.body) for m in fresh
+                                                  if m.queue == queue)
+        if large > limit:
+            raise MessageTooLarge(f"body is {large} bytes encoded; queue {queue!r} allows "
+                                  f"at most {limit} (setting max_message_size)")
 
 
 def _insert_postgres(place: Place, fresh: list[NewMessage], now: float | None) -> Step[int]:
@@ -123,8 +134,7 @@ def _insert_postgres(place: Place, fresh: list[NewMessage], now: float | None) -
         m = fresh[0]
         done = yield _q(place, "message_insert_one", {
             "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
-            "headers": m.headers, "priority": m.priority, "delay": m.delay,
-            "aging": m.aging, "target": m.target}, rows=True)
+            "headers": m.headers, "priority": m.priority, "delay": m.delay}, rows=True)
     else:
         done = yield _q(place, "message_insert", insert_args(fresh), rows=True)
     return int(done.rows[0][0])
@@ -133,10 +143,12 @@ def _insert_postgres(place: Place, fresh: list[NewMessage], now: float | None) -
 def _insert_sqlite(place: Place, fresh: list[NewMessage], now: float | None) -> Step[int]:
     at = float(now or 0.0)
     counts = Counter(m.queue for m in fresh)
-    if len(counts) > 1:  # each queue found before any is counted
-        for queue in counts:
-            if not (yield _q(place, "queue_live", {"queue": queue}, rows=True)).rows:
-                return 0
+    order = {}  # each queue found before any is counted; its row gives the sort keys
+    for queue in counts:
+        found = (yield _q(place, "queue_order", {"queue": queue}, rows=True)).rows
+        if not found or max(len(m.body) for m in fresh if m.queue == queue) > found[0][2]:
+            return 0  # no queue, or a body over its limit: the caller says which
+        order[queue] = (found[0][0], targets(found[0][1]))
     for queue, n in counts.items():
         if not (yield _q(place, "count_sent", {"queue": queue, "n": n})).rowcount:
             return 0
@@ -144,7 +156,7 @@ def _insert_sqlite(place: Place, fresh: list[NewMessage], now: float | None) -> 
         yield _q(place, "message_insert", {
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
-            "sort_key": sort_key(m.priority, at + m.delay, m.aging, m.target),
+            "sort_key": send_key(m, at, *order[m.queue]),
             "now": at, "delay": m.delay})
     return len(fresh)
 

@@ -109,7 +109,7 @@ class Message:
 
     def nack(self, delay: Duration | None = None, error: str | None = None) -> None:
         """Give the message back now, after ``delay``, or after the queue's retry backoff."""
-        self._queue.nack(self, delay=delay, error=error, attempt=self.attempt)
+        self._queue.nack(self, delay=delay, error=error)
         self.settled = True
 
     def give_back(self, reason: str | None = None) -> None:
@@ -126,8 +126,9 @@ class Message:
         self._queue.dead_letter(self, reason)
         self.settled = True
 
-    def extend(self, seconds: Duration) -> None:
-        """Move the lease's end to ``seconds`` from now."""
+    def extend(self, seconds: Duration | None = None) -> None:
+        """Move the lease's end to ``seconds`` from now (None: the queue's lease as
+        stored now)."""
         self.lease_until = self._queue.extend(self.receipt, seconds)
 
     @contextmanager

@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING, Any, overload
 from hailq._time import Duration, seconds
 from hailq.backends.base import (
     AckParams,
+    AckTransactionParams,
+    AutoscaleListParams,
     CancelledParams,
     CancelOutcome,
     ClaimParams,
     DeadListParams,
     ExtendParams,
+    FiguresReadParams,
     MessageCancelParams,
     MessageDeleteParams,
     MessageGetParams,
@@ -27,7 +30,9 @@ from hailq.backends.base import (
     PeekParams,
     PurgeParams,
     QueueConfigureParams,
+    QueueMaintainParams,
     QueuePauseParams,
+    QueueStatsParams,
     Receipt,
     RedriveParams,
     SendParams,
@@ -53,7 +58,6 @@ from hailq.joined import is_async, send_joined_async
 from hailq.message import Message
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueStats
 from hailq.observe import inbox_use
-from hailq.policy.retry import backoff
 from hailq.settings import QueueSettings, check_overrides, parse_overrides
 
 if TYPE_CHECKING:
@@ -69,10 +73,11 @@ class Queue:
     """A named, durable queue. Get one with ``broker.queue(name, **settings)``.
 
     ``settings`` are the effective settings (declared, with an operator's
-    ``overrides`` laid over them) as this process last read them; what consumers
-    obey (lease, attempts, cap, aging, dead-letter policy, a pause) is read from
-    the database where each statement runs, so an operator's change reaches
-    running workers within a second.
+    ``overrides`` laid over them) as this object last read them, for display.
+    What sends, claims, nacks and renewals obey (aging, targets, dedup window,
+    largest body, lease, attempts, cap, retry policy, dead-letter policy, a
+    pause) is read from the database where each statement runs, so an
+    operator's change reaches every process within a second (rule 39).
     """
 
     def __init__(self, backend: Backend, name: str, settings: QueueSettings,
@@ -190,7 +195,7 @@ class Queue:
         return send()
 
     def _new(self, e: Envelope) -> NewMessage:
-        return build_message(self.name, self.settings, e, self._backend.clock_now)
+        return build_message(self.name, e, self._backend.clock_now)
 
     # -- receiving ---------------------------------------------------------------------
 
@@ -317,7 +322,8 @@ class Queue:
         in_run = inbox_use.note(lease.message_id)
         with ExitStack() as stack:
             try:
-                conn = stack.enter_context(self._backend.message_ack_transaction(lease))
+                conn = stack.enter_context(
+                    self._backend.message_ack_transaction(AckTransactionParams(lease)))
             except LeaseLost:
                 if self._let_cancelled_go([lease]):
                     raise MessageCancelled(f"message {lease.message_id} was cancelled by an "
@@ -331,19 +337,14 @@ class Queue:
              error: str | None = None, *, attempt: int | None = None) -> None:
         """Give a leased message back (rule 10); after ``max_attempts`` it goes dead.
 
-        Without ``delay`` the wait is the retry backoff of the message's attempt
-        (``attempt`` when the caller knows it, as ``Message.nack`` does)."""
+        Without ``delay`` the wait is the queue's retry backoff for the attempt the
+        statement finds, its policy read from the queue where the nack runs (rule 39).
+        ``attempt`` is accepted for callers written before that, and not needed."""
+        del attempt  # the statement reads the message's attempt itself
         lease = self._receipt(receipt)
         text = error_text(error)
-        if delay is not None:
-            self._nack(receipt, lease, "retry", text, delay=seconds(delay, "delay"))
-        elif attempt is not None:
-            self._nack(receipt, lease, "retry", text,
-                       delay=backoff(self.settings.retry, attempt))
-        else:  # the statement picks the wait for the attempt it finds: no round trip
-            table = tuple(backoff(self.settings.retry, n)
-                          for n in range(1, self.settings.max_attempts + 1))
-            self._nack(receipt, lease, "retry", text, backoff_table=table)
+        self._nack(receipt, lease, "retry", text,
+                   delay=None if delay is None else seconds(delay, "delay"))
 
     def give_back(self, receipt: str | Message, reason: str | None = None) -> None:
         """See ``Message.give_back``."""
@@ -358,10 +359,9 @@ class Queue:
                    delay=0.0)
 
     def _nack(self, item: str | Message, lease: Receipt, outcome: NackOutcome,
-              error: str | None, *, delay: float | None = None,
-              backoff_table: tuple[float, ...] = (0.0,)) -> None:
+              error: str | None, *, delay: float | None = None) -> None:
         if not self._backend.message_nack(NackParams(lease, error or "nacked", outcome,
-                                                     delay, backoff_table)):
+                                                     delay)):
             if self._let_cancelled_go([lease]):
                 raise MessageCancelled(f"message {lease.message_id} was cancelled by an "
                                        "operator; it is gone, nothing else changed")
@@ -370,8 +370,9 @@ class Queue:
         if outcome != "give_back":  # given back untried: no handler ran (rule 36)
             self._ended([item], [True], ok=False)
 
-    def extend(self, receipt: str, seconds_: Duration) -> float:
-        """Move a lease's end to ``seconds_`` from now; return the new deadline."""
+    def extend(self, receipt: str, seconds_: Duration | None = None) -> float:
+        """Move a lease's end to ``seconds_`` from now (None: the queue's lease as stored
+        now); return the new deadline."""
         until = self.extend_many([receipt], seconds_)[0]
         if until is None:
             lease = self._receipt(receipt)
@@ -381,11 +382,14 @@ class Queue:
             raise LeaseLost(f"receipt {receipt}: it no longer holds its message's lease")
         return until
 
-    def extend_many(self, receipts: Iterable[str | Message], seconds_: Duration,
+    def extend_many(self, receipts: Iterable[str | Message], seconds_: Duration | None = None,
                     ) -> list[float | None]:
         """Extend several leases in one transaction; per lease the new deadline or None
-        (lease lost). Messages given as ``Message`` get their ``lease_until`` updated."""
-        span = seconds(seconds_, "extend seconds", allow_zero=False, maximum=MAX_LEASE)
+        (lease lost). Without ``seconds_`` each lease runs the queue's lease as stored
+        now, read where it is applied (rule 39): what a worker's renewals use. Messages
+        given as ``Message`` get their ``lease_until`` updated."""
+        span = None if seconds_ is None else seconds(seconds_, "extend seconds",
+                                                     allow_zero=False, maximum=MAX_LEASE)
         items = check_batch(receipts, "extend_many")
         leases = [self._receipt(i) for i in items]
         results = self._backend.message_extend(ExtendParams(leases, span)) if leases else []
@@ -401,7 +405,7 @@ class Queue:
         messages become ready, ended leases return their message or kill it after its
         last attempt (rule 13). Reads never need this; ``Broker.maintain`` runs it for
         every queue."""
-        self._backend.queue_maintain(self.name)
+        self._backend.queue_maintain(QueueMaintainParams(self.name))
 
     def peek(self, limit: int = 10) -> list[PeekedMessage]:
         """Look at live messages in delivery order without leasing them (a read)."""
@@ -428,7 +432,7 @@ class Queue:
         """How many dead letters ``dead_letters`` would list with these filters, counting
         no further than ``limit + 1`` (a result above ``limit`` means "more than
         ``limit``"); a read."""
-        from hailq.backends.overview import DeadCountParams
+        from hailq.backends.base import DeadCountParams
 
         if error_contains is not None:
             if not isinstance(error_contains, str):
@@ -528,7 +532,7 @@ class Queue:
     def stats(self) -> QueueStats:
         """Counts and totals as the next receive would find them (an ended lease counts as
         ready, or dead after its last attempt); a read: it writes nothing."""
-        return self._backend.queue_stats(self.name)
+        return self._backend.queue_stats(QueueStatsParams(self.name))
 
     def figures(self) -> QueueFigures:
         """Stats, rates over the last 1 and 5 minutes, wait and handler time per priority
@@ -536,10 +540,13 @@ class Queue:
         decisions of its autoscalers (rule 24); a read."""
         from hailq.observe.figures import build
 
-        rows = self._backend.figures_read(self.name)
-        return build(rows, self.settings, self._backend.worker_list(),
-                     autoscalers=self._backend.autoscale_list(self.name, rows.now - 3600),
-                     decisions=self._backend.autoscale_list(self.name, rows.now - 3600, 5))
+        backend = self._backend
+        rows = backend.figures_read(FiguresReadParams(self.name))
+        return build(rows, self.settings, backend.worker_list(),
+                     autoscalers=backend.autoscale_list(AutoscaleListParams(
+                         self.name, rows.now - 3600)),
+                     decisions=backend.autoscale_list(AutoscaleListParams(
+                         self.name, rows.now - 3600, 5)))
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"

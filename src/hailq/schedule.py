@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hailq._time import Duration, seconds
-from hailq.backends.base import NewMessage
-from hailq.backends.schedules import ScheduleFireParams, ScheduleRow, ScheduleSaveParams
+from hailq.backends.base import NewMessage, ScheduleFireParams, ScheduleRow, ScheduleSaveParams
 from hailq.codec import Body, decode_body, decode_headers, encode_body, encode_headers
 from hailq.errors import InvalidArgument
 from hailq.ids import new_message_id
@@ -109,8 +108,7 @@ def is_declared(row: ScheduleRow | ScheduleInfo, now: float) -> bool:
 
 
 def fire_params(schedule: ScheduleInfo, due: Sequence[float], now: float,
-                aging: float | None,
-                targets: tuple[float, ...] | None = None) -> ScheduleFireParams:
+                ) -> ScheduleFireParams:
     """One message per slot of ``due`` (oldest first), with the schedule's name and the
     slot in headers, claimed from the last slot ``schedule`` was read with."""
     data, kind = encode_body(schedule.body, MIB)
@@ -118,9 +116,8 @@ def fire_params(schedule: ScheduleInfo, due: Sequence[float], now: float,
         queue=schedule.queue, id=new_message_id(), body=data, body_kind=kind,
         headers=encode_headers({**schedule.headers, SCHEDULE_HEADER: schedule.name,
                                 SLOT_HEADER: slot_text(slot)}),
-        priority=schedule.priority, ordering_key=None, delay=0.0, dedup_id=None,
-        dedup_window=0.0, aging=aging,
-        target=None if targets is None else targets[schedule.priority]) for slot in due]
+        priority=schedule.priority, ordering_key=None, delay=0.0, dedup_id=None)
+        for slot in due]
     return ScheduleFireParams(schedule.name, schedule.last_slot, due[-1], now, messages)
 
 

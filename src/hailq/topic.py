@@ -8,15 +8,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, overload
 
 from hailq._time import Duration
-from hailq.backends.base import PublishParams, SubscriptionDeleteParams
+from hailq.backends.base import (
+    PublishParams,
+    SubscriptionDeleteParams,
+    SubscriptionListParams,
+    SubscriptionSaveParams,
+)
 from hailq.checks import Envelope, build_message, check_batch
 from hailq.codec import Body, check_plain_text
-from hailq.errors import InvalidArgument, MessageTooLarge, SubscriptionNotFound
+from hailq.errors import InvalidArgument, SubscriptionNotFound
 from hailq.hooks import sending
+from hailq.ids import new_message_id
 from hailq.joined import is_async, publish_joined_async
 from hailq.models import Subscription
 from hailq.queue import Queue
-from hailq.settings import MAX_MESSAGE_SIZE_LIMIT, QueueSettings, check_name
+from hailq.settings import check_name
 
 if TYPE_CHECKING:
     from hailq.backends.base import NewMessage
@@ -33,7 +39,6 @@ class Topic:
     def __init__(self, broker: Broker, name: str) -> None:
         self._broker = broker
         self.name = name
-        self._settings: dict[str, QueueSettings] = {}
 
     def subscribe(self, subscription: str, filter: dict[str, Any] | None = None,
                   **settings: Any) -> Queue:
@@ -47,8 +52,8 @@ class Topic:
         check_name(subscription, "subscription name")
         checked = check_filter(filter)
         queue = self._broker.queue(subscription, **settings)
-        self._broker.backend.subscription_save(Subscription(self.name, subscription, checked))
-        self._settings[subscription] = queue.settings
+        self._broker.backend.subscription_save(SubscriptionSaveParams(
+            Subscription(self.name, subscription, checked)))
         return queue
 
     def unsubscribe(self, subscription: str) -> None:
@@ -61,10 +66,9 @@ class Topic:
             raise SubscriptionNotFound(
                 f"{subscription!r} is no subscription of topic {self.name!r}; "
                 "'hailq topics' lists them")
-        self._settings.pop(subscription, None)
 
     def subscriptions(self) -> list[Subscription]:
-        return self._broker.backend.subscription_list(self.name)
+        return self._broker.backend.subscription_list(SubscriptionListParams(self.name))
 
     @overload
     def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,
@@ -153,27 +157,19 @@ class Topic:
         """What builds the copies from the subscriptions read inside the transaction, and
         what maps the ids sent back to ``{subscription: message id}`` per envelope."""
         backend = self._broker.backend
-        # Bad input fails even with no subscriptions; each copy is then held to its own
-        # subscription's max_message_size as it is built.
-        loosest = QueueSettings(max_message_size=MAX_MESSAGE_SIZE_LIMIT)
-        for e in envelopes:
-            build_message(self.name, loosest, e, backend.clock_now)
-        for sub in backend.subscription_list(self.name):  # warm the cache outside the write
-            self._queue_settings(sub.queue)
+        # Bad input fails even with no subscriptions. Each copy is held to its queue's
+        # settings (max_message_size, dedup window, aging) as the queue's row holds
+        # them where the copies are stored, operators' overrides included (rule 39).
+        checked = [build_message(self.name, e, backend.clock_now) for e in envelopes]
         built: list[tuple[int, NewMessage]] = []
 
         def copies(subs: list[Subscription]) -> list[NewMessage]:
             built.clear()
-            for n, e in enumerate(envelopes):
+            for n, (e, message) in enumerate(zip(envelopes, checked, strict=True)):
                 for s in subs:
-                    if not s.matches(dict(e.headers or {})):
-                        continue
-                    try:
-                        built.append((n, build_message(s.queue, self._queue_settings(s.queue),
-                                                       e, backend.clock_now)))
-                    except MessageTooLarge as exc:  # nothing is published (all or none)
-                        raise MessageTooLarge(f"subscription {s.queue}: {exc}; nothing was "
-                                              "published") from None
+                    if s.matches(dict(e.headers or {})):
+                        built.append((n, replace(message, queue=s.queue,
+                                                 id=new_message_id())))
             return [m for _, m in built]
 
         def result(ids: list[str]) -> list[dict[str, str]]:
@@ -183,15 +179,6 @@ class Topic:
             return found
 
         return copies, result
-
-    def _queue_settings(self, queue: str) -> QueueSettings:
-        """Settings of a subscription queue; reads only, so it is safe inside a write."""
-        found = self._settings.get(queue)
-        if found is None:
-            stored = self._broker.backend.queue_get(queue)
-            found = QueueSettings.from_json(stored) if stored else QueueSettings()
-            self._settings[queue] = found
-        return found
 
     def __repr__(self) -> str:
         return f"<Topic {self.name}>"

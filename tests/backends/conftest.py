@@ -143,13 +143,12 @@ def backend(store: Store) -> Backend:
 
 def message(queue: str, body: Any = None, *, priority: int = 0,
             ordering_key: str | None = None, delay: float = 0.0,
-            dedup_id: str | None = None, aging: float | None = None,
-            headers: str | None = None) -> NewMessage:
+            dedup_id: str | None = None, headers: str | None = None) -> NewMessage:
     """A message as the public API hands it to the seam: validated and encoded."""
     data, kind = encode_body(body, 1 << 20)
     return NewMessage(queue=queue, id=new_message_id(), body=data, body_kind=kind,
                       headers=headers, priority=priority, ordering_key=ordering_key,
-                      delay=delay, dedup_id=dedup_id, dedup_window=3600.0, aging=aging)
+                      delay=delay, dedup_id=dedup_id)
 
 
 def save(backend: Backend, queue: str, **settings: Any) -> QueueSettings:

@@ -12,6 +12,7 @@ from hailq.backends.base import (
     MessageCancelParams,
     MessageGetParams,
     NackParams,
+    QueueStatsParams,
 )
 from hailq.errors import MessageNotFound, QueueNotFound
 
@@ -34,13 +35,13 @@ def test_cancel_of_a_running_message_fences_every_receipt_and_keeps_its_lease(
         assert backend.message_cancelled(CancelledParams("q", [lease])) == [mid]
         assert backend.message_cancelled(CancelledParams("q", [lease._replace(
             token="0" * 16)])) == []  # another lease of it: not this one's to settle
-        assert backend.queue_stats("q").in_flight == 1
+        assert backend.queue_stats(QueueStatsParams("q")).in_flight == 1
     shown = backend.message_get(MessageGetParams("q", mid))
     assert shown is not None and shown.state == "cancelled"
     assert backend.message_cancel_settle(CancelledParams("q", [lease])) == [mid]
     assert backend.message_get(MessageGetParams("q", mid)) is None
     assert backend.message_cancel_settle(CancelledParams("q", [lease])) == []
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.in_flight, stats.acked, stats.late_acks) == (0, 0, 0)
 
 
@@ -54,7 +55,7 @@ def test_an_ended_lease_of_a_cancelled_message_removes_it_at_upkeep(store: Store
     outlive()
     [again] = claim(backend, "q", lease=30)  # upkeep: never dead, the key's next is free
     assert again.id == nxt
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.dead, stats.dead_lettered, stats.parked_keys) == (0, 0, [])
     assert backend.message_cancelled(CancelledParams("q", [receipt("q", row)])) == []
 

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import time
 
-from hailq.backends.base import AckParams, Backend
-from hailq.backends.levels import SLOT, LevelsReadParams, LevelsRecordParams
+from hailq.backends.base import (
+    SLOT,
+    AckParams,
+    Backend,
+    LevelsReadParams,
+    LevelsRecordParams,
+    QueueStatsParams,
+)
 
 from .conftest import LEASE, Store, claim, outlive, receipt, save, send, unchanged
 
@@ -29,7 +35,7 @@ def test_levels_count_as_stats_counts_them(backend: Backend) -> None:
     outlive()  # the lapsed lease was the last attempt: dead, though no one wrote that
     clear_of_slot_end()
     assert backend.levels_record(LevelsRecordParams())
-    stats = backend.queue_stats("jobs")
+    stats = backend.queue_stats(QueueStatsParams("jobs"))
     [row] = backend.levels_read(LevelsReadParams(backend.clock_now() - 60))
     assert (row.ready, row.in_flight, row.delayed, row.dead) == \
         (stats.ready, stats.in_flight, stats.scheduled, stats.dead) == (1, 1, 1, 1)

@@ -15,6 +15,7 @@ import pytest
 import hailq
 from hailq.backends.base import (
     AckParams,
+    AckTransactionParams,
     Backend,
     ClaimParams,
     DeadListParams,
@@ -22,6 +23,8 @@ from hailq.backends.base import (
     NackOutcome,
     NackParams,
     PeekParams,
+    QueueMaintainParams,
+    QueueStatsParams,
     RedriveParams,
     SendParams,
 )
@@ -57,7 +60,7 @@ def test_send_stores_one_message_ready_with_its_fields(backend: Backend) -> None
     assert (p.id, p.state, p.body, p.headers, p.priority, p.attempt) == (
         m.id, "ready", {"n": 1}, {"kind": "order"}, 3, 0)
     assert abs(p.enqueued_at - backend.clock_now()) < 5
-    assert backend.queue_stats("q").sent == 1
+    assert backend.queue_stats(QueueStatsParams("q")).sent == 1
 
 
 def test_send_batch_returns_ids_in_order_and_claims_come_in_send_order(
@@ -66,7 +69,7 @@ def test_send_batch_returns_ids_in_order_and_claims_come_in_send_order(
     batch = [message("q", n) for n in range(5)]
     assert backend.message_send(SendParams(batch)) == [m.id for m in batch]
     assert [r.id for r in claim(backend, "q", 10)] == [m.id for m in batch]
-    assert backend.queue_stats("q").sent == 5
+    assert backend.queue_stats(QueueStatsParams("q")).sent == 5
 
 
 def test_send_batch_is_all_or_nothing(backend: Backend) -> None:
@@ -76,7 +79,7 @@ def test_send_batch_is_all_or_nothing(backend: Backend) -> None:
     with pytest.raises(hailq.StorageError):
         backend.message_send(SendParams([good, broken]))
     assert backend.message_peek(PeekParams("q")) == []
-    assert backend.queue_stats("q").sent == 0
+    assert backend.queue_stats(QueueStatsParams("q")).sent == 0
 
 
 def test_send_dedup_returns_the_first_id_and_inserts_nothing(backend: Backend) -> None:
@@ -86,7 +89,7 @@ def test_send_dedup_returns_the_first_id_and_inserts_nothing(backend: Backend) -
     assert backend.message_send(SendParams([first])) == [first.id]
     assert backend.message_send(SendParams([second])) == [first.id]
     assert [p.id for p in backend.message_peek(PeekParams("q"))] == [first.id]
-    assert backend.queue_stats("q").sent == 1
+    assert backend.queue_stats(QueueStatsParams("q")).sent == 1
 
 
 def test_send_dedup_within_one_batch_and_only_within_its_queue(backend: Backend) -> None:
@@ -119,7 +122,7 @@ def test_send_ordering_key_blocks_the_second_until_the_first_is_acked(
     backend.message_send(SendParams([a1, a2, b1]))  # a2 behind a1 within one batch
     backend.message_send(SendParams([free]))
     assert states(backend, "q")[a2.id] == "blocked"
-    assert backend.queue_stats("q").blocked == 1
+    assert backend.queue_stats(QueueStatsParams("q")).blocked == 1
     got = claim(backend, "q", 10)
     assert [r.id for r in got] == [a1.id, b1.id, free.id]  # other keys and no key flow
     assert claim(backend, "q", 10) == []
@@ -154,11 +157,11 @@ def test_a_dead_head_of_a_parking_queue_holds_its_key_until_redriven(
     [r] = claim(backend, "q", 10)
     assert backend.message_nack(NackParams(receipt("q", r), "poison", outcome="dead"))
     assert claim(backend, "q", 10) == []
-    assert backend.queue_stats("q").parked_keys == ["k"]
+    assert backend.queue_stats(QueueStatsParams("q")).parked_keys == ["k"]
     [dead] = backend.dead_list(DeadListParams("q"))
     assert dead.parked
     assert backend.dead_redrive(RedriveParams("q", ids=[first])) == 1
-    assert backend.queue_stats("q").parked_keys == []
+    assert backend.queue_stats(QueueStatsParams("q")).parked_keys == []
     assert [x.id for x in claim(backend, "q", 10)] == [first]  # key order kept
     assert states(backend, "q")[second] == "blocked"
 
@@ -176,7 +179,7 @@ def test_send_with_a_connection_exists_if_and_only_if_it_commits(
     with caller_transaction(store, style, commit) as conn:
         assert backend.message_send(SendParams([m], conn)) == [m.id]
     assert [p.id for p in backend.message_peek(PeekParams("q"))] == ([m.id] if commit else [])
-    assert backend.queue_stats("q").sent == (1 if commit else 0)
+    assert backend.queue_stats(QueueStatsParams("q")).sent == (1 if commit else 0)
 
 
 # -- claiming -----------------------------------------------------------------------------------
@@ -196,13 +199,13 @@ def test_claim_with_aging_serves_old_low_priority_work_first(backend: Backend) -
     aging = 0.1
     for queue in ("fresh", "old"):
         save(backend, queue, aging=aging)
-    low_fresh = message("fresh", "low", priority=0, aging=aging)
-    high_fresh = message("fresh", "high", priority=1, aging=aging)
+    low_fresh = message("fresh", "low", priority=0)
+    high_fresh = message("fresh", "high", priority=1)
     backend.message_send(SendParams([low_fresh, high_fresh]))
-    low_old = message("old", "low", priority=0, aging=aging)
+    low_old = message("old", "low", priority=0)
     backend.message_send(SendParams([low_old]))
     pass_time(2 * aging)  # more than one level of aging later
-    high_late = message("old", "high", priority=1, aging=aging)
+    high_late = message("old", "high", priority=1)
     backend.message_send(SendParams([high_late]))
     assert [r.id for r in claim(backend, "fresh", 2)] == [high_fresh.id, low_fresh.id]
     assert [r.id for r in claim(backend, "old", 2)] == [low_old.id, high_late.id]
@@ -224,7 +227,7 @@ def test_claim_returns_the_row_with_attempt_token_and_position(backend: Backend)
     [again] = claim(backend, "q")
     assert (again.id, again.seq, again.attempt) == (m.id, r.seq, 2)
     assert again.token != r.token  # every receive makes a new lease
-    assert backend.queue_stats("q").redelivered == 1
+    assert backend.queue_stats(QueueStatsParams("q")).redelivered == 1
 
 
 def test_claim_respects_max_messages_and_leases_each_message_once(backend: Backend) -> None:
@@ -250,7 +253,7 @@ def test_claim_acks_in_the_same_call_with_an_answer_per_ack(
     send(backend, "other", "o")
     [r_other] = claim(backend, "other")
     if upkeep == "just_done":
-        backend.queue_maintain("q")
+        backend.queue_maintain(QueueMaintainParams("q"))
     else:
         pass_time(0.1)
     acks = [current, stale, receipt("q", r2), receipt("other", r3), receipt("other", r_other)]
@@ -268,13 +271,14 @@ def test_claim_never_hands_back_a_message_it_acked_late(backend: Backend, upkeep
     send(backend, "q", "late")
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
-    backend.queue_maintain("q")  # the message is ready again; nobody received it since
+    # the message is ready again; nobody received it since
+    backend.queue_maintain(QueueMaintainParams("q"))
     if upkeep == "due":
         pass_time(0.1)
     result = backend.message_claim(ClaimParams("q", 5, acks=[receipt("q", r)]))
     assert result.acked == [True]
     assert result.rows == []
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.late_acks, stats.acked, stats.ready) == (1, 1, 0)
 
 
@@ -326,7 +330,7 @@ def test_ack_a_whole_claim_in_one_batch(backend: Backend) -> None:
     got = claim(backend, "q", 4)
     assert backend.message_ack(AckParams([receipt("q", r) for r in got])) == [False] * 4
     assert backend.message_peek(PeekParams("q")) == []
-    assert backend.queue_stats("q").acked == 4
+    assert backend.queue_stats(QueueStatsParams("q")).acked == 4
 
 
 @pytest.mark.parametrize("batch", [1, 2], ids=["one by one", "one claim"])
@@ -353,7 +357,7 @@ def test_ack_of_keyed_messages_frees_each_key_once_and_in_order(
                                             a3.id: "blocked"}
     assert [r.id for r in got] == [a2.id]
     assert states(backend, "q") == {b2.id: "scheduled", a3.id: "ready"}
-    assert backend.queue_stats("q").acked == 4
+    assert backend.queue_stats(QueueStatsParams("q")).acked == 4
 
 
 def test_ack_of_one_claims_keyed_messages_frees_each_successor(backend: Backend) -> None:
@@ -396,7 +400,7 @@ def test_ack_duplicates_of_one_receipt_answer_alike(backend: Backend) -> None:
     r1, r2 = (receipt("q", r) for r in claim(backend, "q", 2))
     assert backend.message_ack(AckParams([r1, r1])) == [False, False]
     assert backend.message_ack(AckParams([r2, r1, r2])) == [False, None, False]
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.acked, stats.late_acks) == (2, 0)
 
 
@@ -480,7 +484,7 @@ def test_ack_late_before_anyone_received_again_succeeds(backend: Backend) -> Non
     outlive()
     answer = backend.message_ack(AckParams([receipt("q", late), receipt("q", in_time)]))
     assert answer == [True, False]
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.late_acks, stats.acked, stats.ready, stats.in_flight) == (1, 2, 0, 0)
 
 
@@ -489,10 +493,10 @@ def test_ack_late_after_upkeep_gave_the_message_back_succeeds(backend: Backend) 
     send(backend, "q", "late")
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
-    backend.queue_maintain("q")
+    backend.queue_maintain(QueueMaintainParams("q"))
     assert backend.message_ack(AckParams([receipt("q", r)])) == [True]
     assert backend.message_peek(PeekParams("q")) == []
-    assert backend.queue_stats("q").late_acks == 1
+    assert backend.queue_stats(QueueStatsParams("q")).late_acks == 1
 
 
 # -- nacking ------------------------------------------------------------------------------------
@@ -505,33 +509,28 @@ def test_nack_stale_receipt_is_lost_and_changes_nothing(backend: Backend) -> Non
     assert backend.message_nack(NackParams(stale, "late")) is False
     [p] = backend.message_peek(PeekParams("q"))
     assert (p.state, p.attempt) == ("leased", 2)
-    assert backend.queue_stats("q").nacked == 0
+    assert backend.queue_stats(QueueStatsParams("q")).nacked == 0
     assert backend.message_nack(NackParams(current, "now", delay=0.0)) is True
     assert backend.message_nack(NackParams(current, "twice")) is False  # its lease ended
 
 
-def test_nack_retry_without_delay_follows_the_backoff_per_attempt(backend: Backend) -> None:
-    save(backend, "q", max_attempts=5)
+def test_nack_retry_without_delay_follows_the_queues_retry_policy(backend: Backend) -> None:
+    save(backend, "q", max_attempts=5,
+         retry={"base": 15.0, "factor": 4.0, "max": 100.0, "jitter": 0.0})
     [m] = send(backend, "q", "flaky")
-    backoff = (0.0, 60.0)
     [r] = claim(backend, "q")
-    assert backend.message_nack(NackParams(receipt("q", r), "one", backoff=backoff))
-    [p] = backend.message_peek(PeekParams("q"))
-    assert (p.state, p.attempt) == ("ready", 1)  # backoff[0] = 0
-    [r] = claim(backend, "q")
-    assert r.attempt == 2
     now = backend.clock_now()
-    assert backend.message_nack(NackParams(receipt("q", r), "two", backoff=backoff))
+    assert backend.message_nack(NackParams(receipt("q", r), "one"))
     [p] = backend.message_peek(PeekParams("q"))
-    assert (p.id, p.state, p.attempt) == (m, "scheduled", 2)  # backoff[1] = 60
-    assert p.available_at == pytest.approx(now + 60, abs=2)
+    assert (p.id, p.state, p.attempt) == (m, "scheduled", 1)
+    assert p.available_at == pytest.approx(now + 15, abs=2)  # base
     assert claim(backend, "q") == []
-    stats = backend.queue_stats("q")
-    assert (stats.nacked, stats.scheduled, stats.ready) == (2, 1, 0)
+    stats = backend.queue_stats(QueueStatsParams("q"))
+    assert (stats.nacked, stats.scheduled, stats.ready) == (1, 1, 0)
 
 
-def test_nack_backoff_last_entry_serves_later_attempts(backend: Backend) -> None:
-    save(backend, "q")
+def test_nack_backoff_grows_per_attempt_up_to_its_max(backend: Backend) -> None:
+    save(backend, "q", retry={"base": 15.0, "factor": 4.0, "max": 100.0, "jitter": 0.0})
     send(backend, "q", "x")
     for attempt in (1, 2):
         [r] = claim(backend, "q")
@@ -539,21 +538,31 @@ def test_nack_backoff_last_entry_serves_later_attempts(backend: Backend) -> None
         assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.0))
     [r] = claim(backend, "q")
     now = backend.clock_now()
-    assert backend.message_nack(NackParams(receipt("q", r), "e", backoff=(0.0, 30.0)))
+    assert backend.message_nack(NackParams(receipt("q", r), "e"))
     [p] = backend.message_peek(PeekParams("q"))
     assert p.state == "scheduled"
-    assert p.available_at == pytest.approx(now + 30, abs=2)
+    assert p.available_at == pytest.approx(now + 100, abs=2)  # 15 * 4 ** 2 = 240 > max
+
+
+def test_nack_backoff_takes_its_jitter_off_the_delay(backend: Backend) -> None:
+    save(backend, "q", retry={"base": 100.0, "factor": 1.0, "max": 100.0, "jitter": 0.5})
+    send(backend, "q", "x")
+    [r] = claim(backend, "q")
+    now = backend.clock_now()
+    assert backend.message_nack(NackParams(receipt("q", r), "e"))
+    [p] = backend.message_peek(PeekParams("q"))
+    assert now + 50 - 2 <= p.available_at <= now + 100 + 2
 
 
 def test_nack_explicit_delay_wins_over_the_backoff(backend: Backend) -> None:
-    save(backend, "q")
+    save(backend, "q", retry={"base": 60.0, "max": 60.0, "jitter": 0.0})
     send(backend, "q", "x")
     [r] = claim(backend, "q")
-    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.0, backoff=(60.0,)))
+    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.0))
     [p] = backend.message_peek(PeekParams("q"))
     assert p.state == "ready"
     [r] = claim(backend, "q")
-    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.25, backoff=(0.0,)))
+    assert backend.message_nack(NackParams(receipt("q", r), "e", delay=0.25))
     assert backend.message_peek(PeekParams("q"))[0].state == "scheduled"
     pass_time(0.35)
     assert [x.attempt for x in claim(backend, "q")] == [3]
@@ -570,7 +579,7 @@ def test_nack_retry_on_the_last_attempt_kills(backend: Backend) -> None:
     [dead] = backend.dead_list(DeadListParams("q"))
     assert (dead.id, dead.attempt) == (m, 2)
     assert [(e.attempt, e.error) for e in dead.errors] == [(1, "first"), (2, "second")]
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.dead, stats.nacked, stats.dead_lettered) == (1, 2, 1)
 
 
@@ -584,7 +593,7 @@ def test_nack_dead_dead_letters_at_once(backend: Backend) -> None:
     [dead] = backend.dead_list(DeadListParams("q"))
     assert (dead.id, dead.attempt, dead.last_error) == (m, 1, "bad input")
     assert dead.dead_at == pytest.approx(before, abs=2)
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.dead, stats.dead_lettered, stats.nacked) == (1, 1, 1)
 
 
@@ -608,13 +617,13 @@ def test_nack_give_back_after_the_last_attempt_ended_is_lost(backend: Backend) -
     outlive()
     assert backend.message_nack(NackParams(receipt("q", r), "late", outcome="give_back",
                                            delay=0.0)) is False
-    assert backend.queue_stats("q").dead == 1
+    assert backend.queue_stats(QueueStatsParams("q")).dead == 1
 
 
 def test_nack_give_back_keeps_its_place_in_line(backend: Backend) -> None:
     save(backend, "q", aging=10.0)
-    first = message("q", "first", aging=10.0)
-    second = message("q", "second", aging=10.0)
+    first = message("q", "first")
+    second = message("q", "second")
     backend.message_send(SendParams([first]))
     pass_time(0.02)
     backend.message_send(SendParams([second]))
@@ -634,11 +643,11 @@ def test_nack_after_upkeep_killed_the_last_attempt_is_lost(backend: Backend) -> 
     send(backend, "q", "x")
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
-    backend.queue_maintain("q")
+    backend.queue_maintain(QueueMaintainParams("q"))
     assert backend.message_nack(NackParams(receipt("q", r), "late", delay=0.0)) is False
     [dead] = backend.dead_list(DeadListParams("q"))
     assert dead.last_error == "lease expired"
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.nacked, stats.dead_lettered) == (0, 1)
 
 
@@ -654,7 +663,7 @@ def test_nack_of_an_ended_last_attempt_is_lost_before_upkeep_too(
                                            delay=0.0)) is False
     [dead] = backend.dead_list(DeadListParams("q"))
     assert dead.last_error == "lease expired"
-    assert backend.queue_stats("q").nacked == 0
+    assert backend.queue_stats(QueueStatsParams("q")).nacked == 0
 
 
 # -- extending ----------------------------------------------------------------------------------
@@ -698,9 +707,9 @@ def test_extend_ended_lease_of_the_last_attempt_is_lost(backend: Backend) -> Non
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
     assert backend.message_extend(ExtendParams([receipt("q", r)], 30)) == [None]
-    backend.queue_maintain("q")
+    backend.queue_maintain(QueueMaintainParams("q"))
     assert backend.message_extend(ExtendParams([receipt("q", r)], 30)) == [None]
-    assert backend.queue_stats("q").dead == 1
+    assert backend.queue_stats(QueueStatsParams("q")).dead == 1
 
 
 # -- the ack that commits with an effect (rule 22) ----------------------------------------------
@@ -729,12 +738,12 @@ def test_ack_transaction_commits_the_effect_with_the_ack(store: Store) -> None:
     save(backend, "q")
     send(backend, "q", "x")
     [r] = claim(backend, "q")
-    with backend.message_ack_transaction(receipt("q", r)) as conn:
+    with backend.message_ack_transaction(AckTransactionParams(receipt("q", r))) as conn:
         conn.execute(f"INSERT INTO {store.table} VALUES ('done')")
     assert _effects(store) == 1
     assert backend.message_peek(PeekParams("q")) == []
     assert backend.message_ack(AckParams([receipt("q", r)])) == [None]
-    assert backend.queue_stats("q").acked == 1
+    assert backend.queue_stats(QueueStatsParams("q")).acked == 1
 
 
 def test_ack_transaction_raising_inside_rolls_the_ack_back(store: Store) -> None:
@@ -744,7 +753,7 @@ def test_ack_transaction_raising_inside_rolls_the_ack_back(store: Store) -> None
     send(backend, "q", "x")
     [r] = claim(backend, "q")
     with pytest.raises(RuntimeError, match="handler failed"), \
-            backend.message_ack_transaction(receipt("q", r)) as conn:
+            backend.message_ack_transaction(AckTransactionParams(receipt("q", r))) as conn:
         conn.execute(f"INSERT INTO {store.table} VALUES ('half')")
         raise RuntimeError("handler failed")
     assert _effects(store) == 0
@@ -763,7 +772,7 @@ def test_ack_transaction_of_a_keyed_message_frees_its_key_if_and_only_if_it_comm
         [r] = claim(backend, "q")
         assert r.id == head
         with contextlib.suppress(RuntimeError), \
-                backend.message_ack_transaction(receipt("q", r)) as conn:
+                backend.message_ack_transaction(AckTransactionParams(receipt("q", r))) as conn:
             conn.execute(f"INSERT INTO {store.table} VALUES ('done')")
             if not commit:
                 raise RuntimeError("handler failed")
@@ -785,7 +794,8 @@ def test_ack_transaction_with_a_lost_lease_raises_lease_lost(store: Store) -> No
     send(backend, "q", "x")
     stale, current = lapsed(backend, "q")
     ran = False
-    with pytest.raises(hailq.LeaseLost), backend.message_ack_transaction(stale) as conn:
+    with pytest.raises(hailq.LeaseLost), \
+            backend.message_ack_transaction(AckTransactionParams(stale)) as conn:
         ran = True
         conn.execute(f"INSERT INTO {store.table} VALUES ('twice')")
     assert not ran

@@ -20,9 +20,14 @@ from hailq.backends.base import (
     QueueConfigureParams,
     QueueDeleteParams,
     QueueDescribeParams,
+    QueueGetParams,
     QueuePauseParams,
+    QueueStatsParams,
     SubscriptionDeleteParams,
+    SubscriptionListParams,
+    SubscriptionSaveParams,
     TopicDeleteParams,
+    TopicSaveParams,
     WaitParams,
 )
 from hailq.errors import (
@@ -57,11 +62,11 @@ def test_a_paused_queue_leases_nothing_and_still_takes_sends(store: Store) -> No
     backend.queue_pause(QueuePauseParams("q", True))
     send(backend, "q", 2)
     assert claim(backend, "q", 10) == []
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.paused, stats.ready) == (True, 2)
     backend.queue_pause(QueuePauseParams("q", False))
     assert len(claim(backend, "q", 10)) == 2
-    assert backend.queue_stats("q").paused is False
+    assert backend.queue_stats(QueueStatsParams("q")).paused is False
 
 
 def test_a_pause_reaches_a_consumer_of_another_process_within_its_settings_cache(
@@ -83,7 +88,7 @@ def test_acks_go_through_while_the_queue_is_paused(store: Store) -> None:
     backend.queue_pause(QueuePauseParams("q", True))
     result = backend.message_claim(ClaimParams("q", 5, None, [receipt("q", row)]))
     assert (result.acked, result.rows) == ([False], [])
-    assert backend.queue_stats("q").acked == 1
+    assert backend.queue_stats(QueueStatsParams("q")).acked == 1
 
 
 def test_a_receiver_waiting_on_a_paused_queue_with_ready_messages_sleeps(store: Store) -> None:
@@ -123,7 +128,7 @@ def test_declaring_again_keeps_the_pause(store: Store) -> None:
     save(store.backend, "q", lease=20)  # a worker starts and declares its queue
     [record] = store.backend.queue_describe(QueueDescribeParams(["q"]))
     assert record.paused
-    assert store.backend.queue_stats("q").paused
+    assert store.backend.queue_stats(QueueStatsParams("q")).paused
 
 
 def test_pausing_a_queue_that_does_not_exist_is_queue_not_found(store: Store) -> None:
@@ -166,7 +171,7 @@ def test_overridden_max_attempts_is_what_a_nack_obeys(store: Store) -> None:
     send(backend, "q", 1)
     [row] = claim(backend, "q")
     assert backend.message_nack(NackParams(receipt("q", row), "boom", delay=0.0))
-    assert backend.queue_stats("q").dead == 1
+    assert backend.queue_stats(QueueStatsParams("q")).dead == 1
 
 
 def test_a_bad_override_changes_nothing(store: Store) -> None:
@@ -192,13 +197,13 @@ def test_a_queue_with_messages_is_kept_unless_forced(store: Store) -> None:
     with unchanged(store), pytest.raises(QueueNotEmpty):
         backend.queue_delete(QueueDeleteParams("q"))
     assert backend.queue_delete(QueueDeleteParams("q", force=True)) == 2
-    assert backend.queue_get("q") is None
+    assert backend.queue_get(QueueGetParams("q")) is None
     with pytest.raises(QueueNotFound):
         send(backend, "q", 3)
     with pytest.raises(QueueNotFound):
         claim(backend, "q")
     with pytest.raises(QueueNotFound):
-        backend.queue_stats("q")
+        backend.queue_stats(QueueStatsParams("q"))
     with pytest.raises(QueueNotFound):
         backend.queue_delete(QueueDeleteParams("q"))
 
@@ -222,7 +227,7 @@ def test_a_deleted_queue_declared_again_starts_empty_with_fresh_counters(store: 
     backend.queue_delete(QueueDeleteParams("q", force=True))
     save(backend, "q")
     send(backend, "q", 4)
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.sent, stats.acked, stats.ready, stats.paused) == (1, 0, 1, False)
     assert _live(store, "q").lease == 30
 
@@ -244,11 +249,11 @@ def test_deleting_a_subscription_queue_stops_its_copies(store: Store) -> None:
     backend = store.backend
     for name in ("a", "b"):
         save(backend, name)
-    backend.topic_save("t")
-    backend.subscription_save(Subscription("t", "a", None))
-    backend.subscription_save(Subscription("t", "b", None))
+    backend.topic_save(TopicSaveParams("t"))
+    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
+    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "b", None)))
     backend.queue_delete(QueueDeleteParams("b"))
-    assert [s.queue for s in backend.subscription_list("t")] == ["a"]
+    assert [s.queue for s in backend.subscription_list(SubscriptionListParams("t"))] == ["a"]
 
 
 # -- topics and subscriptions ---------------------------------------------------------------
@@ -257,15 +262,15 @@ def test_deleting_a_subscription_queue_stops_its_copies(store: Store) -> None:
 def test_a_topic_with_subscriptions_is_kept_unless_forced(store: Store) -> None:
     backend = store.backend
     save(backend, "a")
-    backend.topic_save("t")
-    backend.subscription_save(Subscription("t", "a", None))
+    backend.topic_save(TopicSaveParams("t"))
+    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
     with pytest.raises(TopicHasSubscriptions):
         backend.topic_delete(TopicDeleteParams("t"))
     assert backend.topic_list() == ["t"]
     assert backend.topic_delete(TopicDeleteParams("t", force=True)) == 1
     assert backend.topic_list() == []
-    assert backend.subscription_list("t") == []
-    assert backend.queue_get("a") is not None  # the subscription's queue stays
+    assert backend.subscription_list(SubscriptionListParams("t")) == []
+    assert backend.queue_get(QueueGetParams("a")) is not None  # the subscription's queue stays
     with pytest.raises(TopicNotFound):
         backend.topic_delete(TopicDeleteParams("t"))
 
@@ -274,13 +279,13 @@ def test_unsubscribe_removes_only_that_subscription(store: Store) -> None:
     backend = store.backend
     save(backend, "a")
     save(backend, "b")
-    backend.topic_save("t")
-    backend.subscription_save(Subscription("t", "a", None))
-    backend.subscription_save(Subscription("t", "b", None))
+    backend.topic_save(TopicSaveParams("t"))
+    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
+    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "b", None)))
     assert backend.subscription_delete(SubscriptionDeleteParams("t", "a"))
     assert not backend.subscription_delete(SubscriptionDeleteParams("t", "a"))
-    assert [s.queue for s in backend.subscription_list("t")] == ["b"]
-    assert backend.queue_get("a") is not None
+    assert [s.queue for s in backend.subscription_list(SubscriptionListParams("t"))] == ["b"]
+    assert backend.queue_get(QueueGetParams("a")) is not None
 
 
 # -- one message ----------------------------------------------------------------------------
@@ -326,11 +331,11 @@ def test_deleting_a_leased_message_loses_its_lease_and_is_counted_as_purged(
     assert backend.message_delete(MessageDeleteParams("q", row.id))
     assert not backend.message_delete(MessageDeleteParams("q", row.id))
     assert backend.message_ack(AckParams([receipt("q", row)])) == [None]  # LeaseLost
-    stats = backend.queue_stats("q")
+    stats = backend.queue_stats(QueueStatsParams("q"))
     assert (stats.sent, stats.acked, stats.ready) == (2, 0, 1)
     [rest] = claim(backend, "q")
     backend.message_ack(AckParams([receipt("q", rest)]))
-    assert backend.queue_stats("q").acked == 1
+    assert backend.queue_stats(QueueStatsParams("q")).acked == 1
     assert rest.id == sent[1]
 
 
@@ -354,4 +359,4 @@ def test_deleting_a_parked_head_frees_its_key(store: Store) -> None:
     assert claim(backend, "q") == []  # parked
     assert backend.message_delete(MessageDeleteParams("q", first))
     assert [r.id for r in claim(backend, "q")] == [second]
-    assert backend.queue_stats("q").parked_keys == []
+    assert backend.queue_stats(QueueStatsParams("q")).parked_keys == []

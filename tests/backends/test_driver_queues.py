@@ -19,7 +19,15 @@ from hailq.backends.base import (
     NewMessage,
     PeekParams,
     PublishParams,
+    QueueGetParams,
+    QueueMaintainParams,
+    QueueStatsParams,
     SendParams,
+    SubscriptionListParams,
+    SubscriptionSaveParams,
+    TopicSaveParams,
+    WorkerPruneParams,
+    WorkerSaveParams,
 )
 from hailq.errors import QueueNotFound
 from hailq.models import Subscription, WorkerInfo
@@ -70,16 +78,16 @@ def test_clock_now_is_the_backends_clock_near_the_hosts(store: Store) -> None:
 
 
 def test_queue_save_get_list_round_trip(backend: Backend) -> None:
-    assert backend.queue_get("orders") is None
+    assert backend.queue_get(QueueGetParams("orders")) is None
     assert backend.queue_list() == []
     orders = save(backend, "orders", lease=12, max_attempts=3)
     audit = save(backend, "audit", aging=5, on_dead="park", max_in_flight=7)
-    stored = backend.queue_get("orders")
+    stored = backend.queue_get(QueueGetParams("orders"))
     assert stored is not None
     assert QueueSettings.from_json(stored) == orders
     assert backend.queue_list() == [("audit", audit.to_json()), ("orders", orders.to_json())]
     changed = save(backend, "orders", lease=20, max_attempts=3)
-    assert json.loads(backend.queue_get("orders") or "null")["lease"] == 20
+    assert json.loads(backend.queue_get(QueueGetParams("orders")) or "null")["lease"] == 20
     assert [n for n, _ in backend.queue_list()] == ["audit", "orders"]
     assert QueueSettings.from_json(dict(backend.queue_list())["orders"]) == changed
 
@@ -127,8 +135,8 @@ def test_changed_max_attempts_apply_to_upkeep(store: Store) -> None:
     save(operator, "lowered", max_attempts=1)
     save(operator, "raised", max_attempts=3)
     outlive()
-    consumer.queue_maintain("lowered")
-    consumer.queue_maintain("raised")
+    consumer.queue_maintain(QueueMaintainParams("lowered"))
+    consumer.queue_maintain(QueueMaintainParams("raised"))
     [dead] = consumer.dead_list(DeadListParams("lowered"))
     assert (dead.id, dead.last_error) == (lowered, "lease expired")
     assert consumer.dead_list(DeadListParams("raised")) == []
@@ -144,7 +152,7 @@ def test_a_queue_never_saved_is_not_found_and_nothing_is_made_up(store: Store) -
     with pytest.raises(QueueNotFound):
         claim(backend, "undeclared")
     with pytest.raises(QueueNotFound):
-        backend.queue_stats("undeclared")
+        backend.queue_stats(QueueStatsParams("undeclared"))
     assert backend.message_peek(PeekParams("undeclared")) == []
 
 
@@ -166,30 +174,32 @@ def test_a_batch_naming_a_missing_queue_writes_nothing_in_the_others(store: Stor
 def test_topic_save_is_idempotent_and_listed_in_order(backend: Backend) -> None:
     assert backend.topic_list() == []
     for name in ("orders", "audit", "orders"):
-        backend.topic_save(name)
+        backend.topic_save(TopicSaveParams(name))
     assert backend.topic_list() == ["audit", "orders"]
 
 
 def test_subscription_save_and_list(backend: Backend) -> None:
-    backend.topic_save("orders")
-    backend.topic_save("other")
-    backend.subscription_save(Subscription("orders", "shipping", None))
-    backend.subscription_save(Subscription("orders", "billing", {"region": ["eu", "us"]}))
-    backend.subscription_save(Subscription("other", "elsewhere", None))
-    assert backend.subscription_list("orders") == [
+    backend.topic_save(TopicSaveParams("orders"))
+    backend.topic_save(TopicSaveParams("other"))
+    backend.subscription_save(SubscriptionSaveParams(Subscription("orders", "shipping", None)))
+    backend.subscription_save(SubscriptionSaveParams(
+        Subscription("orders", "billing", {"region": ["eu", "us"]})))
+    backend.subscription_save(SubscriptionSaveParams(Subscription("other", "elsewhere", None)))
+    assert backend.subscription_list(SubscriptionListParams("orders")) == [
         Subscription("orders", "billing", {"region": ["eu", "us"]}),
         Subscription("orders", "shipping", None)]
-    backend.subscription_save(Subscription("orders", "shipping", {"kind": "parcel"}))
-    assert backend.subscription_list("orders")[1] == Subscription(
+    backend.subscription_save(SubscriptionSaveParams(
+        Subscription("orders", "shipping", {"kind": "parcel"})))
+    assert backend.subscription_list(SubscriptionListParams("orders"))[1] == Subscription(
         "orders", "shipping", {"kind": "parcel"})
-    assert backend.subscription_list("none") == []
+    assert backend.subscription_list(SubscriptionListParams("none")) == []
 
 
 def _subscribed(backend: Backend, *queues: str) -> None:
-    backend.topic_save("orders")
+    backend.topic_save(TopicSaveParams("orders"))
     for queue in queues:
         save(backend, queue)
-        backend.subscription_save(Subscription("orders", queue, None))
+        backend.subscription_save(SubscriptionSaveParams(Subscription("orders", queue, None)))
 
 
 def test_topic_publish_hands_build_the_subscriptions_and_inserts_the_copies(
@@ -211,11 +221,11 @@ def test_topic_publish_hands_build_the_subscriptions_and_inserts_the_copies(
     for queue, m in zip(("billing", "shipping"), made, strict=True):
         [p] = backend.message_peek(PeekParams(queue))
         assert (p.id, p.body, p.ordering_key, p.priority) == (m.id, {"order": 7}, "o-7", 2)
-        assert backend.queue_stats(queue).sent == 1
+        assert backend.queue_stats(QueueStatsParams(queue)).sent == 1
 
 
 def test_topic_publish_without_subscriptions_inserts_nothing(backend: Backend) -> None:
-    backend.topic_save("orders")
+    backend.topic_save(TopicSaveParams("orders"))
     assert backend.topic_publish(PublishParams("orders", lambda subs: [])) == []
 
 
@@ -259,20 +269,20 @@ def _worker(name: str, started_at: float, **changes: Any) -> WorkerInfo:
 
 def test_worker_save_list_and_prune(backend: Backend) -> None:
     start = backend.clock_now()
-    backend.worker_save(_worker("w1", start))
+    backend.worker_save(WorkerSaveParams(_worker("w1", start)))
     [w1] = backend.worker_list()
     assert (w1.id, w1.host, w1.pid, w1.queues, w1.concurrency, w1.state) == (
         "w1", "host-1", 4242, ["a", "b"], 4, "running")
     assert w1.started_at == pytest.approx(start)
     assert w1.last_seen == pytest.approx(backend.clock_now(), abs=2)  # the backend's clock
-    backend.worker_save(_worker("w1", start, in_flight=3, state="draining"))
+    backend.worker_save(WorkerSaveParams(_worker("w1", start, in_flight=3, state="draining")))
     [again] = backend.worker_list()
     assert (again.in_flight, again.state) == (3, "draining")
     assert again.last_seen >= w1.last_seen
     pass_time(0.05)
-    backend.worker_save(_worker("w2", start + 1))
+    backend.worker_save(WorkerSaveParams(_worker("w2", start + 1)))
     [_, w2] = backend.worker_list()
     assert w2.last_seen > again.last_seen
-    assert backend.worker_prune(w2.last_seen) == 1
+    assert backend.worker_prune(WorkerPruneParams(w2.last_seen)) == 1
     assert [w.id for w in backend.worker_list()] == ["w2"]
-    assert backend.worker_prune(w2.last_seen) == 0
+    assert backend.worker_prune(WorkerPruneParams(w2.last_seen)) == 0

@@ -5,8 +5,16 @@ from __future__ import annotations
 import threading
 import time
 
-from hailq.backends.base import Backend, ClaimParams, WaitParams
-from hailq.backends.schedules import ScheduleFireParams, ScheduleSaveParams
+from hailq.backends.base import (
+    Backend,
+    ClaimParams,
+    ScheduleDeclareParams,
+    ScheduleFireParams,
+    SchedulePauseParams,
+    ScheduleRemoveParams,
+    ScheduleSaveParams,
+    WaitParams,
+)
 from hailq.codec import encode_body
 
 from .conftest import Store, claim, message, save, send
@@ -41,7 +49,7 @@ def test_saving_again_changes_the_definition_and_keeps_last_slot_pause_and_count
         backend: Backend) -> None:
     backend.schedule_save(definition(now=1000.0))
     assert fire(backend, 1000.0, 1020.0)
-    backend.schedule_pause("nightly", True, 1030.0)
+    backend.schedule_pause(SchedulePauseParams("nightly", True, 1030.0))
     backend.schedule_save(definition(every=120.0, now=2000.0, body="other", source="app"))
     [row] = backend.schedule_list()
     assert (row.every, row.source, row.last_slot, row.paused, row.fired) == (
@@ -88,25 +96,25 @@ def test_a_paused_or_removed_schedule_fires_nothing_and_resume_skips_the_pause(
         backend: Backend) -> None:
     save(backend, "reports")
     backend.schedule_save(definition(now=1000.0))
-    assert backend.schedule_pause("nightly", True, 1010.0)
+    assert backend.schedule_pause(SchedulePauseParams("nightly", True, 1010.0))
     assert not fire(backend, 1000.0, 1060.0)
-    assert backend.schedule_pause("nightly", False, 5000.0)
+    assert backend.schedule_pause(SchedulePauseParams("nightly", False, 5000.0))
     [row] = backend.schedule_list()
     assert (row.paused, row.last_slot) == (False, 5000.0)
 
-    assert backend.schedule_remove("nightly")
+    assert backend.schedule_remove(ScheduleRemoveParams("nightly"))
     assert not fire(backend, 5000.0, 5040.0)
     assert backend.schedule_list() == []
-    assert not backend.schedule_remove("nightly")
-    assert not backend.schedule_pause("nightly", True, 6000.0)
+    assert not backend.schedule_remove(ScheduleRemoveParams("nightly"))
+    assert not backend.schedule_pause(SchedulePauseParams("nightly", True, 6000.0))
     assert claim(backend, "reports", 10) == []
 
 
 def test_declaring_moves_declared_at_of_the_named_schedules_only(backend: Backend) -> None:
     backend.schedule_save(definition("a", now=1000.0, source="app"))
     backend.schedule_save(definition("b", now=1000.0, source="app"))
-    backend.schedule_declare(["a"], 1500.0)
-    backend.schedule_declare([], 1600.0)
+    backend.schedule_declare(ScheduleDeclareParams(["a"], 1500.0))
+    backend.schedule_declare(ScheduleDeclareParams([], 1600.0))
     assert {r.name: r.declared_at for r in backend.schedule_list()} == {"a": 1500.0,
                                                                         "b": 1000.0}
 

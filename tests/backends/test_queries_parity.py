@@ -39,6 +39,7 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "message_ack_pairs",  # receipts from before receipts named the row's position
         "message_claim_mark",  # the second half of SQLite's claim
         "fence_take",  # its fencing tokens; PostgreSQL's claim draws them from a sequence
+        "queue_order",  # a send's aging and targets; PostgreSQL's insert joins the row
     }),
     "postgres": frozenset({
         "clock_now",  # the database's clock (rule 11); SQLite's is the process's

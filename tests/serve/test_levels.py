@@ -19,7 +19,7 @@ import pytest
 from psycopg import sql
 
 import hailq
-from hailq.backends.levels import KEEP, SLOT, LevelsRecordParams
+from hailq.backends.base import KEEP, SLOT, LevelsRecordParams
 from hailq.errors import InvalidArgument
 from hailq.runtime.levels import LevelsRecorder
 from hailq.runtime.worker import Worker

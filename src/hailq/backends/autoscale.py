@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from hailq.backends.base import AutoscaleListParams, AutoscaleRecordParams
 from hailq.models import AutoscalerInfo
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ class AutoscaleStore:
 
     dialect: Dialect
 
-    def autoscale_record(self, info: AutoscalerInfo) -> None:
+    def autoscale_record(self, params: AutoscaleRecordParams) -> None:
+        info = params.info
         args = {"autoscaler": info.id, "queue": info.queue, "host": info.host,
                 "pid": info.pid, "workers": info.workers, "desired": info.desired,
                 "decision": info.decision, "reason": info.reason, "ceiling": info.ceiling,
@@ -33,10 +35,11 @@ class AutoscaleStore:
 
         self.dialect.work(record, durable=False)
 
-    def autoscale_list(self, queue: str | None, since: float, limit: int | None = None
-                       ) -> list[AutoscalerInfo]:
+    def autoscale_list(self, params: AutoscaleListParams) -> list[AutoscalerInfo]:
         """With ``limit``: the last decisions newest first; without: each autoscaler's
         last decision. Only decisions at ``since`` or later; a read."""
+        queue, since, limit = params.queue, params.since, params.limit
+
         def look(tx: Tx) -> Sequence[Sequence[Any]]:
             if limit is None:
                 return tx.run("autoscale_latest", {"queue": queue, "since": since})

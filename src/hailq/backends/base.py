@@ -2,10 +2,11 @@
 
 Each method is named entity-then-verb and takes one params object, so an
 operation added later (pause, rate limits, schedules, metrics) fits the same
-shape. Nothing in a params object is a performance hint: a backend reads a
-queue's live settings (lease, attempts, cap, aging, dead-letter policy) from
-its own tables where the statement runs, so an operator's change reaches
-running consumers without a restart. ``tests/backends`` calls this seam
+shape. No params object carries a queue's settings: a backend reads them
+(lease, attempts, cap, aging, targets, dedup window, largest body, retry and
+dead-letter policy) from its own tables where the statement runs, so an
+operator's change reaches every process's next send, claim, nack and renewal
+(rule 39). ``tests/backends`` calls this seam
 directly on every backend; ``tests/conformance`` goes through the public API.
 """
 
@@ -16,8 +17,24 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
+from hailq.backends.base_parts import KEEP as KEEP
+from hailq.backends.base_parts import SLOT as SLOT
+from hailq.backends.base_parts import DeadCountParams as DeadCountParams
+from hailq.backends.base_parts import LevelRow as LevelRow
+from hailq.backends.base_parts import LevelsBackend, OverviewBackend, ScheduleBackend
+from hailq.backends.base_parts import LevelsReadParams as LevelsReadParams
+from hailq.backends.base_parts import LevelsRecordParams as LevelsRecordParams
+from hailq.backends.base_parts import OverviewParams as OverviewParams
+from hailq.backends.base_parts import QueueGlanceRows as QueueGlanceRows
+from hailq.backends.base_parts import ScheduleDeclareParams as ScheduleDeclareParams
+from hailq.backends.base_parts import ScheduleFireParams as ScheduleFireParams
+from hailq.backends.base_parts import SchedulePauseParams as SchedulePauseParams
+from hailq.backends.base_parts import ScheduleRemoveParams as ScheduleRemoveParams
+from hailq.backends.base_parts import ScheduleRow as ScheduleRow
+from hailq.backends.base_parts import ScheduleSaveParams as ScheduleSaveParams
 from hailq.backends.figure_rows import BucketAdd as BucketAdd
 from hailq.backends.figure_rows import FigureRows as FigureRows
+from hailq.backends.figure_rows import FiguresReadParams as FiguresReadParams
 from hailq.backends.figure_rows import FiguresRecordParams as FiguresRecordParams
 from hailq.backends.figure_rows import FiguresWindowParams as FiguresWindowParams
 from hailq.backends.figure_rows import Point as Point
@@ -27,12 +44,6 @@ from hailq.backends.figure_rows import RateAdd as RateAdd
 from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
-from hailq.backends.levels import LevelsBackend
-from hailq.backends.overview import OverviewBackend
-from hailq.backends.schedules import ScheduleBackend
-
-if TYPE_CHECKING:
-    from hailq.joined import Place
 from hailq.models import (
     AutoscalerInfo,
     DeadMessage,
@@ -43,6 +54,9 @@ from hailq.models import (
     Subscription,
     WorkerInfo,
 )
+
+if TYPE_CHECKING:
+    from hailq.joined import Place
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +72,8 @@ class NewMessage:
     ordering_key: str | None
     delay: float
     dedup_id: str | None
-    dedup_window: float
-    aging: float | None
-    # Deadline order (rule 41): the target of this message's priority; None otherwise.
-    target: float | None = None
+    # No settings ride along (rule 39): the dedup window, aging and deadline targets are
+    # read from the queue's row by the statements that apply them.
 
 
 class Receipt(NamedTuple):
@@ -142,14 +154,14 @@ class NackParams:
     # dead: dead-letter now; give_back: returned untried, never killed while its lease
     # holds, and keeping its place in line.
     outcome: NackOutcome = "retry"
-    delay: float | None = None  # None: backoff[attempt - 1], the queue's retry policy
-    backoff: tuple[float, ...] = (0.0,)  # the last entry serves every later attempt
+    # None: the queue's retry policy for the attempt, read by the statement (rule 39).
+    delay: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ExtendParams:
     receipts: Sequence[Receipt]
-    seconds: float
+    seconds: float | None = None  # None: the queue's lease as its row holds it now
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +267,63 @@ class CancelledParams:
 CancelOutcome = Literal["waiting", "running"]
 
 
+@dataclass(frozen=True, slots=True)
+class QueueGetParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMaintainParams:
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatsParams:
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class AckTransactionParams:
+    receipt: Receipt
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSaveParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSaveParams:
+    subscription: Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionListParams:
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSaveParams:
+    worker: WorkerInfo  # its last_seen is set to the backend's clock
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPruneParams:
+    before: float  # forget workers not seen since
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleRecordParams:
+    info: AutoscalerInfo  # its ``at`` is set to the backend's clock
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleListParams:
+    queue: str | None  # None: every queue
+    since: float
+    limit: int | None = None  # None: each autoscaler's last decision
+
+
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]
 
 
@@ -267,8 +336,8 @@ class PublishParams:
 
 class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
-    Periodic schedules' methods: ``hailq/backends/schedules.py``; the overview's:
-    ``hailq/backends/overview.py``."""
+    The parts for periodic schedules, the overview and queue levels (their params,
+    rows and Protocols): ``hailq/backends/base_parts.py``."""
 
     url_for_display: str
 
@@ -290,7 +359,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
 
     def queue_save(self, params: QueueSaveParams) -> None: ...
 
-    def queue_get(self, name: str) -> str | None:
+    def queue_get(self, params: QueueGetParams) -> str | None:
         """A queue's stored settings (JSON), None if it was never declared."""
         ...
 
@@ -317,12 +386,12 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         and not ``force``; QueueNotFound if there is no queue."""
         ...
 
-    def queue_maintain(self, queue: str) -> None:
+    def queue_maintain(self, params: QueueMaintainParams) -> None:
         """Upkeep without a claim: due messages become ready, ended leases return their
         message or kill it after its last attempt (rule 13)."""
         ...
 
-    def queue_stats(self, queue: str) -> QueueStats:
+    def queue_stats(self, params: QueueStatsParams) -> QueueStats:
         """Counts as the next receive would find them; a read, it writes nothing."""
         ...
 
@@ -346,7 +415,8 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         Per receipt: ``False`` acked in time, ``True`` a late ack, ``None`` lease lost."""
         ...
 
-    def message_ack_transaction(self, receipt: Receipt) -> AbstractContextManager[Any]:
+    def message_ack_transaction(self, params: AckTransactionParams,
+                                ) -> AbstractContextManager[Any]:
         """Yield a connection in a transaction that commits the caller's effect with the
         ack; LeaseLost (everything rolled back) if the lease was lost."""
         ...
@@ -403,7 +473,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
 
     def dead_redrive(self, params: RedriveParams) -> int: ...
 
-    def topic_save(self, topic: str) -> None: ...
+    def topic_save(self, params: TopicSaveParams) -> None: ...
 
     def topic_list(self) -> list[str]: ...
 
@@ -417,30 +487,30 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         """Read the subscriptions and insert the copies ``build`` makes, atomically."""
         ...
 
-    def subscription_save(self, subscription: Subscription) -> None: ...
+    def subscription_save(self, params: SubscriptionSaveParams) -> None: ...
 
-    def subscription_list(self, topic: str) -> list[Subscription]: ...
+    def subscription_list(self, params: SubscriptionListParams) -> list[Subscription]: ...
 
     def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
         """Stop copying the topic's messages into the queue (the queue stays); False if
         it was no subscription of the topic."""
         ...
 
-    def worker_save(self, worker: WorkerInfo) -> None:
+    def worker_save(self, params: WorkerSaveParams) -> None:
         """Record a worker's heartbeat; ``last_seen`` is set to the backend's clock."""
         ...
 
     def worker_list(self) -> list[WorkerInfo]: ...
 
-    def worker_prune(self, before: float) -> int:
-        """Forget workers not seen since ``before``; return how many."""
+    def worker_prune(self, params: WorkerPruneParams) -> int:
+        """Forget workers not seen since ``params.before``; return how many."""
         ...
 
     def figures_record(self, params: FiguresRecordParams) -> None:
         """Add a process's batched figures (histogram buckets, slot rates, samples)."""
         ...
 
-    def figures_read(self, queue: str) -> FigureRows:
+    def figures_read(self, params: FiguresReadParams) -> FigureRows:
         """A queue's stats and stored figures in one snapshot; a read, it writes nothing."""
         ...
 
@@ -449,13 +519,12 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
         slot; QueueNotFound if there is no queue. A read."""
         ...
 
-    def autoscale_record(self, info: AutoscalerInfo) -> None:
+    def autoscale_record(self, params: AutoscaleRecordParams) -> None:
         """Store one decision of an autoscaler (``at`` is the backend's clock) and forget
         decisions older than an hour."""
         ...
 
-    def autoscale_list(self, queue: str | None, since: float,
-                       limit: int | None = None) -> list[AutoscalerInfo]:
+    def autoscale_list(self, params: AutoscaleListParams) -> list[AutoscalerInfo]:
         """Decisions at ``since`` or later of ``queue``'s autoscalers (None: every queue):
         the last ``limit`` newest first, or without ``limit`` each one's last."""
         ...

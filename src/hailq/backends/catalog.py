@@ -9,7 +9,15 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from hailq.backends import rates
-from hailq.backends.base import QueueSaveParams
+from hailq.backends.base import (
+    QueueGetParams,
+    QueueSaveParams,
+    SubscriptionListParams,
+    SubscriptionSaveParams,
+    TopicSaveParams,
+    WorkerPruneParams,
+    WorkerSaveParams,
+)
 from hailq.backends.operators import _columns
 from hailq.models import RunningMessage, Subscription, WorkerInfo
 from hailq.settings import QueueSettings, parse_overrides
@@ -46,7 +54,8 @@ class CatalogStore:
 
         self.dialect.work(save, durable=True)
 
-    def queue_get(self, name: str) -> str | None:
+    def queue_get(self, params: QueueGetParams) -> str | None:
+        name = params.name
         found = self.dialect.read(lambda tx: tx.one("queue_get", {"name": name}))
         return None if found is None else str(found[0])
 
@@ -56,21 +65,24 @@ class CatalogStore:
 
     # -- topics --------------------------------------------------------------------------
 
-    def topic_save(self, topic: str) -> None:
+    def topic_save(self, params: TopicSaveParams) -> None:
+        topic = params.name
         self.dialect.work(lambda tx: tx.exec("topic_save", {"name": topic, "now": tx.now}),
                           durable=True)
 
     def topic_list(self) -> list[str]:
         return [str(r[0]) for r in self.dialect.read(lambda tx: tx.run("topic_list", {}))]
 
-    def subscription_save(self, subscription: Subscription) -> None:
+    def subscription_save(self, params: SubscriptionSaveParams) -> None:
+        subscription = params.subscription
         args = {"topic": subscription.topic, "queue": subscription.queue,
                 "filter": None if subscription.filter is None else json.dumps(
                     subscription.filter, sort_keys=True)}
         self.dialect.work(lambda tx: tx.exec("subscription_save", {**args, "now": tx.now}),
                           durable=True)
 
-    def subscription_list(self, topic: str) -> list[Subscription]:
+    def subscription_list(self, params: SubscriptionListParams) -> list[Subscription]:
+        topic = params.topic
         return self.dialect.read(lambda tx: self._subscriptions(tx, topic))
 
     def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]:
@@ -79,7 +91,8 @@ class CatalogStore:
 
     # -- workers -------------------------------------------------------------------------
 
-    def worker_save(self, worker: WorkerInfo) -> None:
+    def worker_save(self, params: WorkerSaveParams) -> None:
+        worker = params.worker
         args = {"id": worker.id, "host": worker.host, "pid": worker.pid,
                 "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
                 "in_flight": worker.in_flight, "started_at": worker.started_at,
@@ -97,6 +110,7 @@ class CatalogStore:
                 for i, h, p, q, c, f, s, seen, st, run in self.dialect.read(
                     lambda tx: tx.run("worker_list", {}))]
 
-    def worker_prune(self, before: float) -> int:
+    def worker_prune(self, params: WorkerPruneParams) -> int:
+        before = params.before
         return self.dialect.work(lambda tx: tx.exec("worker_prune", {"before": before}),
                                  durable=False)

@@ -30,6 +30,7 @@ from hailq.backends import rates, rows
 from hailq.backends.autoscale import AutoscaleStore
 from hailq.backends.base import (
     AckParams,
+    AckTransactionParams,
     ClaimedRow,
     ClaimParams,
     ClaimResult,
@@ -37,6 +38,8 @@ from hailq.backends.base import (
     NackParams,
     NewMessage,
     PublishParams,
+    QueueMaintainParams,
+    QueueStatsParams,
     Receipt,
     SendParams,
     WaitParams,
@@ -49,8 +52,16 @@ from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
-from hailq.errors import LeaseLost, OutcomeUnknown, TopicNotFound
-from hailq.models import QueueStats
+from hailq.errors import (
+    LeaseLost,
+    MessageTooLarge,
+    OutcomeUnknown,
+    TopicNotFound,
+)
+from hailq.models import (
+    QueueStats,
+)
+from hailq.settings import MIB
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -81,6 +92,7 @@ class Live(NamedTuple):
     rate: float | None = None  # rule 33: messages per second, None: no limit
     burst: float = 0.0  # the bucket's size where there is a rate
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
+    max_message_size: int = MIB  # the largest body a send may store (rule 39)
 
 
 class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, FiguresStore,
@@ -124,13 +136,15 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         if found is None:  # deleted, or never declared: never a queue made up here
             self._settings.pop(queue, None)
             raise _no_queue(queue)
-        lease, cap, attempts, park, paused = found
+        lease, cap, attempts, park, paused, size = found
         live = Live(float(lease), None if cap is None else int(cap), int(attempts),
-                    bool(park), *rates.live(tx, queue), paused=bool(paused))
+                    bool(park), *rates.live(tx, queue), paused=bool(paused),
+                    max_message_size=int(size))
         self._settings[queue] = (now, live)
         return live
 
-    def queue_maintain(self, queue: str) -> None:
+    def queue_maintain(self, params: QueueMaintainParams) -> None:
+        queue = params.queue
         self.dialect.work(lambda tx: self._maintain(tx, queue), durable=False)
 
     def _maintain(self, tx: Tx, queue: str) -> None:
@@ -162,7 +176,9 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         else:
             tx.exec("keys_release", {"queue": queue, "keys": unique, "now": tx.now})
 
-    def queue_stats(self, queue: str) -> QueueStats:
+    def queue_stats(self, params: QueueStatsParams) -> QueueStats:
+        queue = params.queue
+
         def look(tx: Tx) -> QueueStats:
             live = tx.one("queue_live", {"queue": queue})
             if live is None:
@@ -186,7 +202,8 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         except OutcomeUnknown as exc:
             raise OutcomeUnknown(exc.cause, MAYBE_STORED) from None
 
-    def _send(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool) -> list[str]:
+    def _send(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool,
+              published: bool = False) -> list[str]:
         """Insert what no dedup record claims. With ``rerun`` (the first try's connection
         broke with its commit unknown) a dedup record that try made means it was stored
         then, and may be consumed already: it is not inserted again. The insert itself
@@ -202,7 +219,7 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                 if m.dedup_id is not None:
                     owner, made = tx.one("dedup_claim", {
                         "queue": m.queue, "dedup_id": m.dedup_id, "id": m.id,
-                        "dedup_window": m.dedup_window, "now": tx.now})
+                        "now": tx.now})
                     if owner != m.id or (rerun and not made):
                         ids.append(str(owner))
                         continue
@@ -214,16 +231,27 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                 if keyed:  # sends and releases of one key take turns (rule 17)
                     tx.also("keys_lock", {"keys": sorted(set(keyed))})
                 if self.dialect.insert(tx, fresh, rerun) < len(fresh):
-                    # A queue without a row inserts nothing (a deleted queue is never
-                    # made up again); otherwise a re-run found its first try's rows.
-                    for queue in sorted({m.queue for m in fresh}):
-                        if tx.one("queue_live", {"queue": queue}) is None:
-                            raise _no_queue(queue)
+                    # A queue without a row, or a body over its queue's limit, inserts
+                    # nothing; otherwise a re-run found its first try's rows.
+                    self._too_large(tx, fresh, published)
             if not plain:  # only dedup ids make records to prune
                 self._sends += 1
                 if self._sends % _PRUNE_EVERY == 1:
                     tx.exec("dedup_prune", {"now": tx.now})
         return ids
+
+    def _too_large(self, tx: Tx, messages: Sequence[NewMessage], published: bool) -> None:
+        """The insert stored nothing because a body is over its queue's max_message_size
+        as stored now (rule 39): which, read afresh. A queue without a row (deleted, or
+        never declared) is QueueNotFound; a send never makes one up."""
+        for queue in sorted({m.queue for m in messages}):
+            limit = self._live(tx, queue, fresh=True).max_message_size
+            large = max(len(m.body) for m in messages if m.queue == queue)
+            if large > limit:
+                said = (f"body is {large} bytes encoded; queue {queue!r} allows at most "
+                        f"{limit} (setting max_message_size)")
+                raise MessageTooLarge(f"subscription {queue}: {said}; nothing was "
+                                      "published" if published else said)
 
     def topic_publish(self, params: PublishParams) -> list[str]:
         def publish(tx: Tx) -> list[str]:
@@ -233,7 +261,7 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                     raise TopicNotFound(f"no topic named {params.topic!r} (deleted?); "
                                         "declare it with broker.topic()")
                 copies = params.build(subscriptions)
-                return self._send(tx, copies, rerun=False) if copies else []
+                return self._send(tx, copies, rerun=False, published=True) if copies else []
 
         if params.connection is not None:
             return joined.publish_joined(self.caller_place(), params.connection,
@@ -449,7 +477,8 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
             return self.dialect.work(partial(fn, fast=False), durable=False, rerun=rerun)
 
     @contextmanager
-    def message_ack_transaction(self, receipt: Receipt) -> Iterator[Any]:
+    def message_ack_transaction(self, params: AckTransactionParams) -> Iterator[Any]:
+        receipt = params.receipt
         # The ack goes first: it fences the message (nobody else can lease it until this
         # transaction ends) and fails before the effect when the lease is already lost.
         with self.dialect.effect() as (tx, conn):
@@ -469,7 +498,7 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                 found = tx.one("message_nack", {
                     "queue": r.queue, "id": r.message_id, "token": r.token, "seq": r.seq,
                     "now": tx.now, "error": params.error, "delay": params.delay,
-                    "backoff": list(params.backoff), "dead": params.outcome == "dead",
+                    "dead": params.outcome == "dead",
                     "spare": params.outcome == "give_back"})
                 if found is None:
                     return False

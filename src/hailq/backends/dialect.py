@@ -157,9 +157,10 @@ class Dialect(ABC):
         return None
 
     @abstractmethod
-    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float | None,
                ) -> dict[tuple[str, str], float]:
-        """Move the leases' ends; the new deadline by (id, token) of each one still held."""
+        """Move the leases' ends ``seconds`` on (None: the queue's stored lease, read
+        where it is applied); the new deadline by (id, token) of each one still held."""
 
     def wake(self, tx: Tx, queues: Iterable[str]) -> None:  # noqa: B027 - optional
         """Tell waiting receivers that a capped queue has room (where they listen)."""

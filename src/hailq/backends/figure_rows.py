@@ -154,6 +154,10 @@ class FigureRows:
     ready_first: list[tuple[int, float, str | None]] | None = None
 
 
+class FiguresReadParams(NamedTuple):
+    queue: str
+
+
 class FiguresWindowParams(NamedTuple):
     """The rate slots of ``queue`` from the one holding ``since`` (seconds on the broker's
     clock) on; slots are kept a day."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hailq.backends import rows
 from hailq.backends.figure_rows import (
     FigureRows,
+    FiguresReadParams,
     FiguresRecordParams,
     FiguresWindowParams,
     Point,
@@ -104,7 +105,9 @@ class FiguresStore:
                 if deleted < PRUNE_LIMIT:
                     break
 
-    def figures_read(self, queue: str) -> FigureRows:
+    def figures_read(self, params: FiguresReadParams) -> FigureRows:
+        queue = params.queue
+
         def look(tx: Tx) -> FigureRows:
             live = tx.one("queue_live", {"queue": queue})  # its pause, and that it exists
             if live is None:

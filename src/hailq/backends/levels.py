@@ -17,58 +17,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+from hailq.backends.base_parts import SLOT, LevelRow, LevelsReadParams, LevelsRecordParams
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
-
-SLOT = 10.0  # seconds per recorded level
-KEEP = 3900.0  # seconds levels are kept: the last hour, and a slot's margin
-LIMIT = 100_000  # each count stops past this many messages (the row says it was capped)
-
-
-@dataclass(frozen=True, slots=True)
-class LevelsRecordParams:
-    limit: int = LIMIT  # counts stop past this many
-    keep: float = KEEP  # rows older than this many seconds are pruned
-
-
-@dataclass(frozen=True, slots=True)
-class LevelsReadParams:
-    since: float  # broker clock: rows recorded at or after this
-    queue: str | None = None  # one queue, or None for every queue
-
-
-@dataclass(frozen=True, slots=True)
-class LevelRow:
-    """One queue's levels as recorded in one slot. ``acked`` is the queue's acked
-    counter then (sent - present - purged), None where a count reached the limit."""
-
-    queue: str
-    at: float  # broker clock when counted
-    ready: int
-    in_flight: int
-    delayed: int
-    blocked: int
-    dead: int
-    sent: int
-    acked: int | None
-    capped: bool  # some count stopped at the limit: it reads as the limit
-
-
-class LevelsBackend(Protocol):
-    """The levels' part of the seam (``Backend`` has the rest)."""
-
-    def levels_record(self, params: LevelsRecordParams) -> bool:
-        """Count and store every queue's levels for the current slot, unless some
-        process did already; prune rows past ``params.keep``. True if this call wrote."""
-        ...
-
-    def levels_read(self, params: LevelsReadParams) -> list[LevelRow]:
-        """Recorded levels since ``params.since``, by queue then time. A read."""
-        ...
-
 
 class LevelsStore:
     """``levels_record`` and ``levels_read`` of the Backend seam, over ``self.dialect``."""

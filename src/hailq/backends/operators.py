@@ -223,7 +223,10 @@ def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:
     """The settings statements obey, as the queues table's columns hold them."""
     return {"name": name, "lease": effective.lease, "max_attempts": effective.max_attempts,
             "aging": effective.aging, "max_in_flight": effective.max_in_flight,
-            "park": effective.on_dead == "park", "deadlines": _deadlines(effective)}
+            "park": effective.on_dead == "park", "deadlines": _deadlines(effective),
+            "retry": json.dumps(asdict(effective.retry), sort_keys=True),
+            "dedup_window": effective.dedup_window,
+            "max_message_size": effective.max_message_size}
 
 
 def _deadlines(effective: QueueSettings) -> str | None:

@@ -12,53 +12,14 @@ reached the limit is reported as such (``capped``), never as a number it is not.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from hailq.backends.base_parts import DeadCountParams, OverviewParams, QueueGlanceRows
 from hailq.models import QueueRecord, QueueStats
 
-if TYPE_CHECKING:  # base.py's Backend includes OverviewBackend: no imports at run time
-    from hailq.backends.base import FigureRows
+if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
-
-
-@dataclass(frozen=True, slots=True)
-class OverviewParams:
-    limit: int  # counts stop past this many
-
-
-@dataclass(frozen=True, slots=True)
-class DeadCountParams:
-    queue: str
-    error_contains: str | None = None
-    older_than: float | None = None
-    limit: int = 10_000
-    ordering_key: str | None = None
-
-
-@dataclass(frozen=True)
-class QueueGlanceRows:
-    """One queue as the overview read it: its record, its figures' rows (stats with
-    capped counts) and the names of the counts that reached the limit."""
-
-    record: QueueRecord
-    rows: FigureRows
-    capped: frozenset[str]
-
-
-class OverviewBackend(Protocol):
-    """The overview's part of the seam (``Backend`` has the rest)."""
-
-    def overview_read(self, params: OverviewParams) -> list[QueueGlanceRows]:
-        """Every queue by name, in one snapshot: counts as ``queue_stats`` gives them but
-        each stopping past ``params.limit``, the oldest ready message, the pause, and the
-        stored figures (histograms, rates, samples). A read: it writes nothing."""
-        ...
-
-    def dead_count(self, params: DeadCountParams) -> int:
-        """How many dead letters ``dead_list`` would list with these filters, counting
-        up to ``params.limit + 1`` (more than the limit). A read."""
-        ...
 
 
 class OverviewStore:

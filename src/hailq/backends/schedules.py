@@ -1,4 +1,5 @@
-"""Periodic schedules (SPEC rule 35), the storage side: a mixin of ``SqlBackend``.
+"""Periodic schedules (SPEC rule 35), the storage side: a mixin of ``SqlBackend`` (the
+seam's part, ``ScheduleBackend``, is in ``base_parts.py``).
 
 A schedule is one row per name with what it sends and the last slot sent. A scheduler
 sends due slots with ``schedule_fire``: one transaction moves ``last_slot`` from the
@@ -10,90 +11,19 @@ scheduler that dies before its commit leaves the slot to the next one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # base.py's Backend includes ScheduleBackend: no imports at run time
-    from hailq.backends.base import NewMessage
+from hailq.backends.base_parts import (
+    ScheduleDeclareParams,
+    ScheduleFireParams,
+    SchedulePauseParams,
+    ScheduleRemoveParams,
+    ScheduleRow,
+    ScheduleSaveParams,
+)
+
+if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleDefinition:
-    """What a schedule is, as declared and as stored; the body already encoded."""
-
-    name: str
-    queue: str
-    cron: str | None
-    every: float | None
-    timezone: str
-    catch_up: int
-    body: bytes
-    body_kind: int
-    headers: str | None
-    priority: int
-    source: str  # "app" or "broker"
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleSaveParams(ScheduleDefinition):
-    """A schedule's definition to save."""
-
-    now: float  # the scheduler's clock: a new schedule's first "last slot"
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleFireParams:
-    name: str
-    seen: float  # last_slot as the scheduler read it
-    slot: float  # the newest slot it sends
-    now: float
-    messages: Sequence[NewMessage]  # one per slot
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleRow(ScheduleDefinition):
-    """A stored schedule as the database returned it."""
-
-    paused: bool
-    created_at: float
-    declared_at: float
-    last_slot: float
-    fired_at: float | None
-    fired: int
-
-
-class ScheduleBackend(Protocol):
-    """The schedules' part of the seam (``Backend`` has the rest)."""
-
-    def schedule_save(self, params: ScheduleSaveParams) -> None:
-        """Declare a schedule or update its definition; its last slot, pause and counts
-        stay. A new one's last slot is ``params.now``: no slot before it fires."""
-        ...
-
-    def schedule_declare(self, names: Sequence[str], now: float) -> None:
-        """A running scheduler still declares these schedules (as of ``now``)."""
-        ...
-
-    def schedule_list(self) -> list[ScheduleRow]:
-        """Every stored schedule, by name; a read."""
-        ...
-
-    def schedule_fire(self, params: ScheduleFireParams) -> bool:
-        """Move the schedule's last slot from ``seen`` to ``slot`` and send the messages,
-        in one transaction; False (nothing sent) if another scheduler moved it first,
-        or the schedule is paused or gone."""
-        ...
-
-    def schedule_pause(self, name: str, paused: bool, now: float) -> bool:
-        """Pause or resume; a resumed schedule goes on from ``now`` (the slots of its
-        pause are not sent). False if there is no such schedule."""
-        ...
-
-    def schedule_remove(self, name: str) -> bool:
-        """Forget a schedule; False if there was none."""
-        ...
 
 
 class ScheduleStore:
@@ -109,10 +39,10 @@ class ScheduleStore:
                 "priority": params.priority, "source": params.source, "now": params.now}
         self.dialect.work(lambda tx: tx.exec("schedule_save", args), durable=True)
 
-    def schedule_declare(self, names: Sequence[str], now: float) -> None:
-        if names:
+    def schedule_declare(self, params: ScheduleDeclareParams) -> None:
+        if params.names:
             self.dialect.work(lambda tx: tx.exec("schedule_declare", {
-                "names": list(names), "now": now}), durable=False)
+                "names": list(params.names), "now": params.now}), durable=False)
 
     def schedule_list(self) -> list[ScheduleRow]:
         found = self.dialect.read(lambda tx: tx.run("schedule_list", {}))
@@ -133,13 +63,13 @@ class ScheduleStore:
         # committed, and sends nothing again.
         return self.dialect.work(fire, durable=True, rerun=fire)
 
-    def schedule_pause(self, name: str, paused: bool, now: float) -> bool:
+    def schedule_pause(self, params: SchedulePauseParams) -> bool:
         return bool(self.dialect.work(lambda tx: tx.exec("schedule_pause", {
-            "name": name, "paused": paused, "now": now}), durable=True))
+            "name": params.name, "paused": params.paused, "now": params.now}), durable=True))
 
-    def schedule_remove(self, name: str) -> bool:
-        return bool(self.dialect.work(lambda tx: tx.exec("schedule_remove", {"name": name}),
-                                      durable=True))
+    def schedule_remove(self, params: ScheduleRemoveParams) -> bool:
+        return bool(self.dialect.work(lambda tx: tx.exec("schedule_remove", {
+            "name": params.name}), durable=True))
 
 
 def _row(r: Any) -> ScheduleRow:

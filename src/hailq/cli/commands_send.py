@@ -12,7 +12,6 @@ from hailq.cli.context import check_queue_name, common_options, current_app
 from hailq.cli.output import Output
 from hailq.cli.sending import BODY_HELP, envelope, message_options, read_body, read_lines
 from hailq.queue import MAX_BATCH, build_message
-from hailq.settings import QueueSettings
 
 DEFAULT_BATCH = 500
 
@@ -118,10 +117,9 @@ def _declare_checked(broker: hailq.Broker, name: str,
                 "broker.queue(), or pass --create to create it ('hailq queues' lists "
                 "them)") from None
         existing = None
-    settings = existing.settings if existing else QueueSettings()
     for number, message in messages:
         try:
-            build_message(name, settings, message, broker.now)
+            build_message(name, message, broker.now)
         except hailq.InvalidArgument as exc:
             where = f"line {number}: " if number else ""
             raise hailq.InvalidArgument(f"{where}{exc}; nothing was sent") from None

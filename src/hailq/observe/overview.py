@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hailq.backends.overview import QueueGlanceRows
+from hailq.backends.base import QueueGlanceRows
 from hailq.models import WorkerInfo
 from hailq.observe.figures import QueueFigures, build
 from hailq.settings import QueueSettings, parse_overrides

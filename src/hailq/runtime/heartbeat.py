@@ -3,7 +3,10 @@
 Each lease is renewed to its full length once a third of it has passed
 (``fraction``), so a handler may run far longer than the lease without the
 message being redelivered, while a crashed worker's leases still end within
-one lease length (SPEC rules 8 and 23).
+one lease length (SPEC rules 8 and 23). The length is the queue's as stored
+now (rule 39): a renewal reads it where it is applied, and the next one is
+timed by the queue's settings as the worker last read them (``retime`` when
+they change, within a second: ``runtime/settings_watch.py``).
 """
 
 from __future__ import annotations
@@ -31,8 +34,12 @@ _LOOK_EVERY = 1.0
 @dataclass
 class _Held:
     message: Message
-    lease: float
     due: float
+
+    @property
+    def lease(self) -> float:
+        """The queue's lease as this process last read it (kept fresh by the worker)."""
+        return self.message.source.settings.lease
 
 
 class LeaseKeeper:
@@ -53,13 +60,23 @@ class LeaseKeeper:
     def start(self) -> None:
         self._thread.start()
 
-    def hold(self, message: Message, lease: float) -> None:
-        """Start renewing ``message``'s lease of ``lease`` seconds."""
-        due = self._now() + lease * self._fraction
+    def hold(self, message: Message) -> None:
+        """Start renewing ``message``'s lease (its queue's lease, as stored now)."""
+        due = self._now() + message.source.settings.lease * self._fraction
         with self._wake:
-            self._held[message.receipt] = _Held(message, lease, due)
+            self._held[message.receipt] = _Held(message, due)
             if due < self._wakes_at:
                 self._wake.notify()  # otherwise the thread already wakes early enough
+
+    def retime(self, queue: str) -> None:
+        """The queue's lease changed: renew its leases now, each to the new length, and
+        time the next renewals by it."""
+        now = self._now()
+        with self._wake:
+            for held in self._held.values():
+                if held.message.queue == queue:
+                    held.due = min(held.due, now)
+            self._wake.notify()
 
     def release(self, message: Message) -> None:
         """Stop renewing ``message``'s lease (it is settled or given back)."""
@@ -93,11 +110,11 @@ class LeaseKeeper:
                 self._renew(group)
 
     def _renew(self, group: list[_Held]) -> None:
-        """Renew one queue's due leases in one transaction (one lease length each)."""
+        """Renew one queue's due leases in one transaction (one lease length each, the
+        queue's as stored now)."""
         queue = group[0].message.source
-        lease = group[0].lease
         try:
-            results = queue.extend_many([h.message for h in group], lease)
+            results = queue.extend_many([h.message for h in group])
         except HailqError as exc:
             quiet = covers(exc)  # the outage's lines say it (hailq/outage.py)
             for held in group:

@@ -51,6 +51,7 @@ from hailq.runtime.order import Order, make_order
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
 from hailq.runtime.scheduler import Scheduler
+from hailq.runtime.settings_watch import SettingsWatch
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.summary import Tally, duration
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT, Running, Watchdog, check_time_limit
@@ -207,8 +208,7 @@ class Worker:
             self._give_back(message, "the worker was stopping when the message arrived")
             self.tally.given_back += 1
             return
-        lease = self._queues[message.queue].settings.lease
-        services.keeper.hold(message, lease)
+        services.keeper.hold(message)
         route = self.app.route(message.queue)
         limit = route.time_limit if route.time_limit is not None else self.time_limit
         services.slots.submit(lambda: self._handle(message, route.handler, limit, services))
@@ -424,6 +424,8 @@ class _Services:
         broker = worker.broker
         self.loop = LoopThread()
         self.keeper = LeaseKeeper()
+        # An operator's change reaches this worker's renewals and figures within a second.
+        self.settings = SettingsWatch(broker, worker._queues, self.keeper.retime)
         self.acks = AckBatcher(worker._queues)
         self.server: ProcessServer | None = None
         series = None
@@ -458,6 +460,7 @@ class _Services:
         self.watchdog.start()
         self.cancels.start()
         self.keeper.start()
+        self.settings.start()
         self.acks.start()
         if self.server is not None:
             self.server.start()
@@ -477,6 +480,7 @@ class _Services:
             self.server.close()
         if self.series is not None:
             self.series.close()
+        self.settings.close()
         self.keeper.close()
         self.slots.close()
         self.loop.close()

@@ -9,7 +9,7 @@ import re
 from starlette.requests import Request
 from starlette.responses import Response
 
-from hailq.backends.levels import KEEP
+from hailq.backends.base import KEEP
 from hailq.errors import InvalidArgument
 from hailq.serve.api_io import blocking, broker_of, ok
 from hailq.serve.pages_data import levels_json

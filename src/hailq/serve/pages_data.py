@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hailq.backends.levels import SLOT, LevelRow
+from hailq.backends.base import SLOT, LevelRow
 from hailq.broker import Broker
 from hailq.errors import TopicNotFound
 from hailq.models import (

@@ -314,8 +314,7 @@ class PostgresDialect(PooledCalls, Dialect):
             m = messages[0]
             found = tx.run("message_insert_one", {
                 "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
-                "headers": m.headers, "priority": m.priority, "delay": m.delay,
-                "aging": m.aging, "target": m.target})
+                "headers": m.headers, "priority": m.priority, "delay": m.delay})
         else:
             found = tx.run("message_insert_again" if rerun else "message_insert",
                            insert_args(messages))
@@ -358,7 +357,7 @@ class PostgresDialect(PooledCalls, Dialect):
         acked = {(r[7], r[1], r[2]): bool(r[-1]) for r in found if r[0]}
         return acked, _claimed_rows([r[1:-1] for r in found if not r[0]])
 
-    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float | None,
                ) -> dict[tuple[str, str], float]:
         found: dict[tuple[str, str], float] = {}
         for queue in {r.queue for r in receipts}:
@@ -455,5 +454,4 @@ def insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
         "ids": [m.id for m in messages], "queues": [m.queue for m in messages],
         "bodies": [m.body for m in messages], "kinds": [m.body_kind for m in messages],
         "headers": [m.headers for m in messages], "priorities": [m.priority for m in messages],
-        "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages],
-        "agings": [m.aging for m in messages], "targets": [m.target for m in messages]}
+        "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages]}

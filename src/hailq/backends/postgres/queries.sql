@@ -13,12 +13,15 @@
 
 -- name: queue_save
 INSERT INTO {schema}.queues (name, settings, created_at, lease, max_attempts, max_in_flight,
-                             aging, park, deadlines)
+                             aging, park, deadlines, retry, dedup_window, max_message_size)
 VALUES (%(name)s, %(settings)s, {schema}.epoch(), %(lease)s, %(max_attempts)s,
-        %(max_in_flight)s, %(aging)s, %(park)s, %(deadlines)s::jsonb)
+        %(max_in_flight)s, %(aging)s, %(park)s, %(deadlines)s::jsonb, %(retry)s::jsonb,
+        %(dedup_window)s, %(max_message_size)s)
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
     max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
-    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines;
+    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines,
+    retry = excluded.retry, dedup_window = excluded.dedup_window,
+    max_message_size = excluded.max_message_size;
 
 -- name: queue_resort
 -- A queue's aging, order or targets changed (its columns hold the new ones already): give
@@ -35,7 +38,8 @@ SELECT settings FROM {schema}.queues WHERE name = %(name)s;
 
 -- name: queue_live
 -- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
-SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, false)
+SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, false),
+       q.max_message_size
 FROM {schema}.queues AS q LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
 WHERE q.name = %(queue)s;
 
@@ -60,7 +64,8 @@ SELECT overrides, paused FROM {schema}.queue_ops WHERE name = %(name)s;
 -- The effective settings (declared overlaid by overrides) into the columns statements read.
 UPDATE {schema}.queues SET lease = %(lease)s, max_attempts = %(max_attempts)s,
     max_in_flight = %(max_in_flight)s, aging = %(aging)s, park = %(park)s,
-    deadlines = %(deadlines)s::jsonb
+    deadlines = %(deadlines)s::jsonb, retry = %(retry)s::jsonb,
+    dedup_window = %(dedup_window)s, max_message_size = %(max_message_size)s
 WHERE name = %(name)s;
 
 -- name: queue_override
@@ -108,8 +113,10 @@ SELECT name, settings FROM {schema}.queues ORDER BY name;
 -- name: dedup_claim
 -- Returns the id that owns the dedup id (ours when it is new or the old one expired), and
 -- whether this statement made the row (a re-run send finds the one its first try made).
+-- The window is the queue's as stored now (rule 39).
 INSERT INTO {schema}.dedup AS d (queue, dedup_id, message_id, expires_at)
-VALUES (%(queue)s, %(dedup_id)s, %(id)s, {schema}.epoch() + %(dedup_window)s)
+VALUES (%(queue)s, %(dedup_id)s, %(id)s, {schema}.epoch() + coalesce(
+    (SELECT dedup_window FROM {schema}.queues WHERE name = %(queue)s), 0))
 ON CONFLICT (queue, dedup_id) DO UPDATE
 SET message_id = CASE WHEN d.expires_at <= {schema}.epoch() THEN excluded.message_id
                       ELSE d.message_id END,
@@ -143,20 +150,27 @@ WITH inserted AS (
                ELSE 'ready'
            END,
            b.body, b.body_kind, b.headers, b.priority, b.ordering_key,
-           {schema}.sort_key(b.priority, {schema}.epoch() + b.delay, b.aging, b.target),
+           -- The queue's aging and targets as its row holds them now (rule 39).
+           {schema}.sort_key(b.priority, {schema}.epoch() + b.delay, qq.aging,
+                             (qq.deadlines ->> b.priority)::float8),
            {schema}.epoch(), {schema}.epoch() + b.delay
     FROM (
         SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.ordering_key ORDER BY u.ord)
                    AS key_rank
         FROM unnest(%(ids)s::text[], %(queues)s::text[], %(bodies)s::bytea[],
                     %(kinds)s::smallint[], %(headers)s::text[], %(priorities)s::smallint[],
-                    %(keys)s::text[], %(delays)s::float8[], %(agings)s::float8[],
-                    %(targets)s::float8[])
+                    %(keys)s::text[], %(delays)s::float8[])
              WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
-                                  delay, aging, target, ord)
+                                  delay, ord)
     ) AS b
-    -- No row of the queue (deleted): nothing inserted; the caller says QueueNotFound.
-    WHERE EXISTS (SELECT 1 FROM {schema}.queues qq WHERE qq.name = b.queue)
+    -- No row of the queue (deleted), or a body over its queue's max_message_size as
+    -- stored now (rule 39): nothing inserted, the batch is all or none; the caller says
+    -- which.
+    JOIN {schema}.queues qq ON qq.name = b.queue
+    WHERE NOT EXISTS (
+        SELECT 1 FROM unnest(%(queues)s::text[], %(bodies)s::bytea[]) AS x(queue, body)
+        JOIN {schema}.queues AS s ON s.name = x.queue
+        WHERE octet_length(x.body) > s.max_message_size)
     ORDER BY b.ord
     -- The line below is empty on a first try. As message_insert_again (backend.py) it
     -- skips conflicting ids, for a send re-run after its connection broke, which may
@@ -186,9 +200,11 @@ WITH inserted AS (
            CASE WHEN %(delay)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
            %(body)s::bytea, %(kind)s::smallint, %(headers)s::text, %(priority)s::smallint,
            {schema}.sort_key(%(priority)s::integer, {schema}.epoch() + %(delay)s::float8,
-                             %(aging)s::float8, %(target)s::float8),
+                             aging, (deadlines ->> %(priority)s::integer)::float8),
            {schema}.epoch(), {schema}.epoch() + %(delay)s::float8
-    FROM {schema}.queues WHERE name = %(queue)s::text
+    -- The queue's aging, targets and largest body as its row holds them now (rule 39).
+    FROM {schema}.queues
+    WHERE name = %(queue)s::text AND octet_length(%(body)s::bytea) <= max_message_size
     ON CONFLICT (id) DO NOTHING
     RETURNING queue, state
 ), counted AS (
@@ -451,17 +467,17 @@ SELECT id FROM {schema}.messages WHERE id = ANY(%(ids)s::text[]);
 -- %(spare)s (a give-back) never kills a message whose lease still holds; an ended lease
 -- of the last attempt is a dead message's (rule 13), marked or not, so it is not found
 -- (the receipt lost its lease) whatever the nack.
--- Without %(delay)s the wait is %(backoff)s's entry for the attempt (its last for later
--- ones). A give-back keeps the message's place in line.
+-- Without %(delay)s the wait is the queue's retry backoff for the attempt, its policy
+-- read from the queue's row here (rule 39). A give-back keeps the message's place in line.
 WITH q AS (
     SELECT coalesce(max(max_attempts), 5) AS max_attempts,
            coalesce(bool_or(park), false) AS park, max(aging) AS aging,
-           (SELECT deadlines FROM {schema}.queues WHERE name = %(queue)s) AS deadlines
+           (SELECT deadlines FROM {schema}.queues WHERE name = %(queue)s) AS deadlines,
+           (SELECT retry FROM {schema}.queues WHERE name = %(queue)s) AS retry
     FROM {schema}.queues WHERE name = %(queue)s
 ), target AS (
     SELECT m.id, m.attempt >= q.max_attempts AND NOT %(spare)s AS last,
-           coalesce(%(delay)s::float8, (%(backoff)s::float8[])[
-               least(m.attempt, cardinality(%(backoff)s::float8[]))]) AS delay
+           coalesce(%(delay)s::float8, {schema}.backoff(q.retry, m.attempt)) AS delay
     FROM {schema}.messages m, q
     WHERE m.id = %(id)s AND m.queue = %(queue)s AND m.token = %(token)s
       AND (%(seq)s::bigint IS NULL OR m.seq = %(seq)s::bigint)
@@ -501,8 +517,9 @@ SELECT state, ordering_key, parked FROM nacked, (SELECT count(*) FROM woken) AS 
 -- name: message_extend
 -- An ended lease can be extended while nobody received the message since, unless it
 -- ended on the last attempt: that message is dead (rule 13), whether or not upkeep has
--- marked it yet.
-UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + e.seconds
+-- marked it yet. Without seconds, the queue's lease as its row holds it now (rule 39).
+UPDATE {schema}.messages m SET state = 'leased', lease_until = {schema}.epoch() + coalesce(
+    e.seconds, (SELECT lease FROM {schema}.queues WHERE name = %(queue)s), 30.0)
 FROM unnest((SELECT %(ids)s::text[]), (SELECT %(tokens)s::text[]), (SELECT %(seqs)s::bigint[]),
             (SELECT %(seconds)s::float8[]))
      AS e(id, token, seq, seconds)

@@ -95,6 +95,9 @@ queues park boolean NO false NO
 queues rate_per_second double precision YES  NO
 queues burst double precision YES  NO
 queues deadlines jsonb YES  NO
+queues retry jsonb YES  NO
+queues dedup_window double precision NO 3600 NO
+queues max_message_size integer NO 1048576 NO
 rate_buckets queue text NO  NO
 rate_buckets tokens double precision NO  NO
 rate_buckets refilled_at double precision NO  NO
@@ -203,6 +206,7 @@ CREATE UNIQUE INDEX waiters_pkey ON {schema}.waiters USING btree (queue, waiter)
 CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (id)
 
 -- functions
+backoff returns double precision
 epoch returns double precision
 sort_key returns double precision
 wait_begin returns integer

@@ -38,14 +38,16 @@ from hailq.backends.sqlite.connection import (
     briefly,
     busy,
     end,
+    functions,
     outage_of,
+    send_key,
     statements,
+    targets,
     unavailable,
 )
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, SchemaError, StorageError
 from hailq.outage import GaveWay
-from hailq.policy.ordering import sort_key
 
 Q = load_queries("hailq.backends.sqlite")
 MIGRATIONS = load_migrations("hailq.backends.sqlite")
@@ -155,9 +157,7 @@ class SQLiteDialect(Dialect):
             # busy handler, whose sleeps grow to 100 ms: far longer than a hailq write holds
             # the lock. Setting it once saves two PRAGMAs per transaction.
             conn.execute("PRAGMA busy_timeout=0")
-            # Rule 16's sort key, one definition for Python and SQL.
-            for arity in (3, 4):  # aging alone (migrations), and a deadline's target
-                conn.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
+            functions(conn)
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
         self._outage.reached()
@@ -290,21 +290,24 @@ class SQLiteDialect(Dialect):
         # rerun: never here, SQLite has no connection to lose mid-commit
         conn, now = tx.conn, float(tx.now or 0.0)
         # Each queue looked up once, not once a row: in the unit of work's write
-        # transaction no other writer can delete it before the inserts. The count
-        # looks for one queue; several are looked up first, so that one without a row
-        # leaves the others' counts as they were. A queue without a row: the caller
-        # says which.
+        # transaction no other writer can change or delete it before the inserts. Its
+        # row gives the aging and targets the sort keys follow (rule 39), all queues
+        # first, so that one without a row leaves the others' counts as they were. A
+        # queue without a row: the caller says which.
         counts = Counter(m.queue for m in messages)
-        if len(counts) > 1 and any(conn.execute(Q["queue_live"], {"queue": q}).fetchone()
-                                   is None for q in counts):
-            return 0
+        order = {}
+        for queue in counts:
+            found = conn.execute(Q["queue_order"], {"queue": queue}).fetchone()
+            if found is None or max(len(m.body) for m in messages
+                                    if m.queue == queue) > found[2]:
+                return 0  # no queue, or a body over its limit: the caller says which
+            order[queue] = (found[0], targets(found[1]))
         for queue, n in counts.items():
-            if not conn.execute(Q["count_sent"], {"queue": queue, "n": n}).rowcount:
-                return 0
+            conn.execute(Q["count_sent"], {"queue": queue, "n": n})
         return int(conn.executemany(Q["message_insert"], [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
-            "sort_key": sort_key(m.priority, now + m.delay, m.aging, m.target),
+            "sort_key": send_key(m, now, *order[m.queue]),
             "now": now, "delay": m.delay} for m in messages]).rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
@@ -386,7 +389,7 @@ class SQLiteDialect(Dialect):
                 raise FastPathMissed
         return True
 
-    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float,
+    def extend(self, tx: Tx, receipts: Sequence[Receipt], seconds: float | None,
                ) -> dict[tuple[str, str], float]:
         conn, found = tx.conn, {}
         for r in receipts:

@@ -3,6 +3,8 @@ file's outages as the log tells them."""
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
 import sqlite3
@@ -12,9 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, ClassVar
 
+from hailq.backends.base import NewMessage
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import SchemaError, StorageError
 from hailq.outage import GaveWay, Outage
+from hailq.policy.ordering import sort_key
+from hailq.policy.retry import stored_backoff
 
 if TYPE_CHECKING:
     from hailq.backends.sqlite.backend import SQLiteDialect
@@ -203,3 +208,25 @@ def statements(script: str) -> Iterator[str]:
     if buffer.strip() and not all(
             ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()):
         raise SchemaError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def targets(stored: str | None) -> tuple[float, ...] | None:
+    """A deadline-order queue's targets as its row stores them (a JSON array)."""
+    return None if stored is None else tuple(json.loads(stored))
+
+
+def send_key(m: NewMessage, now: float, aging: float | None,
+             deadlines: tuple[float, ...] | None) -> float:
+    """A new message's sort key under its queue's aging and targets as read just now."""
+    return sort_key(m.priority, now + m.delay, aging,
+                    None if deadlines is None else deadlines[m.priority])
+
+
+def functions(conn: sqlite3.Connection) -> None:
+    """hailq's SQL functions, one definition for Python and SQL: rule 16's sort key
+    (aging alone for migrations, and a deadline's target) and a retry policy's backoff,
+    read from the queue's row where a nack runs (rule 39; random, so not deterministic)."""
+    for arity in (3, 4):
+        conn.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
+    conn.create_function("hailq_backoff", 2, stored_backoff)

@@ -4,12 +4,14 @@
 
 -- name: queue_save
 INSERT INTO hailq_queues (name, settings, created_at, lease, max_attempts, max_in_flight,
-                          aging, park, deadlines)
+                          aging, park, deadlines, retry, dedup_window, max_message_size)
 VALUES (:name, :settings, :now, :lease, :max_attempts, :max_in_flight, :aging, :park,
-        :deadlines)
+        :deadlines, :retry, :dedup_window, :max_message_size)
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
     max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
-    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines;
+    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines,
+    retry = excluded.retry, dedup_window = excluded.dedup_window,
+    max_message_size = excluded.max_message_size;
 
 -- name: queue_resort
 -- A queue's aging, order or targets changed (its columns hold the new ones already): give
@@ -26,9 +28,16 @@ SELECT settings FROM hailq_queues WHERE name = :name;
 
 -- name: queue_live
 -- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
-SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, 0)
+SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, 0),
+       q.max_message_size
 FROM hailq_queues AS q LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
 WHERE q.name = :queue;
+
+-- name: queue_order
+-- SQLite only: what a send's sort keys depend on (rules 16, 41) and its largest body,
+-- read in the send's write transaction where they are applied (rule 39); no row: the
+-- queue does not exist. PostgreSQL's message_insert joins the queue's row instead.
+SELECT aging, deadlines, max_message_size FROM hailq_queues WHERE name = :queue;
 
 -- name: queue_describe
 -- Declared settings, operator overrides and pause of the queues named in :names (a JSON
@@ -44,7 +53,8 @@ SELECT overrides, paused FROM hailq_queue_ops WHERE name = :name;
 -- name: queue_apply
 -- The effective settings (declared overlaid by overrides) into the columns statements read.
 UPDATE hailq_queues SET lease = :lease, max_attempts = :max_attempts,
-    max_in_flight = :max_in_flight, aging = :aging, park = :park, deadlines = :deadlines
+    max_in_flight = :max_in_flight, aging = :aging, park = :park, deadlines = :deadlines,
+    retry = :retry, dedup_window = :dedup_window, max_message_size = :max_message_size
 WHERE name = :name;
 
 -- name: queue_override
@@ -84,9 +94,11 @@ SELECT name, settings FROM hailq_queues ORDER BY name;
 
 -- name: dedup_claim
 -- The id that owns the dedup id (ours when it is new or the old one expired), and
--- whether this statement made the record (always: SQLite never re-runs a send).
+-- whether this statement made the record (always: SQLite never re-runs a send). The
+-- window is the queue's as stored now (rule 39).
 INSERT INTO hailq_dedup (queue, dedup_id, message_id, expires_at)
-VALUES (:queue, :dedup_id, :id, :now + :dedup_window)
+VALUES (:queue, :dedup_id, :id, :now + coalesce(
+    (SELECT dedup_window FROM hailq_queues WHERE name = :queue), 0))
 ON CONFLICT (queue, dedup_id) DO UPDATE
 SET message_id = CASE WHEN expires_at <= :now THEN excluded.message_id ELSE message_id END,
     expires_at = CASE WHEN expires_at <= :now THEN excluded.expires_at ELSE expires_at END
@@ -364,29 +376,29 @@ RETURNING id, token, ordering_key, state <> 'leased' OR lease_until < :now AS la
 -- :spare (a give-back) never kills a message whose lease still holds; an ended lease of
 -- the last attempt is a dead message's (rule 13), marked or not, so it is not found
 -- (the receipt lost its lease) whatever the nack.
--- Without :delay the wait is :backoff's entry for the attempt (its last for later ones).
+-- Without :delay the wait is the queue's retry backoff for the attempt, its policy read
+-- from the queue's row here (rule 39), drawn once (its jitter is random).
 UPDATE hailq_messages
 SET state = CASE WHEN :dead OR (attempt >= q.max_attempts AND NOT :spare) THEN 'dead'
-                 WHEN coalesce(:delay, json_extract(:backoff, '$[' || (min(
-                          attempt, json_array_length(:backoff)) - 1) || ']')) > 0
-                 THEN 'scheduled' ELSE 'ready' END,
+                 WHEN q.delay > 0 THEN 'scheduled' ELSE 'ready' END,
     dead_at = CASE WHEN :dead OR (attempt >= q.max_attempts AND NOT :spare) THEN :now END,
     parked = CASE WHEN (:dead OR (attempt >= q.max_attempts AND NOT :spare))
                        AND ordering_key IS NOT NULL
                   THEN q.park ELSE 0 END,
-    available_at = :now + coalesce(:delay, json_extract(:backoff, '$[' || (min(
-        attempt, json_array_length(:backoff)) - 1) || ']')),
+    available_at = :now + q.delay,
     sort_key = CASE WHEN (q.aging IS NULL AND q.deadlines IS NULL) OR :spare THEN sort_key
-                    ELSE hailq_sort_key(priority, :now + coalesce(:delay, json_extract(
-                        :backoff, '$[' || (min(attempt, json_array_length(:backoff)) - 1)
-                        || ']')), q.aging,
+                    ELSE hailq_sort_key(priority, :now + q.delay, q.aging,
                         json_extract(q.deadlines, '$[' || priority || ']')) END,
     token = NULL,
     lease_until = NULL,
     errors = json_insert(coalesce(errors, '[]'), '$[#]',
                          json_object('attempt', attempt, 'error', :error, 'at', :now))
 FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts, coalesce(max(park), 0) AS park,
-             max(aging) AS aging, max(deadlines) AS deadlines
+             max(aging) AS aging, max(deadlines) AS deadlines,
+             coalesce(:delay, hailq_backoff(max(retry), (
+                 SELECT attempt FROM hailq_messages
+                 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
+             ))) AS delay
       FROM hailq_queues WHERE name = :queue) AS q
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
@@ -402,8 +414,9 @@ ON CONFLICT (queue) DO UPDATE SET nacked = nacked + 1,
 -- name: message_extend
 -- An ended lease can be extended while nobody received the message since, unless it
 -- ended on the last attempt: that message is dead (rule 13), whether or not upkeep has
--- marked it yet.
-UPDATE hailq_messages SET state = 'leased', lease_until = :now + :seconds
+-- marked it yet. Without :seconds, the queue's lease as its row holds it now (rule 39).
+UPDATE hailq_messages SET state = 'leased', lease_until = :now + coalesce(
+    :seconds, (SELECT lease FROM hailq_queues WHERE name = :queue), 30.0)
 WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
   AND id = :id AND queue = :queue AND token = :token AND state IN ('leased', 'ready')
   AND (lease_until >= :now

@@ -150,7 +150,7 @@ CREATE TABLE hailq_queues (
     name TEXT PRIMARY KEY,
     settings TEXT NOT NULL,
     created_at REAL NOT NULL
-, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL, deadlines TEXT);
+, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL, deadlines TEXT, retry TEXT, dedup_window REAL NOT NULL DEFAULT 3600.0, max_message_size INTEGER NOT NULL DEFAULT 1048576);
 
 -- table hailq_rate_buckets
 CREATE TABLE hailq_rate_buckets (
