@@ -27,6 +27,7 @@ from hailq.backends.figure_rows import RateAdd as RateAdd
 from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
+from hailq.backends.history import HistoryBackend
 from hailq.backends.levels import LevelsBackend
 from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
@@ -117,6 +118,9 @@ class ClaimParams(NamedTuple):
     max_messages: int
     lease: float | None = None  # None: the queue's stored lease
     acks: Sequence[Receipt] = ()
+    # Who claims (rule 40's history records it with each attempt of a retaining queue):
+    # "worker host:pid", "HTTP client"; None: "library".
+    consumer: str | None = None
 
 
 class ClaimResult(NamedTuple):
@@ -241,7 +245,7 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
+class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
     Periodic schedules' methods: ``hailq/backends/schedules.py``; the overview's:
     ``hailq/backends/overview.py``."""

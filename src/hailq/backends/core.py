@@ -43,6 +43,7 @@ from hailq.backends.base import (
 from hailq.backends.catalog import CatalogStore
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
+from hailq.backends.history import HistoryStore, mark_of
 from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
@@ -85,10 +86,12 @@ class Live(NamedTuple):
     rate: float | None = None  # rule 33: messages per second, None: no limit
     burst: float = 0.0  # the bucket's size where there is a rate
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
+    retain: float | None = None  # rule 40: seconds history keeps finished messages
+    retain_bodies: bool = True
 
 
 class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore,
-                 AutoscaleStore, LevelsStore):
+                 AutoscaleStore, LevelsStore, HistoryStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -96,6 +99,7 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         self.url_for_display = dialect.url_for_display
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
+        self._pruned: dict[str, float] = {}
         self._sends = 0
 
     # -- schema and clock ----------------------------------------------------------------
@@ -127,9 +131,11 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         if found is None:  # deleted, or never declared: never a queue made up here
             self._settings.pop(queue, None)
             raise _no_queue(queue)
-        lease, cap, attempts, park, paused = found
+        lease, cap, attempts, park, paused, retain, bodies = found
         live = Live(float(lease), None if cap is None else int(cap), int(attempts),
-                    bool(park), *rates.live(tx, queue), paused=bool(paused))
+                    bool(park), *rates.live(tx, queue), paused=bool(paused),
+                    retain=None if retain is None else float(retain),
+                    retain_bodies=bool(bodies))
         self._settings[queue] = (now, live)
         return live
 
@@ -145,9 +151,11 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         with tx.atomic():
             tx.exec("scheduled_promote", args)
             ended = tx.run("leases_expire", args)
-            dead = [(key, parked) for state, key, parked in ended if state == "dead"]
+            dead = [(key, parked) for state, key, parked, *_ in ended if state == "dead"]
             if dead:
                 tx.exec("count_dead", {"queue": queue, "n": len(dead)})
+                self.history_record(tx, queue, [(i, s) for state, _, _, i, s in ended
+                                                if state == "dead"], "dead")
                 self._release(tx, queue, [k for k, parked in dead
                                           if k is not None and not parked])
 
@@ -262,7 +270,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
             if live.max_in_flight is None and live.rate is None and not live.paused:
                 fused = self.dialect.ack_claim(
                     tx, params.acks, params.queue, params.max_messages,
-                    live.lease if params.lease is None else params.lease)
+                    live.lease if params.lease is None else params.lease,
+                    mark_of(live, params.consumer))
         done, found = fused if fused is not None else ({}, [])
         left = [r for r in params.acks if r[:3] not in done]
         if not left:
@@ -284,6 +293,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         live = self._live(tx, queue)
         if due:
             self._maintain(tx, queue)
+            if live.retain is not None:
+                self._history_upkeep(tx, queue, live.retain)
         found = self._claim_now(tx, params, live)
         if not found and not due:
             self._maintain(tx, queue)
@@ -294,8 +305,9 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         if live.paused:  # an operator paused it: nothing is leased (rule 32)
             return []
         lease = live.lease if params.lease is None else params.lease
+        mark = mark_of(live, params.consumer)
         if live.max_in_flight is None and live.rate is None:
-            return self.dialect.claim(tx, params.queue, params.max_messages, lease)
+            return self.dialect.claim(tx, params.queue, params.max_messages, lease, mark)
         with tx.atomic():
             room = params.max_messages
             if live.max_in_flight is not None:
@@ -305,8 +317,10 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                 room = min(room, live.max_in_flight - leased)
             if room > 0 and live.rate is not None:  # rule 33, within the cap (rule 1)
                 return rates.claim(tx, params.queue, room, live.rate, live.burst,
-                                   lambda n: self.dialect.claim(tx, params.queue, n, lease))
-            return self.dialect.claim(tx, params.queue, room, lease) if room > 0 else []
+                                   lambda n: self.dialect.claim(tx, params.queue, n, lease,
+                                                                mark))
+            return (self.dialect.claim(tx, params.queue, room, lease, mark) if room > 0
+                    else [])
 
     def message_wait(self, params: WaitParams) -> None:
         queues, timeout = list(params.queues), params.timeout
@@ -465,6 +479,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                     return False
                 state, key, parked = found
                 tx.also("count_nacked", {"queue": r.queue, "dead": int(state == "dead")})
+                if state == "dead":
+                    self.history_record(tx, r.queue, [(r.message_id, r.seq)], "dead")
                 if state == "dead" and key is not None and not parked:
                     self._release(tx, r.queue, [key])
                 if self._live(tx, r.queue).max_in_flight is not None:

@@ -40,6 +40,7 @@ from psycopg_pool import ConnectionPool
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
+from hailq.backends.history import Mark
 from hailq.backends.postgres.calls import NOT_PREPARED, Owned, PooledCalls
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
@@ -347,15 +348,20 @@ class PostgresDialect(PooledCalls, Dialect):
             found = tx.run("message_insert_one", {
                 "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
                 "headers": m.headers, "priority": m.priority, "delay": m.delay,
-                "aging": m.aging, "target": m.target})
+                "aging": m.aging, "target": m.target, "dedup_id": m.dedup_id})
         else:
             found = tx.run("message_insert_again" if rerun else "message_insert",
                            _insert_args(messages))
         return int(found[0][0])
 
-    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
-        return _claimed_rows(tx.run(cast(_Tx, tx).limited("message_claim", n),
-                                    {"queue": queue, "lease": lease}))
+    def claim(self, tx: Tx, queue: str, n: int, lease: float,
+              mark: Mark | None = None) -> list[ClaimedRow]:
+        if mark is None:
+            return _claimed_rows(tx.run(cast(_Tx, tx).limited("message_claim", n),
+                                        {"queue": queue, "lease": lease}))
+        return _claimed_rows(tx.run(cast(_Tx, tx).limited("message_claim retain", n), {
+            "queue": queue, "lease": lease, "retain": mark.retain,
+            "consumer": mark.consumer}))
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         if len(receipts) == 1:
@@ -381,9 +387,12 @@ class PostgresDialect(PooledCalls, Dialect):
         return {(q, i, t): bool(late) for q, i, t, late in found}
 
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
-                  lease: float) -> tuple[Outcome, list[ClaimedRow]]:
-        found = tx.run(cast(_Tx, tx).limited("message_ack_claim", n), {
-            "queue": queue, "lease": lease,
+                  lease: float, mark: Mark | None = None,
+                  ) -> tuple[Outcome, list[ClaimedRow]]:
+        name = "message_ack_claim" if mark is None else "message_ack_claim retain"
+        found = tx.run(cast(_Tx, tx).limited(name, n), {
+            "queue": queue, "lease": lease, "retain": mark and mark.retain,
+            "consumer": mark and mark.consumer,
             "queues": [r.queue for r in receipts], "ids": [r.message_id for r in receipts],
             "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})
         # An acked row: its queue where a claimed row has the key (see queries.sql).
@@ -457,14 +466,22 @@ _RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NO
 # The claim both claim statements share (queries.sql: claim_steps) leaves out, in the
 # fused one, the rows that statement acks (see message_ack_claim).
 _ACKED_HERE = {"message_ack_claim": sql.SQL("AND id NOT IN (SELECT id FROM gone)")}
+_MARK = sql.SQL(", retain = %(retain)s, consumer = %(consumer)s, "
+                "claimed_at = {schema}.epoch()")
 
 
 def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str]:
     parts = {"schema": sql.Identifier(schema), "channel": sql.Literal(channel),
-             "relaxed": relaxed, "limit": sql.SQL("{limit}")}
+             "relaxed": relaxed, "limit": sql.SQL("{limit}"), "mark": sql.SQL("")}
     rendered = {name: sql.SQL(text).format(again=sql.SQL(""), acked_here=_ACKED_HERE.get(
                     name, sql.SQL("")), **parts).as_string(None)
                 for name, text in _RAW.items()}
+    # A claim of a queue that keeps history (rule 40) writes its mark on the rows it
+    # leases; other queues' claims stay as they were.
+    for name in ("message_claim", "message_ack_claim"):
+        rendered[f"{name} retain"] = sql.SQL(_RAW[name]).format(
+            again=sql.SQL(""), acked_here=_ACKED_HERE.get(name, sql.SQL("")),
+            **{**parts, "mark": _MARK.format(schema=parts["schema"])}).as_string(None)
     # A batch's re-run (its first try's commit unknown) skips the rows that try stored;
     # a first try has no ids to skip and saves the speculative inserts ON CONFLICT makes.
     rendered["message_insert_again"] = sql.SQL(_RAW["message_insert"]).format(
@@ -488,4 +505,5 @@ def _insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
         "bodies": [m.body for m in messages], "kinds": [m.body_kind for m in messages],
         "headers": [m.headers for m in messages], "priorities": [m.priority for m in messages],
         "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages],
-        "agings": [m.aging for m in messages], "targets": [m.target for m in messages]}
+        "agings": [m.aging for m in messages], "targets": [m.target for m in messages],
+        "dedups": [m.dedup_id for m in messages]}

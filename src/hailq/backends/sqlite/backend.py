@@ -28,6 +28,7 @@ from hailq._time import Clock, system_clock
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Tx
+from hailq.backends.history import Mark
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.backends.sqlite.connection import (
     Forks,
@@ -156,6 +157,8 @@ class SQLiteDialect(Dialect):
             # Rule 16's sort key, one definition for Python and SQL.
             for arity in (3, 4):  # aging alone (migrations), and a deadline's target
                 conn.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
+            # The broker's clock, for history's trigger (migration 12).
+            conn.create_function("hailq_now", 0, self._clock)
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
         self._outage.reached()
@@ -257,6 +260,7 @@ class SQLiteDialect(Dialect):
         # A connection of the application's own has no hailq functions yet.
         for arity in (3, 4):
             connection.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
+        connection.create_function("hailq_now", 0, self._clock)
         return connection
 
     # -- schema ------------------------------------------------------------------------
@@ -323,9 +327,11 @@ class SQLiteDialect(Dialect):
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": sort_key(m.priority, now + m.delay, m.aging, m.target),
-            "now": now, "delay": m.delay} for m in messages]).rowcount)
+            "now": now, "delay": m.delay, "dedup_id": m.dedup_id}
+            for m in messages]).rowcount)
 
-    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
+    def claim(self, tx: Tx, queue: str, n: int, lease: float,
+              mark: Mark | None = None) -> list[ClaimedRow]:
         token = os.urandom(8).hex()  # secrets.token_hex(8) without its three frames
         conn, lease_until = tx.conn, float(tx.now or 0.0) + lease
         found = conn.execute(Q["message_claim"], {"queue": queue, "n": n, "token": token,
@@ -333,8 +339,13 @@ class SQLiteDialect(Dialect):
         if not found:
             return []
         # map and itemgetter: no Python frame per claim, nor per row
-        conn.execute(_for_rows("message_claim_mark", len(found)),
-                     [token, lease_until, *map(_SEQ, found)])
+        if mark is None:
+            conn.execute(_for_rows("message_claim_mark", len(found)),
+                         [token, lease_until, *map(_SEQ, found)])
+        else:  # a queue that keeps history (rule 40)
+            conn.execute(_for_rows("message_claim_mark_retain", len(found)),
+                         [token, lease_until, mark.retain, mark.consumer, tx.now,
+                          *map(_SEQ, found)])
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})
