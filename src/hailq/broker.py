@@ -19,6 +19,7 @@ from hailq.backends.registry import lookup
 from hailq.checks import check_limit
 from hailq.codec import Body
 from hailq.errors import InvalidArgument, QueueNotFound, ScheduleNotFound, TopicNotFound
+from hailq.history import HistoryEntry, HistoryQuery
 from hailq.hooks import Hook, check_hook
 from hailq.models import AutoscalerInfo, QueueRecord, ScheduleInfo, WorkerInfo
 from hailq.queue import Queue
@@ -139,6 +140,13 @@ class Broker:
         limit = check_limit(limit)
         return glances(self.backend.overview_read(OverviewParams(limit)),
                        self.backend.worker_list(), limit)
+
+    def history(self, **filters: Any) -> list[HistoryEntry]:
+        """Finished messages of every queue that keeps history (rule 40), newest first.
+        Filters as ``HistoryQuery``: ``queue``, ``id``, ``dedup_id``,
+        ``header=(name, value)``, ``ordering_key``, ``outcome`` ("acked", "dead",
+        "cancelled"), ``since``, ``until`` (epoch seconds or datetimes), ``limit``."""
+        return self.backend.history_search(HistoryQuery(**filters))
 
     def topic(self, name: str) -> Topic:
         """Declare a topic (idempotent) and return it."""

@@ -8,9 +8,10 @@ error, its handler time and the consumer that ran it (docs/guides/history-and-ca
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from hailq._time import text_seconds
@@ -66,12 +67,14 @@ class HistoryEntry:
         return self.attempts[-1].handler_time if self.attempts else None
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping (``hailq history --json``, ``GET /api/history``); a body
-        of bytes is shown as UTF-8 text, undecodable bytes replaced."""
+        """A JSON-ready mapping (``hailq history --json``, ``GET /api/history``): a body
+        as ``body`` and ``body_encoding`` ("json", "base64"; None: not kept)."""
         body = self.body
-        shown: Any = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         return {
-            "id": self.id, "queue": self.queue, "outcome": self.outcome, "body": shown,
+            "id": self.id, "queue": self.queue, "outcome": self.outcome,
+            **({"body": base64.b64encode(body).decode("ascii"), "body_encoding": "base64"}
+               if isinstance(body, bytes) else
+               {"body": body, "body_encoding": None if body is None else "json"}),
             "headers": self.headers, "priority": self.priority,
             "ordering_key": self.ordering_key, "dedup_id": self.dedup_id,
             "enqueued_at": self.enqueued_at, "finished_at": self.finished_at,
@@ -123,9 +126,23 @@ class HistoryQuery:
                                   f"got {self.limit!r}")
 
 
-def retain_seconds(value: object) -> float:
-    """A ``retain`` setting's seconds ("24h", "7d", seconds or a timedelta)."""
-    return text_seconds(value, "retain", allow_zero=False)
+def moment(value: str, now: float) -> float:
+    """A search's time bound as written on a command line or in a URL: a duration ago
+    ("90s", "15m", "24h", "7d"), an ISO 8601 time (UTC unless it says), or epoch
+    seconds."""
+    text = value.strip()
+    if text[-1:].lower() in ("s", "m", "h", "d"):
+        return now - text_seconds(text, "time", maximum=3650 * 86400.0)
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgument(f'a time must be a duration ago ("24h"), an ISO time '
+                              f'("2026-12-06T17:00") or epoch seconds, got {value!r}') from None
+    return (at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def entry(row: Any) -> HistoryEntry:
