@@ -65,14 +65,20 @@ class HistoryStore:
     def history_record(self, tx: Tx, queue: str, messages: Sequence[tuple[str, int | None]],
                        outcome: HistoryOutcome) -> None:
         """Record ``messages`` ((id, seq or None) of rows still stored) as finished with
-        ``outcome`` ("dead", "cancelled"; acks record themselves), if the queue retains
-        now or they were claimed while it retained; nothing otherwise. Run it in the
-        transaction that kills or cancels them, before a cancel deletes its row: the row
-        then no longer carries its mark, so the deletion writes no "acked" row."""
+        ``outcome`` ("dead", "cancelled"; acks record themselves) if the queue retains
+        now; nothing otherwise. Run it in the transaction that kills or cancels them,
+        before a cancel deletes its row: the row then no longer carries the mark its
+        claim wrote, so the deletion writes no "acked" row."""
         if not messages:
             return
         live = self._live(tx, queue)
-        retain = 0 if live.retain is None else 2 if live.retain_bodies else 1
+        if live.retain is None:  # a queue without history pays no statement here...
+            if outcome == "cancelled":  # ...but a cancel's delete is no ack
+                for message_id, seq in messages:
+                    tx.exec("history_recorded", {"queue": queue, "id": message_id,
+                                                 "seq": seq})
+            return
+        retain = 2 if live.retain_bodies else 1
         with tx.atomic():
             for message_id, seq in messages:
                 args = {"queue": queue, "id": message_id, "seq": seq, "now": tx.now,

@@ -11,6 +11,7 @@ from starlette.routing import BaseRoute, Route
 
 from hailq.serve import (
     api_dead,
+    api_history,
     api_levels,
     api_messages,
     api_queues,
@@ -108,6 +109,18 @@ OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
     ("GET", "/api/autoscalers", api_topics.list_autoscalers,
      Doc("Each autoscaler's last decision (of one queue: also its last decisions)",
          "read", response="Autoscalers", query=(_ONE_QUEUE,), statuses=(400, 503))),
+    ("GET", "/api/history", api_history.history,
+     Doc("Finished messages (acked, dead, cancelled) of queues that keep history",
+         "read", response="History", query=(
+             _ONE_QUEUE, Param("id", TEXT, "Only this message id."),
+             Param("dedup_id", TEXT, "Only this dedup id."),
+             Param("header", TEXT, "NAME=VALUE: only messages with this header value."),
+             Param("ordering_key", TEXT, "Only this ordering key."),
+             Param("outcome", {"type": "string", "enum": ["acked", "dead", "cancelled"]}),
+             Param("since", TEXT, 'Finished at or after: a duration ago ("24h"), an ISO '
+                   "time or epoch seconds."),
+             Param("until", TEXT, "Finished before (as since)."), _LIMIT),
+         statuses=(400, 503))),
     ("GET", "/api/levels", api_levels.levels,
      Doc("Queue levels and rates over time, recorded every 10 s (the dashboard's charts)",
          "read", response="Levels", query=(_ONE_QUEUE, Param(

@@ -7,6 +7,19 @@ CREATE INDEX hailq_autoscale_queue ON hailq_autoscale (queue, at);
 -- index hailq_dedup_expires
 CREATE INDEX hailq_dedup_expires ON hailq_dedup (expires_at);
 
+-- index hailq_history_dedup
+CREATE INDEX hailq_history_dedup ON hailq_history (dedup_id) WHERE dedup_id IS NOT NULL;
+
+-- index hailq_history_id
+CREATE INDEX hailq_history_id ON hailq_history (id);
+
+-- index hailq_history_key
+CREATE INDEX hailq_history_key ON hailq_history (ordering_key)
+    WHERE ordering_key IS NOT NULL;
+
+-- index hailq_history_queue
+CREATE INDEX hailq_history_queue ON hailq_history (queue, finished_at);
+
 -- index hailq_levels_slot
 CREATE INDEX hailq_levels_slot ON hailq_levels (slot);
 
@@ -93,6 +106,26 @@ CREATE TABLE hailq_histograms (
     PRIMARY KEY (queue, kind, priority, le)
 ) WITHOUT ROWID;
 
+-- table hailq_history
+CREATE TABLE hailq_history (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('acked', 'dead', 'cancelled')),
+    dedup_id TEXT,
+    ordering_key TEXT,
+    headers TEXT,
+    priority INTEGER NOT NULL,
+    body BLOB,                     -- NULL: the queue keeps no bodies (retain_bodies)
+    body_kind INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    errors TEXT,                   -- each failed attempt: error, when, consumer, start
+    consumer TEXT,                 -- who ran the last attempt
+    enqueued_at REAL NOT NULL,
+    started_at REAL,               -- when the last attempt began
+    finished_at REAL NOT NULL
+);
+
 -- table hailq_levels
 CREATE TABLE hailq_levels (
     queue TEXT NOT NULL,
@@ -129,7 +162,7 @@ CREATE TABLE hailq_messages (
     errors TEXT,
     dead_at REAL,
     parked INTEGER NOT NULL DEFAULT 0
-);
+, retain INTEGER NOT NULL DEFAULT 0, consumer TEXT, claimed_at REAL, dedup_id TEXT);
 
 -- table hailq_queue_ops
 CREATE TABLE hailq_queue_ops (
@@ -144,7 +177,7 @@ CREATE TABLE hailq_queues (
     name TEXT PRIMARY KEY,
     settings TEXT NOT NULL,
     created_at REAL NOT NULL
-, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL, deadlines TEXT);
+, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL, deadlines TEXT, retain REAL, retain_bodies INTEGER NOT NULL DEFAULT 1);
 
 -- table hailq_rate_buckets
 CREATE TABLE hailq_rate_buckets (
@@ -252,4 +285,17 @@ CREATE TABLE hailq_workers (
     last_seen REAL NOT NULL,
     state TEXT NOT NULL
 , running TEXT NOT NULL DEFAULT '[]');
+
+-- trigger hailq_history_acked
+CREATE TRIGGER hailq_history_acked AFTER DELETE ON hailq_messages
+FOR EACH ROW WHEN OLD.retain > 0 AND OLD.state <> 'dead'
+BEGIN
+    INSERT INTO hailq_history (id, queue, outcome, dedup_id, ordering_key, headers,
+                               priority, body, body_kind, attempts, errors, consumer,
+                               enqueued_at, started_at, finished_at)
+    VALUES (OLD.id, OLD.queue, 'acked', OLD.dedup_id, OLD.ordering_key, OLD.headers,
+            OLD.priority, CASE WHEN OLD.retain = 2 THEN OLD.body END, OLD.body_kind,
+            OLD.attempt, OLD.errors, OLD.consumer, OLD.enqueued_at, OLD.claimed_at,
+            hailq_now());
+END;
 
