@@ -67,7 +67,7 @@ def cycle(q: hailq.Queue) -> None:
     got[3].dead_letter("poison")
 
 
-def test_without_retain_no_history_rows_and_no_statement_about_it(
+def test_rule_40_without_retain_no_history_rows_and_no_statement_about_it(
         broker: hailq.Broker, raw: RawDatabase, statements: Statements) -> None:
     q = broker.queue("plain")
     statements.seen.clear()  # the cycle's statements only
@@ -82,7 +82,7 @@ def test_without_retain_no_history_rows_and_no_statement_about_it(
     assert broker.history() == []
 
 
-def test_acked_and_dead_are_recorded_with_attempts_errors_time_and_consumer(
+def test_rule_40_acked_and_dead_are_recorded_with_attempts_errors_time_and_consumer(
         broker: hailq.Broker) -> None:
     q = broker.queue("claims", retain="24h", max_attempts=2)
     first = q.send({"n": 1}, headers={"claim": "4711"}, dedup_id="c-4711",
@@ -117,7 +117,7 @@ def test_acked_and_dead_are_recorded_with_attempts_errors_time_and_consumer(
     assert len(q.history()) == 2
 
 
-def test_a_lease_that_ends_on_the_last_attempt_is_recorded_dead(
+def test_rule_40_a_lease_that_ends_on_the_last_attempt_is_recorded_dead(
         broker: hailq.Broker) -> None:
     q = broker.queue("slow", retain=3600, max_attempts=1, lease=1)
     sent = q.send("x")
@@ -130,7 +130,7 @@ def test_a_lease_that_ends_on_the_last_attempt_is_recorded_dead(
     assert found.attempts[-1].consumer == "library"
 
 
-def test_searches_by_each_filter(broker: hailq.Broker) -> None:
+def test_rule_40_searches_by_each_filter(broker: hailq.Broker) -> None:
     q = broker.queue("orders", retain="1d")
     other = broker.queue("refunds", retain="1d")
     ids = [q.send(f"o{i}", headers={"order": f"47{i}"}, dedup_id=f"d{i}",
@@ -158,7 +158,7 @@ def test_searches_by_each_filter(broker: hailq.Broker) -> None:
         HistoryQuery(limit=0)
 
 
-def test_bodies_are_left_out_when_the_queue_says_so(broker: hailq.Broker) -> None:
+def test_rule_40_bodies_are_left_out_when_the_queue_says_so(broker: hailq.Broker) -> None:
     q = broker.queue("private", retain="1h", retain_bodies=False)
     sent = q.send({"card": "4111"}, headers={"ref": "r1"})
     q.receive(1)[0].ack()
@@ -166,7 +166,7 @@ def test_bodies_are_left_out_when_the_queue_says_so(broker: hailq.Broker) -> Non
     assert found is not None and found.body is None and found.headers == {"ref": "r1"}
 
 
-def test_an_operator_turns_retention_on_and_off_live(broker: hailq.Broker) -> None:
+def test_rule_40_an_operator_turns_retention_on_and_off_live(broker: hailq.Broker) -> None:
     declared = broker.queue("live")
     consumer = broker.get_queue("live")
     before = declared.send("before")
@@ -183,7 +183,7 @@ def test_an_operator_turns_retention_on_and_off_live(broker: hailq.Broker) -> No
     assert declared.finished(before) is None and declared.finished(after) is None
 
 
-def test_purged_and_deleted_messages_are_not_taken_for_acks(broker: hailq.Broker) -> None:
+def test_rule_40_purged_and_deleted_messages_are_not_taken_for_acks(broker: hailq.Broker) -> None:
     q = broker.queue("tidy", retain="1h")
     q.send_many(["a", "b"])
     for m in q.receive(2):
@@ -195,7 +195,7 @@ def test_purged_and_deleted_messages_are_not_taken_for_acks(broker: hailq.Broker
     assert broker.history() == []
 
 
-def test_prune_after_the_retention_in_bounded_batches(broker: hailq.Broker,
+def test_rule_40_prune_after_the_retention_in_bounded_batches(broker: hailq.Broker,
                                                       raw: RawDatabase) -> None:
     q = broker.queue("short", retain=60)
     q.send_many([str(i) for i in range(12)])
@@ -211,7 +211,7 @@ def test_prune_after_the_retention_in_bounded_batches(broker: hailq.Broker,
     assert history_rows(raw) == 0
 
 
-def test_upkeep_prunes_what_the_retention_let_go(broker: hailq.Broker,
+def test_rule_40_upkeep_prunes_what_the_retention_let_go(broker: hailq.Broker,
                                                   raw: RawDatabase) -> None:
     q = broker.queue("kept", retain=60)
     q.send_many(["a", "b"])
@@ -227,7 +227,7 @@ def test_upkeep_prunes_what_the_retention_let_go(broker: hailq.Broker,
     assert history_rows(raw) == 0
 
 
-def test_retain_setting_is_checked(broker: hailq.Broker) -> None:
+def test_rule_40_retain_setting_is_checked(broker: hailq.Broker) -> None:
     with pytest.raises(InvalidArgument, match="retain"):
         broker.queue("bad", retain="forever")
     with pytest.raises(InvalidArgument, match="retain"):
