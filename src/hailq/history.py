@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from hailq._time import text_seconds
@@ -104,10 +104,10 @@ class HistoryQuery:
             value = getattr(self, name)
             if value is not None:
                 check_key(value, name.replace("_", " "))
-        if self.header is not None:
-            if (not isinstance(self.header, tuple) or len(self.header) != 2
-                    or not all(isinstance(v, str) and v for v in self.header)):
-                raise InvalidArgument(f"header must be a (name, value) pair of non-empty "
+        if self.header is not None and (
+                not isinstance(self.header, tuple) or len(self.header) != 2
+                or not all(isinstance(v, str) and v for v in self.header)):
+            raise InvalidArgument(f"header must be a (name, value) pair of non-empty "
                                       f"strings, got {self.header!r}")
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise InvalidArgument(f"outcome must be one of {', '.join(OUTCOMES)}, "
@@ -142,7 +142,7 @@ def moment(value: str, now: float) -> float:
     except ValueError:
         raise InvalidArgument(f'a time must be a duration ago ("24h"), an ISO time '
                               f'("2026-12-06T17:00") or epoch seconds, got {value!r}') from None
-    return (at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)).timestamp()
+    return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
 
 
 def entry(row: Any) -> HistoryEntry:

@@ -11,13 +11,13 @@ import pytest
 
 import hailq
 
-from .test_dashboard_browser import chromium as chromium  # noqa: F401 - fixtures
-from .test_dashboard_browser import open_page as open_page  # noqa: F401
+from .test_dashboard_browser import chromium as chromium
+from .test_dashboard_browser import open_page as open_page
 
 pytestmark = pytest.mark.slow
 
 
-def test_history_page_filters_in_a_browser(open_page: Callable[..., Any],  # noqa: F811
+def test_history_page_filters_in_a_browser(open_page: Callable[..., Any],
                                            broker: hailq.Broker) -> None:
     q = broker.queue("claims", retain="24h")
     private = broker.queue("cards", retain="24h", retain_bodies=False)

@@ -48,14 +48,8 @@ from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
-from hailq.errors import (
-    LeaseLost,
-    OutcomeUnknown,
-    TopicNotFound,
-)
-from hailq.models import (
-    QueueStats,
-)
+from hailq.errors import LeaseLost, OutcomeUnknown, TopicNotFound
+from hailq.models import QueueStats
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -304,10 +298,11 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
     def _claim_now(self, tx: Tx, params: ClaimParams, live: Live) -> list[ClaimedRow]:
         if live.paused:  # an operator paused it: nothing is leased (rule 32)
             return []
-        lease = live.lease if params.lease is None else params.lease
-        mark = mark_of(live, params.consumer)
+        claim = partial(self.dialect.claim, tx, params.queue,
+                        lease=live.lease if params.lease is None else params.lease,
+                        mark=mark_of(live, params.consumer))
         if live.max_in_flight is None and live.rate is None:
-            return self.dialect.claim(tx, params.queue, params.max_messages, lease, mark)
+            return claim(params.max_messages)
         with tx.atomic():
             room = params.max_messages
             if live.max_in_flight is not None:
@@ -316,11 +311,8 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                 leased = int(tx.one("in_flight", {"queue": params.queue})[0])
                 room = min(room, live.max_in_flight - leased)
             if room > 0 and live.rate is not None:  # rule 33, within the cap (rule 1)
-                return rates.claim(tx, params.queue, room, live.rate, live.burst,
-                                   lambda n: self.dialect.claim(tx, params.queue, n, lease,
-                                                                mark))
-            return (self.dialect.claim(tx, params.queue, room, lease, mark) if room > 0
-                    else [])
+                return rates.claim(tx, params.queue, room, live.rate, live.burst, claim)
+            return claim(room) if room > 0 else []
 
     def message_wait(self, params: WaitParams) -> None:
         queues, timeout = list(params.queues), params.timeout

@@ -122,10 +122,11 @@ def bench_search(url: str) -> list[Figure]:
     _fill(broker, url)
     pick = random.Random(40)
     found = []
-    for name, make in (
-            ("id", lambda i: {"id": f"msg-{i}"}),
-            ("dedup id", lambda i: {"dedup_id": f"dedup-{i}"}),
-            ("ordering key", lambda i: {"ordering_key": f"key-{i % SEARCH_KEYS}"})):
+    for name, field_, value in (("id", "id", "msg-{}"), ("dedup id", "dedup_id", "dedup-{}"),
+                                ("ordering key", "ordering_key", "key-{}")):
+        def make(i: int, field_: str = field_, value: str = value) -> dict[str, Any]:
+            return {field_: value.format(i % SEARCH_KEYS if field_ == "ordering_key" else i)}
+
         _timed(broker, [make(pick.randint(1, SEARCH_ROWS)) for _ in range(5)])  # warm
         taken = _timed(broker, [make(pick.randint(1, SEARCH_ROWS)) for _ in range(LOOKUPS)])
         found.append(Figure(f"history search by {name}, 1M rows", "ms",

@@ -41,7 +41,7 @@ def history_query(params: Mapping[str, str], now: float, limit: int = 100) -> Hi
     since, until = given["since"], given["until"]
     return HistoryQuery(
         queue=given["queue"], id=given["id"], dedup_id=given["dedup_id"], header=header,
-        ordering_key=given["ordering_key"], outcome=given["outcome"],  # type: ignore[arg-type]
+        ordering_key=given["ordering_key"], outcome=given["outcome"],
         since=None if since is None else moment(since, now),
         until=None if until is None else moment(until, now), limit=int(raw_limit))
 

@@ -26,9 +26,9 @@ from starlette.staticfiles import StaticFiles
 from hailq._time import format_age
 from hailq.broker import Broker
 from hailq.errors import InvalidArgument, QueueNotFound, TopicNotFound
+from hailq.history import OUTCOMES
 from hailq.serve import failures
 from hailq.serve import pages_data as data
-from hailq.history import OUTCOMES
 from hailq.serve.api_history import FILTERS, history_query, history_row
 from hailq.serve.api_io import blocking
 

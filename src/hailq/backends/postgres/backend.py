@@ -45,13 +45,13 @@ from hailq.backends.postgres.calls import NOT_PREPARED, Owned, PooledCalls
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.postgres.poollog import PoolLogs
-from hailq.backends.sqlfile import load_migrations, load_queries
+from hailq.backends.postgres.render import RELAXED, render
+from hailq.backends.sqlfile import load_migrations
 from hailq.errors import InvalidArgument, SchemaError
 from hailq.outage import Outage
 
 T = TypeVar("T")
 log = logging.getLogger("hailq.postgres")
-_RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
@@ -147,8 +147,8 @@ class PostgresDialect(PooledCalls, Dialect):
         # Rendered once: psycopg then caches and prepares each query by its text. Leases
         # and acks commit without waiting for the disk, sends and effects durably.
         self.channel = _channel(self.schema)
-        self._q = _render(self.schema, self.channel, _RELAXED)
-        self._q_durable = _render(self.schema, self.channel, sql.SQL("true"))
+        self._q = render(self.schema, self.channel, RELAXED)
+        self._q_durable = render(self.schema, self.channel, sql.SQL("true"))
         self._pid = -1
         self._durable: ConnectionPool | None = None
         self._fast: ConnectionPool | None = None
@@ -356,12 +356,10 @@ class PostgresDialect(PooledCalls, Dialect):
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float,
               mark: Mark | None = None) -> list[ClaimedRow]:
-        if mark is None:
-            return _claimed_rows(tx.run(cast(_Tx, tx).limited("message_claim", n),
-                                        {"queue": queue, "lease": lease}))
-        return _claimed_rows(tx.run(cast(_Tx, tx).limited("message_claim retain", n), {
-            "queue": queue, "lease": lease, "retain": mark.retain,
-            "consumer": mark.consumer}))
+        name = "message_claim" if mark is None else "message_claim retain"  # rule 40
+        return _claimed_rows(tx.run(cast(_Tx, tx).limited(name, n), {
+            "queue": queue, "lease": lease, "retain": mark and mark.retain,
+            "consumer": mark and mark.consumer}))
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         if len(receipts) == 1:
@@ -460,33 +458,6 @@ class PostgresDialect(PooledCalls, Dialect):
 def PostgresBackend(conninfo: str, **options: Any) -> SqlBackend:
     """hailq in one PostgreSQL schema: the storage core over the PostgreSQL dialect."""
     return SqlBackend(PostgresDialect(conninfo, **options))
-
-
-_RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL")
-# The claim both claim statements share (queries.sql: claim_steps) leaves out, in the
-# fused one, the rows that statement acks (see message_ack_claim).
-_ACKED_HERE = {"message_ack_claim": sql.SQL("AND id NOT IN (SELECT id FROM gone)")}
-_MARK = sql.SQL(", retain = %(retain)s, consumer = %(consumer)s, "
-                "claimed_at = {schema}.epoch()")
-
-
-def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str]:
-    parts = {"schema": sql.Identifier(schema), "channel": sql.Literal(channel),
-             "relaxed": relaxed, "limit": sql.SQL("{limit}"), "mark": sql.SQL("")}
-    rendered = {name: sql.SQL(text).format(again=sql.SQL(""), acked_here=_ACKED_HERE.get(
-                    name, sql.SQL("")), **parts).as_string(None)
-                for name, text in _RAW.items()}
-    # A claim of a queue that keeps history (rule 40) writes its mark on the rows it
-    # leases; other queues' claims stay as they were.
-    for name in ("message_claim", "message_ack_claim"):
-        rendered[f"{name} retain"] = sql.SQL(_RAW[name]).format(
-            again=sql.SQL(""), acked_here=_ACKED_HERE.get(name, sql.SQL("")),
-            **{**parts, "mark": _MARK.format(schema=parts["schema"])}).as_string(None)
-    # A batch's re-run (its first try's commit unknown) skips the rows that try stored;
-    # a first try has no ids to skip and saves the speculative inserts ON CONFLICT makes.
-    rendered["message_insert_again"] = sql.SQL(_RAW["message_insert"]).format(
-        again=sql.SQL("ON CONFLICT (id) DO NOTHING"), **parts).as_string(None)
-    return rendered
 
 
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:

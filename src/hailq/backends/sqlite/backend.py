@@ -35,6 +35,7 @@ from hailq.backends.sqlite.connection import (
     ForkSafeLock,
     Local,
     Transaction,
+    add_functions,
     begin,
     briefly,
     busy,
@@ -154,11 +155,7 @@ class SQLiteDialect(Dialect):
             # busy handler, whose sleeps grow to 100 ms: far longer than a hailq write holds
             # the lock. Setting it once saves two PRAGMAs per transaction.
             conn.execute("PRAGMA busy_timeout=0")
-            # Rule 16's sort key, one definition for Python and SQL.
-            for arity in (3, 4):  # aging alone (migrations), and a deadline's target
-                conn.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
-            # The broker's clock, for history's trigger (migration 12).
-            conn.create_function("hailq_now", 0, self._clock)
+            add_functions(conn, self._clock)  # rule 16's sort key, the broker's clock
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
         self._outage.reached()
@@ -258,9 +255,7 @@ class SQLiteDialect(Dialect):
                 "connection= is in autocommit mode with no open transaction; run BEGIN first "
                 "so the message commits with your transaction")
         # A connection of the application's own has no hailq functions yet.
-        for arity in (3, 4):
-            connection.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
-        connection.create_function("hailq_now", 0, self._clock)
+        add_functions(connection, self._clock)
         return connection
 
     # -- schema ------------------------------------------------------------------------
@@ -327,8 +322,7 @@ class SQLiteDialect(Dialect):
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": sort_key(m.priority, now + m.delay, m.aging, m.target),
-            "now": now, "delay": m.delay, "dedup_id": m.dedup_id}
-            for m in messages]).rowcount)
+            "now": now, "delay": m.delay, "dedup_id": m.dedup_id} for m in messages]).rowcount)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float,
               mark: Mark | None = None) -> list[ClaimedRow]:
@@ -339,13 +333,10 @@ class SQLiteDialect(Dialect):
         if not found:
             return []
         # map and itemgetter: no Python frame per claim, nor per row
-        if mark is None:
-            conn.execute(_for_rows("message_claim_mark", len(found)),
-                         [token, lease_until, *map(_SEQ, found)])
-        else:  # a queue that keeps history (rule 40)
-            conn.execute(_for_rows("message_claim_mark_retain", len(found)),
-                         [token, lease_until, mark.retain, mark.consumer, tx.now,
-                          *map(_SEQ, found)])
+        marks = [token, lease_until] if mark is None else [token, lease_until, *mark, tx.now]
+        conn.execute(_for_rows("message_claim_mark" if mark is None  # history: rule 40
+                               else "message_claim_mark_retain", len(found)),
+                     [*marks, *map(_SEQ, found)])
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})

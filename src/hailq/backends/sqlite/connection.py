@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import SchemaError, StorageError
 from hailq.outage import GaveWay, Outage
+from hailq.policy.ordering import sort_key
 
 if TYPE_CHECKING:
     from hailq.backends.sqlite.backend import SQLiteDialect
@@ -38,6 +39,15 @@ _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 # A file that stays locked past busy_timeout, is read-only, fails to read or write, cannot
 # be opened or is full: the database is away for hailq's writes, an outage to report.
 _UNAVAILABLE = {*_BUSY, 8, 10, 13, 14}  # READONLY, IOERR, FULL, CANTOPEN
+
+
+def add_functions(conn: sqlite3.Connection, clock: Callable[[], float]) -> None:
+    """hailq's SQL functions on a connection: rule 16's sort key (aging alone, as
+    migrations call it, and with a deadline's target) and the broker's clock (history's
+    trigger, migration 12)."""
+    for arity in (3, 4):
+        conn.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
+    conn.create_function("hailq_now", 0, clock)
 
 
 def busy(exc: sqlite3.Error) -> bool:
