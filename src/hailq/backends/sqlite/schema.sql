@@ -287,15 +287,15 @@ CREATE TABLE hailq_workers (
 , running TEXT NOT NULL DEFAULT '[]');
 
 -- trigger hailq_history_acked
-CREATE TRIGGER hailq_history_acked AFTER DELETE ON hailq_messages
+CREATE TRIGGER hailq_history_acked BEFORE DELETE ON hailq_messages
 FOR EACH ROW WHEN OLD.retain > 0 AND OLD.state <> 'dead'
 BEGIN
     INSERT INTO hailq_history (id, queue, outcome, dedup_id, ordering_key, headers,
                                priority, body, body_kind, attempts, errors, consumer,
                                enqueued_at, started_at, finished_at)
-    VALUES (OLD.id, OLD.queue, 'acked', OLD.dedup_id, OLD.ordering_key, OLD.headers,
-            OLD.priority, CASE WHEN OLD.retain = 2 THEN OLD.body END, OLD.body_kind,
-            OLD.attempt, OLD.errors, OLD.consumer, OLD.enqueued_at, OLD.claimed_at,
-            hailq_now());
+    SELECT id, queue, 'acked', dedup_id, ordering_key, headers, priority,
+           CASE WHEN retain = 2 THEN body END, body_kind, attempt, errors, consumer,
+           enqueued_at, claimed_at, hailq_now()
+    FROM hailq_messages WHERE seq = OLD.seq;
 END;
 

@@ -35,16 +35,19 @@ CREATE INDEX hailq_history_key ON hailq_history (ordering_key)
     WHERE ordering_key IS NOT NULL;
 CREATE INDEX hailq_history_dedup ON hailq_history (dedup_id) WHERE dedup_id IS NOT NULL;
 
--- An ack deletes the row: a retained one is written to history first. hailq_now() is the
+-- An ack deletes the row: a retained one is written to history first. BEFORE, reading
+-- the row by its position: a trigger's program loads every OLD column it names for
+-- every deleted row, marked or not, so this one names three (an AFTER trigger naming
+-- each column cost every ack of every queue a copy of its body). hailq_now() is the
 -- broker's clock, registered on each of hailq's connections like hailq_sort_key.
-CREATE TRIGGER hailq_history_acked AFTER DELETE ON hailq_messages
+CREATE TRIGGER hailq_history_acked BEFORE DELETE ON hailq_messages
 FOR EACH ROW WHEN OLD.retain > 0 AND OLD.state <> 'dead'
 BEGIN
     INSERT INTO hailq_history (id, queue, outcome, dedup_id, ordering_key, headers,
                                priority, body, body_kind, attempts, errors, consumer,
                                enqueued_at, started_at, finished_at)
-    VALUES (OLD.id, OLD.queue, 'acked', OLD.dedup_id, OLD.ordering_key, OLD.headers,
-            OLD.priority, CASE WHEN OLD.retain = 2 THEN OLD.body END, OLD.body_kind,
-            OLD.attempt, OLD.errors, OLD.consumer, OLD.enqueued_at, OLD.claimed_at,
-            hailq_now());
+    SELECT id, queue, 'acked', dedup_id, ordering_key, headers, priority,
+           CASE WHEN retain = 2 THEN body END, body_kind, attempt, errors, consumer,
+           enqueued_at, claimed_at, hailq_now()
+    FROM hailq_messages WHERE seq = OLD.seq;
 END;
