@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from hailq._time import text_seconds
 from hailq.codec import Body, check_key, decode_body, decode_headers
 from hailq.errors import InvalidArgument
 
@@ -126,23 +126,31 @@ class HistoryQuery:
                                   f"got {self.limit!r}")
 
 
+# A search's time bound as written on a command line or in a URL (the API's schema says
+# the same): a duration ago, epoch seconds, or an ISO 8601 date or time.
+AGO = r"[0-9]{1,5}(\.[0-9]{1,3})?[smhd]"
+EPOCH = r"[0-9]{1,12}(\.[0-9]{1,6})?"
+ISO = (r"[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5][0-9]"
+       r"(:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?")
+WHEN = re.compile(f"({AGO})|({EPOCH})|({ISO})")
+
+
 def moment(value: str, now: float) -> float:
-    """A search's time bound as written on a command line or in a URL: a duration ago
-    ("90s", "15m", "24h", "7d"), an ISO 8601 time (UTC unless it says), or epoch
-    seconds."""
-    text = value.strip()
-    if text[-1:].lower() in ("s", "m", "h", "d"):
-        return now - text_seconds(text, "time", maximum=3650 * 86400.0)
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
+    """A search's time bound: a duration ago ("90s", "15m", "24h", "7d"), epoch
+    seconds, or an ISO 8601 date or time (UTC unless it says)."""
+    found = WHEN.fullmatch(value.strip())
+    if found is None:
         raise InvalidArgument(f'a time must be a duration ago ("24h"), an ISO time '
-                              f'("2026-12-06T17:00") or epoch seconds, got {value!r}') from None
+                              f'("2026-12-06T17:00") or epoch seconds, got {value!r}')
+    if found.group(1):
+        return now - float(value.strip()[:-1]) * _UNIT[value.strip()[-1]]
+    if found.group(3):
+        return float(value)
+    at = datetime.fromisoformat(value.strip())
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+
+
+_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def entry(row: Any) -> HistoryEntry:

@@ -1095,7 +1095,8 @@ errors, consumer, enqueued_at, started_at, finished_at
   AND (:id IS NULL OR id = :id) AND (:dedup_id IS NULL OR dedup_id = :dedup_id)
   AND (:key IS NULL OR ordering_key = :key)
   AND (:since IS NULL OR finished_at >= :since) AND (:until IS NULL OR finished_at < :until)
-  AND (:hname IS NULL OR json_extract(headers, '$."' || :hname || '"') = :hvalue)
+  AND (:hname IS NULL OR EXISTS (SELECT 1 FROM json_each(headers)
+                                  WHERE key = :hname AND value = :hvalue))
 
 -- name: history_by_id
 -- Each search starts from the index of its most selective filter (backends/history.py).
