@@ -6,6 +6,7 @@ import math
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from hailq.errors import InvalidArgument
 
@@ -40,6 +41,22 @@ def seconds(value: Duration | None, what: str, *, allow_zero: bool = True,
     if result > maximum:
         raise InvalidArgument(f"{what} must be at most {span(maximum)}, got {span(result)}")
     return result
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def text_seconds(value: object, what: str, **limits: Any) -> float:
+    """``seconds`` that also reads a duration written as text: "90s", "15m", "24h",
+    "7d" (a number and one unit), as a setting's value may be given."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            value = float(text[:-1]) * _UNITS[text[-1:]]
+        except (KeyError, ValueError):
+            raise InvalidArgument(f'{what} must be seconds or a duration such as "90s", '
+                                  f'"15m", "24h" or "7d", got {value!r}') from None
+    return seconds(value, what, **limits)  # type: ignore[arg-type]
 
 
 def span(value: float) -> str:

@@ -33,6 +33,7 @@ from hailq.errors import (
     ScheduleNotFound,
     TopicNotFound,
 )
+from hailq.history import HistoryEntry, HistoryQuery
 from hailq.hooks import Hook, check_hook
 from hailq.ids import check_message_id
 from hailq.models import AutoscalerInfo, QueueRecord, ScheduleInfo, WorkerInfo
@@ -180,6 +181,13 @@ class Broker:
         limit = check_limit(limit)
         return glances(self.backend.overview_read(OverviewParams(limit)),
                        self.backend.worker_list(), limit)
+
+    def history(self, **filters: Any) -> list[HistoryEntry]:
+        """Finished messages of every queue that keeps history (rule 40), newest first.
+        Filters as ``HistoryQuery``: ``queue``, ``id``, ``dedup_id``,
+        ``header=(name, value)``, ``ordering_key``, ``outcome`` ("acked", "dead",
+        "cancelled"), ``since``, ``until`` (epoch seconds or datetimes), ``limit``."""
+        return self.backend.history_search(HistoryQuery(**filters))
 
     def topic(self, name: str) -> Topic:
         """Declare a topic (idempotent) and return it."""

@@ -4,7 +4,7 @@
 any connection ``hailq/connections.py`` accepts that reaches the broker's database
 (SQLite or PostgreSQL). The choreography is written once below, as steps yielding
 statements: it checks that the connection reaches hailq's own database (the
-instance id of migration 12/10, read through the caller's connection and compared
+instance id of migration 13/11, read through the caller's connection and compared
 with the broker's: exact, whatever the host names or files say), claims dedup ids,
 inserts and counts. ``send_joined`` drives it on a blocking connection,
 ``send_joined_async`` awaits it on an asyncio one. Nothing commits here: the

@@ -52,6 +52,7 @@ from hailq.checks import (
 from hailq.codec import Body, check_key, check_plain_text
 from hailq.committer import committer_for
 from hailq.errors import InvalidArgument, LeaseLost, MessageCancelled
+from hailq.history import HistoryEntry, HistoryQuery
 from hailq.hooks import Hook, sending
 from hailq.ids import check_message_id, parse_receipt
 from hailq.joined import is_async, send_joined_async
@@ -93,6 +94,9 @@ class Queue:
         # The broker's recorder (rule 36): every claim, ack and nack here is counted.
         self.recorder = recorder
         self._committer = committer_for(backend)  # the broker's: shared by its queues
+        # Who receives through this object, as history records each attempt (rule 40):
+        # a worker says "worker host:pid", the HTTP API "HTTP client"; None: "library".
+        self.consumer: str | None = None
 
     # -- sending -----------------------------------------------------------------------
 
@@ -206,7 +210,7 @@ class Queue:
         wait_s = 0.0 if wait == 0 and type(wait) is int else seconds(wait, "wait",
                                                                       maximum=MAX_WAIT)
         params = ClaimParams(self.name, check_max_messages(max_messages),
-                             None if lease is None else _lease(lease))
+                             None if lease is None else _lease(lease), (), self.consumer)
         deadline = time.monotonic() + wait_s
         while True:
             rows = self._backend.message_claim(params).rows
@@ -237,7 +241,7 @@ class Queue:
         finished = list(acks)
         result = self._backend.message_claim(ClaimParams(
             self.name, check_max_messages(max_messages), _lease(lease),
-            [m.lease for m in finished]))
+            [m.lease for m in finished], self.consumer))
         for message, acked in zip(finished, result.acked, strict=True):
             if acked is not None:
                 message.settled = True
@@ -491,6 +495,19 @@ class Queue:
         queue holds no such message (acked, purged, or never sent). A read."""
         return self._backend.message_get(MessageGetParams(self.name,
                                                           check_message_id(message_id)))
+
+    def history(self, **filters: Any) -> list[HistoryEntry]:
+        """This queue's finished messages (rule 40), newest first: acked, dead and
+        cancelled ones, kept for the queue's ``retain``. Filters as ``HistoryQuery``:
+        ``id``, ``dedup_id``, ``header=(name, value)``, ``ordering_key``, ``outcome``,
+        ``since``, ``until``, ``limit``."""
+        return self._backend.history_search(HistoryQuery(queue=self.name, **filters))
+
+    def finished(self, message_id: str) -> HistoryEntry | None:
+        """The latest history entry of message ``message_id`` of this queue (how and
+        when it finished, its attempts); None if history keeps none."""
+        found = self.history(id=check_message_id(message_id), limit=1)
+        return found[0] if found else None
 
     def delete_message(self, message_id: str) -> bool:
         """Delete one message whatever its state; False if the queue holds no such

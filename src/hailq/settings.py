@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
-from hailq._time import seconds
+from hailq._time import seconds, text_seconds
 from hailq.errors import InvalidArgument
 from hailq.policy.deadlines import targets_of
 
@@ -66,7 +66,9 @@ class RetryPolicy:
 _SETTING_NAMES = (
     "lease", "max_attempts", "aging", "retry", "dedup_window",
     "max_message_size", "max_in_flight", "on_dead", "rate", "burst", "slo", "order",
+    "retain", "retain_bodies",
 )
+MAX_RETAIN = 366 * 86400.0  # a year and a day
 
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*")
 _PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
@@ -113,6 +115,10 @@ class QueueSettings:
     # message whose deadline (available_at + its priority's target, from ``slo``) comes
     # first is served first. One or the other with ``aging``.
     order: Order = "priority"
+    # Rule 40: keep acked, dead and cancelled messages searchable for this long (history);
+    # None keeps nothing. ``retain_bodies=False`` keeps everything but their bodies.
+    retain: float | None = None
+    retain_bodies: bool = True
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -140,6 +146,12 @@ class QueueSettings:
         set_(self, "slo", check_slo(self.slo))
         if self.order not in ("priority", "deadline"):
             raise InvalidArgument(f'order must be "priority" or "deadline", got {self.order!r}')
+        if self.retain is not None:
+            set_(self, "retain", text_seconds(self.retain, "retain", allow_zero=False,
+                                              maximum=MAX_RETAIN))
+        if not isinstance(self.retain_bodies, bool):
+            raise InvalidArgument(f"retain_bodies must be True or False, got "
+                                  f"{self.retain_bodies!r}")
         if self.order == "deadline":
             if self.aging is not None:
                 raise InvalidArgument(
@@ -223,6 +235,8 @@ def check_slo(value: object) -> dict[int, float] | None:
 def _coerce(name: str, value: Any) -> Any:
     if name == "retry" and isinstance(value, dict):
         return RetryPolicy(**_only(value, RetryPolicy.__dataclass_fields__, "retry"))
+    if name == "retain" and value is not None:
+        return text_seconds(value, name, allow_zero=False, maximum=MAX_RETAIN)
     if name in ("lease", "dedup_window") or (name == "aging" and value is not None):
         return seconds(value, name, allow_zero=name == "dedup_window")
     return value

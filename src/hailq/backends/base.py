@@ -44,6 +44,7 @@ from hailq.backends.figure_rows import RateAdd as RateAdd
 from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
+from hailq.backends.history import HistoryBackend
 from hailq.models import (
     AutoscalerInfo,
     DeadMessage,
@@ -132,6 +133,9 @@ class ClaimParams(NamedTuple):
     max_messages: int
     lease: float | None = None  # None: the queue's stored lease
     acks: Sequence[Receipt] = ()
+    # Who claims (rule 40's history records it with each attempt of a retaining queue):
+    # "worker host:pid", "HTTP client"; None: "library".
+    consumer: str | None = None
 
 
 class ClaimResult(NamedTuple):
@@ -334,7 +338,7 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
+class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
     The parts for periodic schedules, the overview and queue levels (their params,
     rows and Protocols): ``hailq/backends/base_parts.py``."""

@@ -11,10 +11,10 @@ A message's life after a cancel:
 - *finished* (acked, dead) or unknown: ``MessageNotFound``, nothing written.
 
 Every removal goes through ``_cancel_remove``: the one place a cancelled message
-leaves, where history (retention) records it with the statement
-``message_cancelled_record`` when a dialect has one. Removed messages count as purged,
-so ``acked = sent - present - purged`` never counts them, and their keys are freed, on a
-queue that parks keys too: a cancel is an operator's decision, not a failure.
+leaves, where history records it as cancelled when its queue retains. Removed
+messages count as purged, so ``acked = sent - present - purged`` never counts them,
+and their keys are freed, on a queue that parks keys too: a cancel is an operator's
+decision, not a failure.
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ if TYPE_CHECKING:
 
     from hailq.backends.core import Live
     from hailq.backends.dialect import Dialect, Tx
-
-# The statement history wires in: run before a cancelled message's row is deleted, with
-# {"queue", "ids", "seqs", "now"} (the rows about to go). No dialect has it yet.
-RECORD = "message_cancelled_record"
+    from hailq.history import HistoryOutcome
 
 
 class CancelStore:
@@ -45,6 +42,9 @@ class CancelStore:
         def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None: ...
         def _maintain(self, tx: Tx, queue: str) -> None: ...
         def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
+        def history_record(self, tx: Tx, queue: str,
+                           messages: Sequence[tuple[str, int | None]],
+                           outcome: HistoryOutcome) -> None: ...
 
     def message_cancel(self, params: MessageCancelParams) -> CancelOutcome:
         def cancel(tx: Tx) -> CancelOutcome:
@@ -102,7 +102,7 @@ class CancelStore:
         seqs = [int(r[0]) for r in rows]
         args = {"queue": queue, "ids": ids, "seqs": seqs, "now": tx.now}
         with tx.atomic():
-            tx.also(RECORD, args)
+            self.history_record(tx, queue, list(zip(ids, seqs, strict=True)), "cancelled")
             gone = tx.exec("message_cancel_remove", args)
             if not gone:
                 return

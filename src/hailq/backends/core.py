@@ -48,6 +48,7 @@ from hailq.backends.cancels import CancelStore
 from hailq.backends.catalog import CatalogStore
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
+from hailq.backends.history import HistoryStore, mark_of
 from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
@@ -58,9 +59,7 @@ from hailq.errors import (
     OutcomeUnknown,
     TopicNotFound,
 )
-from hailq.models import (
-    QueueStats,
-)
+from hailq.models import QueueStats
 from hailq.settings import MIB
 
 T = TypeVar("T")
@@ -93,10 +92,12 @@ class Live(NamedTuple):
     burst: float = 0.0  # the bucket's size where there is a rate
     paused: bool = False  # an operator paused the queue: claims get nothing (rule 32)
     max_message_size: int = MIB  # the largest body a send may store (rule 39)
+    retain: float | None = None  # rule 40: seconds history keeps finished messages
+    retain_bodies: bool = True
 
 
 class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, FiguresStore,
-                 OverviewStore, AutoscaleStore, LevelsStore):
+                 OverviewStore, AutoscaleStore, LevelsStore, HistoryStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -104,6 +105,7 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         self.url_for_display = dialect.url_for_display
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
+        self._pruned: dict[str, float] = {}
         self._sends = 0
         self._place: joined.Place | None = None
 
@@ -136,10 +138,12 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         if found is None:  # deleted, or never declared: never a queue made up here
             self._settings.pop(queue, None)
             raise _no_queue(queue)
-        lease, cap, attempts, park, paused, size = found
+        lease, cap, attempts, park, paused, size, retain, bodies = found
         live = Live(float(lease), None if cap is None else int(cap), int(attempts),
                     bool(park), *rates.live(tx, queue), paused=bool(paused),
-                    max_message_size=int(size))
+                    max_message_size=int(size),
+                    retain=None if retain is None else float(retain),
+                    retain_bodies=bool(bodies))
         self._settings[queue] = (now, live)
         return live
 
@@ -156,12 +160,14 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         with tx.atomic():
             tx.exec("scheduled_promote", args)
             ended = tx.run("leases_expire", args)
-            dead = [(r[1], r[2]) for r in ended if r[0] == "dead"]
+            dead = [(key, parked) for state, key, parked, *_ in ended if state == "dead"]
             if dead:
                 tx.exec("count_dead", {"queue": queue, "n": len(dead)})
+                self.history_record(tx, queue, [(i, s) for state, _, _, i, s in ended
+                                                if state == "dead"], "dead")
                 self._release(tx, queue, [k for k, parked in dead
                                           if k is not None and not parked])
-            cancelled = [(r[3], r[4], r[1]) for r in ended if r[0] == "cancelled"]
+            cancelled = [(r[4], r[3], r[1]) for r in ended if r[0] == "cancelled"]
             if cancelled:  # rule 40: its lease ended before its handler said it stopped
                 self._cancel_remove(tx, queue, cancelled)
 
@@ -273,7 +279,7 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
 
     def caller_place(self) -> joined.Place:
         """What a send on a caller's connection needs (``hailq/joined.py``); the instance
-        id (migration 12 on SQLite, 10 on PostgreSQL) is read once, when first needed."""
+        id (migration 13 on SQLite, 11 on PostgreSQL) is read once, when first needed."""
         if self._place is None:
             d = self.dialect
             me = cache(lambda: str(d.read(lambda tx: tx.one("instance_id", {}))[0]))
@@ -300,7 +306,8 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
             if live.max_in_flight is None and live.rate is None and not live.paused:
                 fused = self.dialect.ack_claim(
                     tx, params.acks, params.queue, params.max_messages,
-                    live.lease if params.lease is None else params.lease)
+                    live.lease if params.lease is None else params.lease,
+                    mark_of(live, params.consumer))
         done, found = fused if fused is not None else ({}, [])
         left = [r for r in params.acks if r[:3] not in done]
         if not left:
@@ -322,6 +329,8 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         live = self._live(tx, queue)
         if due:
             self._maintain(tx, queue)
+            if live.retain is not None:
+                self._history_upkeep(tx, queue, live.retain)
         found = self._claim_now(tx, params, live)
         if not found and not due:
             self._maintain(tx, queue)
@@ -331,9 +340,11 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
     def _claim_now(self, tx: Tx, params: ClaimParams, live: Live) -> list[ClaimedRow]:
         if live.paused:  # an operator paused it: nothing is leased (rule 32)
             return []
-        lease = live.lease if params.lease is None else params.lease
+        claim = partial(self.dialect.claim, tx, params.queue,
+                        lease=live.lease if params.lease is None else params.lease,
+                        mark=mark_of(live, params.consumer))
         if live.max_in_flight is None and live.rate is None:
-            return self.dialect.claim(tx, params.queue, params.max_messages, lease)
+            return claim(params.max_messages)
         with tx.atomic():
             room = params.max_messages
             if live.max_in_flight is not None:
@@ -342,9 +353,8 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                 leased = int(tx.one("in_flight", {"queue": params.queue})[0])
                 room = min(room, live.max_in_flight - leased)
             if room > 0 and live.rate is not None:  # rule 33, within the cap (rule 1)
-                return rates.claim(tx, params.queue, room, live.rate, live.burst,
-                                   lambda n: self.dialect.claim(tx, params.queue, n, lease))
-            return self.dialect.claim(tx, params.queue, room, lease) if room > 0 else []
+                return rates.claim(tx, params.queue, room, live.rate, live.burst, claim)
+            return claim(room) if room > 0 else []
 
     def message_wait(self, params: WaitParams) -> None:
         queues, timeout = list(params.queues), params.timeout
@@ -504,6 +514,8 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                     return False
                 state, key, parked = found
                 tx.also("count_nacked", {"queue": r.queue, "dead": int(state == "dead")})
+                if state == "dead":
+                    self.history_record(tx, r.queue, [(r.message_id, r.seq)], "dead")
                 if state == "dead" and key is not None and not parked:
                     self._release(tx, r.queue, [key])
                 if self._live(tx, r.queue).max_in_flight is not None:

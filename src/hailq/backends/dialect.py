@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
+from hailq.backends.history import Mark
 
 T = TypeVar("T")
 
@@ -127,8 +128,10 @@ class Dialect(ABC):
         ``rerun`` (a first try's commit is unknown) rows stored already are skipped."""
 
     @abstractmethod
-    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
-        """Lease up to ``n`` ready rows in rule 16's order and count redeliveries."""
+    def claim(self, tx: Tx, queue: str, n: int, lease: float,
+              mark: Mark | None = None) -> list[ClaimedRow]:
+        """Lease up to ``n`` ready rows in rule 16's order and count redeliveries; with
+        ``mark`` (a queue that keeps history) write it on the rows too."""
 
     @abstractmethod
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
@@ -150,7 +153,8 @@ class Dialect(ABC):
         return {}
 
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
-                  lease: float) -> tuple[Outcome, list[ClaimedRow]] | None:
+                  lease: float, mark: Mark | None = None,
+                  ) -> tuple[Outcome, list[ClaimedRow]] | None:
         """Acks of messages without a key and a claim of an uncapped queue in one step,
         where the dialect can; None where it cannot. Receipts it did not ack go through
         ``ack`` next."""

@@ -48,6 +48,8 @@ class OperatorStore:
         def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
 
         def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]: ...
+        def _history_forget(self, tx: Tx, queue: str,
+                            message_id: str | None = None) -> None: ...
 
     def queue_describe(self, params: QueueDescribeParams) -> list[QueueRecord]:
         args = {"all": params.names is None, "names": list(params.names or [])}
@@ -108,6 +110,7 @@ class OperatorStore:
                     raise QueueNotEmpty(
                         f"queue {params.name!r} holds {held} message(s) (live or dead); "
                         "nothing was deleted: purge it first, or delete with force")
+                self._history_forget(tx, params.name)  # deleted, not acked (rule 40)
                 count = tx.exec("queue_delete_messages", args)
                 for step in ("queue_delete_dedup", "queue_delete_counters",
                              "queue_delete_ops", "queue_delete_subscriptions",
@@ -130,6 +133,7 @@ class OperatorStore:
 
         def delete(tx: Tx) -> bool:
             with tx.atomic():
+                self._history_forget(tx, params.queue, params.id)  # deleted, not acked
                 gone = tx.run("message_delete", args)
                 if not gone:
                     return False
@@ -206,6 +210,7 @@ class OperatorStore:
                                               if k is not None and parked])
                     count = len(gone)
                 else:
+                    self._history_forget(tx, queue)  # purged, not acked (rule 40)
                     count = tx.exec("purge_live", {"queue": queue})
                 tx.exec("count_purged", {"queue": queue, "n": count})
                 return count
@@ -226,7 +231,8 @@ def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:
             "park": effective.on_dead == "park", "deadlines": _deadlines(effective),
             "retry": json.dumps(asdict(effective.retry), sort_keys=True),
             "dedup_window": effective.dedup_window,
-            "max_message_size": effective.max_message_size}
+            "max_message_size": effective.max_message_size,
+            "retain": effective.retain, "retain_bodies": effective.retain_bodies}
 
 
 def _deadlines(effective: QueueSettings) -> str | None:

@@ -38,7 +38,8 @@ def _pg_reachable(url: str) -> str | None:
 
 
 PARTS = ("send", "shared", "cycle", "keys", "latency", "workers")
-EXTRA_PARTS = ("rate", "overview", "figures")  # measured only when asked for with --only
+# measured only when asked for with --only
+EXTRA_PARTS = ("rate", "overview", "figures", "history")
 
 
 def run_backend(url: str, *, runs: int, quick: bool,
@@ -84,6 +85,13 @@ def run_backend(url: str, *, runs: int, quick: bool,
 
         say("a drain with the broker's figures and without, batch 1 and 10")
         figures.extend(bench_figures(url, runs, n))
+    if "history" in parts:
+        from hailq.bench.history import bench_drain, bench_search
+
+        say("a drain with retention on and off, batch 1 and 10")
+        figures.extend(bench_drain(url, runs, n))
+        say("lookups among 1,000,000 finished messages")
+        figures.extend(bench_search(url))
     return figures
 
 
@@ -106,8 +114,10 @@ def render(backend: str, figures: list[Figure]) -> str:
     overview = [f for f in figures if f.name.startswith("overview ")]
     counted = [f for f in figures if f.name.startswith("drain with figures")]
     shared = [f for f in figures if f.name.startswith(SHARED)]
+    kept = [f for f in figures if f.name.startswith(("drain with retention", "history "))]
     figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
-               and f not in overview and f not in counted and f not in shared]
+               and f not in overview and f not in counted and f not in shared
+               and f not in kept]
     lines: list[str] = []
     if figures:
         lines += [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
@@ -137,6 +147,10 @@ def render(backend: str, figures: list[Figure]) -> str:
                   f"{f.raw:>12,.0f}{f.ratio:>8.2f}" for f in counted]
     if shared:  # the baselines: the same sends from one thread, a bare insert loop
         lines += render_shared(backend, shared)
+    if kept:
+        from hailq.bench.history import render_history
+
+        lines += render_history(backend, kept)
     return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
 
 
@@ -160,8 +174,9 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
                    "rate limit of 50/s held by 4 worker processes; only when asked for), "
                    "overview (the dashboard's overview over 100 queues x 10,000 messages; "
                    "only when asked for), figures (a drain with the broker's figures and "
-                   "without; only when asked for). Default: all but rate, overview and "
-                   "figures.")
+                   "without; only when asked for), history (a drain with retention and "
+                   "without, and lookups among 1,000,000 finished messages; only when "
+                   "asked for). Default: all but rate, overview, figures and history.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 def bench_command(use_sqlite: bool, pg_url: str, runs: int, quick: bool,

@@ -16,7 +16,8 @@ from hailq.tracebacks import signature
 
 # The settings `hailq configure` can override, in the order they are shown.
 SHOWN = ("lease", "max_attempts", "max_in_flight", "aging", "order", "on_dead",
-         "dedup_window", "max_message_size", "rate", "burst", "retry")
+         "dedup_window", "max_message_size", "rate", "burst", "retry", "retain",
+         "retain_bodies")
 
 
 @click.command("pause")
@@ -96,13 +97,19 @@ class OrNone(click.ParamType):  # type: ignore[type-arg]  # click's generic argu
 @click.option("--burst", type=OrNone(click.IntRange(1, 1_000_000)), metavar="N|none",
               help="Messages that may start at once under the rate limit; 'none' for "
                    "one second's worth.")
+@click.option("--retain", metavar="DURATION|none",
+              help='Keep acked, dead and cancelled messages searchable this long '
+                   '(hailq history), such as 24h or 7d; \'none\' keeps nothing.')
+@click.option("--retain-bodies/--no-retain-bodies", default=None,
+              help="Whether history keeps the messages' bodies.")
 @click.option("--reset", is_flag=True,
               help="Clear every override first: back to what code declares.")
 @common_options
 def configure(queue_name: str, lease: float | None, max_attempts: int | None,
               max_in_flight: Any, aging: Any, order: str | None, on_dead: str | None,
               dedup_window: float | None, max_message_size: int | None,
-              rate: str | None, burst: Any, reset: bool) -> None:
+              rate: str | None, burst: Any, retain: str | None,
+              retain_bodies: bool | None, reset: bool) -> None:
     """Override settings of QUEUE, or show them (no option given).
 
     Overrides are the operator's, kept apart from what code declares: a worker
@@ -118,8 +125,9 @@ def configure(queue_name: str, lease: float | None, max_attempts: int | None,
              "dedup_window": dedup_window,
              "max_message_size": max_message_size,
              "rate": None if rate is None else ("none" if rate.lower() == "none" else rate),
-             "burst": burst}
-    changes = {k: (None if v == "none" else v) for k, v in given.items() if v is not None}
+             "burst": burst, "retain": retain, "retain_bodies": retain_bodies}
+    changes = {k: (None if isinstance(v, str) and v.lower() == "none" else v)
+               for k, v in given.items() if v is not None}
     app = current_app()
     with app.broker() as broker:
         queue = app.queue(broker, queue_name)

@@ -19,6 +19,7 @@ import hailq
 from hailq.cli import (
     commands_admin,
     commands_dead,
+    commands_history,
     commands_metrics,
     commands_operate,
     commands_queues,
@@ -111,7 +112,7 @@ def cli() -> None:
 
 
 for _module in (commands_send, commands_queues, commands_dead, commands_topics, commands_admin,
-                commands_metrics, commands_operate):
+                commands_metrics, commands_operate, commands_history):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -34,5 +34,5 @@ def _policy(stored: str | None) -> RetryPolicy:
 def stored_backoff(stored: str | None, attempt: int | None) -> float:
     """``backoff`` of a retry policy as a queue's row stores it (JSON; None: the
     defaults): SQLite's ``hailq_backoff``, so that a nack reads the live policy where
-    it runs (rule 39). PostgreSQL's ``backoff`` function (migration 10) says the same."""
+    it runs (rule 39). PostgreSQL's ``backoff`` function (migration 12) says the same."""
     return 0.0 if attempt is None else backoff(_policy(stored), int(attempt))

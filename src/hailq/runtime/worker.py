@@ -159,6 +159,8 @@ class Worker:
         ``handle_signals`` is False.
         """
         self._queues = declare_queues(self.broker, self.app, self.order.queues)
+        for queue in self._queues.values():  # history names who ran each attempt (rule 40)
+            queue.consumer = f"worker {self.worker_id}"
         services = _Services(self)
         # The signal handlers come first: once the registry lists this worker as running,
         # a SIGTERM must already mean "drain", not death by the default handler.

@@ -9,8 +9,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from hailq.history import AGO, EPOCH, ISO
 from hailq.serve import (
     api_dead,
+    api_history,
     api_levels,
     api_messages,
     api_queues,
@@ -31,6 +33,10 @@ _DEAD = (Param("error", TEXT, "Text in the error of any attempt."),
                "Dead for at least seconds."),
          Param("ordering_key", {"type": "string", "maxLength": 255, "pattern": TEXT["pattern"]}),
          _LIMIT)
+
+# History's filters; an empty one is no filter (as the dashboard's form sends them).
+_KEY = {"type": "string", "maxLength": 255, "pattern": TEXT["pattern"]}
+_WHEN = {"type": "string", "pattern": f"^({AGO}|{EPOCH}|{ISO})?$"}
 
 OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
     ("GET", "/api/queues", api_queues.list_queues,
@@ -111,6 +117,19 @@ OPERATIONS: list[tuple[str, str, Handler, Doc]] = [
     ("GET", "/api/autoscalers", api_topics.list_autoscalers,
      Doc("Each autoscaler's last decision (of one queue: also its last decisions)",
          "read", response="Autoscalers", query=(_ONE_QUEUE,), statuses=(400, 503))),
+    ("GET", "/api/history", api_history.history,
+     Doc("Finished messages (acked, dead, cancelled) of queues that keep history",
+         "read", response="History", query=(
+             _ONE_QUEUE, Param("id", _KEY, "Only this message id."),
+             Param("dedup_id", _KEY, "Only this dedup id."),
+             Param("header", {"type": "string", "pattern": "^([^=\u0000]+=[^\u0000]+)?$"},
+                   "NAME=VALUE: only messages with this header value."),
+             Param("ordering_key", _KEY, "Only this ordering key."),
+             Param("outcome", {"type": "string", "enum": ["acked", "dead", "cancelled"]}),
+             Param("since", _WHEN, 'Finished at or after: a duration ago ("24h"), an ISO '
+                   "time or epoch seconds."),
+             Param("until", _WHEN, "Finished before (as since)."), _LIMIT),
+         statuses=(400, 503))),
     ("GET", "/api/levels", api_levels.levels,
      Doc("Queue levels and rates over time, recorded every 10 s (the dashboard's charts)",
          "read", response="Levels", query=(_ONE_QUEUE, Param(

@@ -50,6 +50,8 @@ async def receive(request: Request) -> Response:
     if not 0 <= wait <= max_wait:
         raise InvalidArgument(f"wait must be from 0 to {max_wait:g} seconds, got {wait:g}")
 
+    queue.consumer = "HTTP client"  # as history records who ran each attempt (rule 40)
+
     def lease_them() -> list[Message]:
         return queue.receive(limit, lease=lease)  # never waits: the poll waits (polls.py)
 

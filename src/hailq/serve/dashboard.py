@@ -26,8 +26,10 @@ from starlette.staticfiles import StaticFiles
 from hailq._time import format_age
 from hailq.broker import Broker
 from hailq.errors import InvalidArgument, QueueNotFound, TopicNotFound
+from hailq.history import OUTCOMES
 from hailq.serve import failures
 from hailq.serve import pages_data as data
+from hailq.serve.api_history import FILTERS, history_query, history_row
 from hailq.serve.api_io import blocking
 
 HERE = Path(__file__).parent
@@ -53,6 +55,7 @@ def routes() -> list[BaseRoute]:
         Route("/workers", workers_page, methods=["GET"]),
         Route("/autoscalers", autoscalers_page, methods=["GET"]),
         Route("/schedules", schedules_page, methods=["GET"]),
+        Route("/history", history_page, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -246,6 +249,24 @@ async def schedules_page(request: Request) -> Response:
     pause and resume them (``POST /api/schedules/pause``, ``/resume``)."""
     now, found = await blocking(lambda: data.schedules(_broker(request)))
     return _render(request, "schedules.html", title="Schedules", schedules=found, now=now)
+
+
+async def history_page(request: Request) -> Response:
+    """Finished messages (rule 40) with the filters of ``GET /api/history``."""
+    broker = _broker(request)
+
+    def read() -> tuple[float, list[Any]]:
+        now = broker.now()
+        query = history_query(request.query_params, now, limit=_limit(request))
+        return now, [history_row(e) for e in broker.backend.history_search(query)]
+
+    try:
+        now, found = await blocking(read)
+    except InvalidArgument as exc:
+        return _error(request, 400, str(exc))
+    chosen = {name: request.query_params.get(name, "") for name in FILTERS}
+    return _render(request, "history.html", title="History", rows=found, now=now,
+                   chosen=chosen, active=any(chosen.values()), outcomes=OUTCOMES)
 
 
 async def favicon(request: Request) -> Response:

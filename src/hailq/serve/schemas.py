@@ -223,6 +223,13 @@ SCHEMAS: dict[str, Any] = {
                     "properties": {"name": {"type": "string"},
                                    "at": {"type": "array", "items": {"type": "number"}}},
                     "required": ["at"]},
+    "History": obj({"now": {"type": "number"}, "messages": {"type": "array", "items": {
+        "type": "object", "description": "A finished message: id, queue, outcome (acked, "
+        "dead, cancelled), body and body_encoding (null: not kept), headers, priority, "
+        "ordering_key, dedup_id, enqueued_at, finished_at, consumer, handler_time and "
+        "attempts (each: attempt, error, consumer, started_at, ended_at, handler_time).",
+        "required": ["id", "queue", "outcome", "finished_at", "attempts"]}}},
+        ("now", "messages")),
     "Done": {"type": "object", "description": "What was done, e.g. {\"paused\": true}."},
     "Health": obj({"ok": {"type": "boolean"}}, ("ok",)),
 }

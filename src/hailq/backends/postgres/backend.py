@@ -39,17 +39,18 @@ from psycopg_pool import ConnectionPool
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
+from hailq.backends.history import Mark
 from hailq.backends.postgres.calls import NOT_PREPARED, Owned, PooledCalls
 from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.postgres.poollog import PoolLogs
-from hailq.backends.sqlfile import load_migrations, load_queries
+from hailq.backends.postgres.render import RELAXED, render
+from hailq.backends.sqlfile import load_migrations
 from hailq.errors import InvalidArgument, SchemaError
 from hailq.outage import Outage
 
 T = TypeVar("T")
 log = logging.getLogger("hailq.postgres")
-_RAW = load_queries("hailq.backends.postgres")
 _MIGRATIONS = load_migrations("hailq.backends.postgres")
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _WAIT_SLACK = 2.0  # seconds a waiter's registration outlives its longest wait
@@ -139,8 +140,8 @@ class PostgresDialect(PooledCalls, Dialect):
         # Rendered once: psycopg then caches and prepares each query by its text. Leases
         # and acks commit without waiting for the disk, sends and effects durably.
         self.channel = _channel(self.schema)
-        self._q = _render(self.schema, self.channel, _RELAXED)
-        self._q_durable = _render(self.schema, self.channel, sql.SQL("true"))
+        self._q = render(self.schema, self.channel, RELAXED)
+        self._q_durable = render(self.schema, self.channel, sql.SQL("true"))
         self._pid = -1
         self._durable: ConnectionPool | None = None
         self._fast: ConnectionPool | None = None
@@ -314,15 +315,19 @@ class PostgresDialect(PooledCalls, Dialect):
             m = messages[0]
             found = tx.run("message_insert_one", {
                 "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
-                "headers": m.headers, "priority": m.priority, "delay": m.delay})
+                "headers": m.headers, "priority": m.priority, "delay": m.delay,
+                "dedup_id": m.dedup_id})
         else:
             found = tx.run("message_insert_again" if rerun else "message_insert",
                            insert_args(messages))
         return int(found[0][0])
 
-    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
-        return _claimed_rows(tx.run(cast(_Tx, tx).limited("message_claim", n),
-                                    {"queue": queue, "lease": lease}))
+    def claim(self, tx: Tx, queue: str, n: int, lease: float,
+              mark: Mark | None = None) -> list[ClaimedRow]:
+        name = "message_claim" if mark is None else "message_claim retain"  # rule 40
+        return _claimed_rows(tx.run(cast(_Tx, tx).limited(name, n), {
+            "queue": queue, "lease": lease, "retain": mark and mark.retain,
+            "consumer": mark and mark.consumer}))
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         if len(receipts) == 1:
@@ -348,9 +353,12 @@ class PostgresDialect(PooledCalls, Dialect):
         return {(q, i, t): bool(late) for q, i, t, late in found}
 
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
-                  lease: float) -> tuple[Outcome, list[ClaimedRow]]:
-        found = tx.run(cast(_Tx, tx).limited("message_ack_claim", n), {
-            "queue": queue, "lease": lease,
+                  lease: float, mark: Mark | None = None,
+                  ) -> tuple[Outcome, list[ClaimedRow]]:
+        name = "message_ack_claim" if mark is None else "message_ack_claim retain"
+        found = tx.run(cast(_Tx, tx).limited(name, n), {
+            "queue": queue, "lease": lease, "retain": mark and mark.retain,
+            "consumer": mark and mark.consumer,
             "queues": [r.queue for r in receipts], "ids": [r.message_id for r in receipts],
             "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})
         # An acked row: its queue where a claimed row has the key (see queries.sql).
@@ -420,25 +428,6 @@ def PostgresBackend(conninfo: str, **options: Any) -> SqlBackend:
     return SqlBackend(PostgresDialect(conninfo, **options))
 
 
-_RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL")
-# The claim both claim statements share (queries.sql: claim_steps) leaves out, in the
-# fused one, the rows that statement acks (see message_ack_claim).
-_ACKED_HERE = {"message_ack_claim": sql.SQL("AND id NOT IN (SELECT id FROM gone)")}
-
-
-def _render(schema: str, channel: str, relaxed: sql.Composable) -> dict[str, str]:
-    parts = {"schema": sql.Identifier(schema), "channel": sql.Literal(channel),
-             "relaxed": relaxed, "limit": sql.SQL("{limit}")}
-    rendered = {name: sql.SQL(text).format(again=sql.SQL(""), acked_here=_ACKED_HERE.get(
-                    name, sql.SQL("")), **parts).as_string(None)
-                for name, text in _RAW.items()}
-    # A batch's re-run (its first try's commit unknown) skips the rows that try stored;
-    # a first try has no ids to skip and saves the speculative inserts ON CONFLICT makes.
-    rendered["message_insert_again"] = sql.SQL(_RAW["message_insert"]).format(
-        again=sql.SQL("ON CONFLICT (id) DO NOTHING"), **parts).as_string(None)
-    return rendered
-
-
 def _claimed_rows(found: list[Any]) -> list[ClaimedRow]:
     if len(found) < 2:
         return [tuple.__new__(ClaimedRow, r) for r in found]
@@ -454,4 +443,5 @@ def insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
         "ids": [m.id for m in messages], "queues": [m.queue for m in messages],
         "bodies": [m.body for m in messages], "kinds": [m.body_kind for m in messages],
         "headers": [m.headers for m in messages], "priorities": [m.priority for m in messages],
-        "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages]}
+        "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages],
+        "dedups": [m.dedup_id for m in messages]}

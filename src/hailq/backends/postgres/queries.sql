@@ -13,15 +13,17 @@
 
 -- name: queue_save
 INSERT INTO {schema}.queues (name, settings, created_at, lease, max_attempts, max_in_flight,
-                             aging, park, deadlines, retry, dedup_window, max_message_size)
+                             aging, park, deadlines, retry, dedup_window, max_message_size,
+                             retain, retain_bodies)
 VALUES (%(name)s, %(settings)s, {schema}.epoch(), %(lease)s, %(max_attempts)s,
         %(max_in_flight)s, %(aging)s, %(park)s, %(deadlines)s::jsonb, %(retry)s::jsonb,
-        %(dedup_window)s, %(max_message_size)s)
+        %(dedup_window)s, %(max_message_size)s, %(retain)s, %(retain_bodies)s)
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
     max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
     aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines,
     retry = excluded.retry, dedup_window = excluded.dedup_window,
-    max_message_size = excluded.max_message_size;
+    max_message_size = excluded.max_message_size,
+    retain = excluded.retain, retain_bodies = excluded.retain_bodies;
 
 -- name: queue_resort
 -- A queue's aging, order or targets changed (its columns hold the new ones already): give
@@ -39,7 +41,7 @@ SELECT settings FROM {schema}.queues WHERE name = %(name)s;
 -- name: queue_live
 -- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
 SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, false),
-       q.max_message_size
+       q.max_message_size, q.retain, q.retain_bodies
 FROM {schema}.queues AS q LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
 WHERE q.name = %(queue)s;
 
@@ -65,7 +67,8 @@ SELECT overrides, paused FROM {schema}.queue_ops WHERE name = %(name)s;
 UPDATE {schema}.queues SET lease = %(lease)s, max_attempts = %(max_attempts)s,
     max_in_flight = %(max_in_flight)s, aging = %(aging)s, park = %(park)s,
     deadlines = %(deadlines)s::jsonb, retry = %(retry)s::jsonb,
-    dedup_window = %(dedup_window)s, max_message_size = %(max_message_size)s
+    dedup_window = %(dedup_window)s, max_message_size = %(max_message_size)s,
+    retain = %(retain)s, retain_bodies = %(retain_bodies)s
 WHERE name = %(name)s;
 
 -- name: queue_override
@@ -139,7 +142,8 @@ FROM (SELECT k FROM unnest(%(keys)s::text[]) AS k ORDER BY k) AS sorted;
 -- Insert and count in one statement, one round trip.
 WITH inserted AS (
     INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
-                                   ordering_key, sort_key, enqueued_at, available_at)
+                                   ordering_key, sort_key, enqueued_at, available_at,
+                                   dedup_id)
     SELECT b.id, b.queue,
            CASE
                WHEN b.ordering_key IS NOT NULL AND (b.key_rank > 1 OR EXISTS (
@@ -153,15 +157,15 @@ WITH inserted AS (
            -- The queue's aging and targets as its row holds them now (rule 39).
            {schema}.sort_key(b.priority, {schema}.epoch() + b.delay, qq.aging,
                              (qq.deadlines ->> b.priority)::float8),
-           {schema}.epoch(), {schema}.epoch() + b.delay
+           {schema}.epoch(), {schema}.epoch() + b.delay, b.dedup_id
     FROM (
         SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.ordering_key ORDER BY u.ord)
                    AS key_rank
         FROM unnest(%(ids)s::text[], %(queues)s::text[], %(bodies)s::bytea[],
                     %(kinds)s::smallint[], %(headers)s::text[], %(priorities)s::smallint[],
-                    %(keys)s::text[], %(delays)s::float8[])
+                    %(keys)s::text[], %(delays)s::float8[], %(dedups)s::text[])
              WITH ORDINALITY AS u(id, queue, body, body_kind, headers, priority, ordering_key,
-                                  delay, ord)
+                                  delay, dedup_id, ord)
     ) AS b
     -- No row of the queue (deleted), or a body over its queue's max_message_size as
     -- stored now (rule 39): nothing inserted, the batch is all or none; the caller says
@@ -195,13 +199,13 @@ SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM woken);
 -- a bare insert loop's rate instead of 0.4 (docs/performance.md).
 WITH inserted AS (
     INSERT INTO {schema}.messages (id, queue, state, body, body_kind, headers, priority,
-                                   sort_key, enqueued_at, available_at)
+                                   sort_key, enqueued_at, available_at, dedup_id)
     SELECT %(id)s::text, %(queue)s::text,
            CASE WHEN %(delay)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
            %(body)s::bytea, %(kind)s::smallint, %(headers)s::text, %(priority)s::smallint,
            {schema}.sort_key(%(priority)s::integer, {schema}.epoch() + %(delay)s::float8,
                              aging, (deadlines ->> %(priority)s::integer)::float8),
-           {schema}.epoch(), {schema}.epoch() + %(delay)s::float8
+           {schema}.epoch(), {schema}.epoch() + %(delay)s::float8, %(dedup_id)s::text
     -- The queue's aging, targets and largest body as its row holds them now (rule 39).
     FROM {schema}.queues
     WHERE name = %(queue)s::text AND octet_length(%(body)s::bytea) <= max_message_size
@@ -243,9 +247,14 @@ SET state = CASE WHEN cancelled_at IS NOT NULL THEN 'cancelled'
                     ELSE lease_until + (q.deadlines ->> priority)::float8 END,
     parked = cancelled_at IS NULL AND attempt >= q.max_attempts
              AND ordering_key IS NOT NULL AND q.park,
+    -- A retained attempt (rule 40) says who ran it since when; a cancelled one keeps
+    -- the "cancelled" its cancel recorded.
     errors = CASE WHEN cancelled_at IS NOT NULL THEN errors
-                  ELSE coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-                      'attempt', attempt, 'error', 'lease expired', 'at', lease_until)) END
+        ELSE coalesce(errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+        'attempt', attempt, 'error', 'lease expired', 'at', lease_until)
+        || CASE WHEN retain > 0 THEN jsonb_build_object(
+               'consumer', consumer, 'started', claimed_at) ELSE jsonb_build_object() END)
+        END
 FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts,
              coalesce(bool_or(park), false) AS park,
              (SELECT deadlines FROM {schema}.queues WHERE name = %(queue)s) AS deadlines
@@ -255,7 +264,7 @@ WHERE id = ANY(ARRAY(
     WHERE queue = %(queue)s AND state = 'leased' AND lease_until <= {schema}.epoch()
       AND {relaxed}
     LIMIT 1000 FOR UPDATE SKIP LOCKED))
-RETURNING state, ordering_key, parked, seq, id;
+RETURNING state, ordering_key, parked, id, seq;
 
 -- name: count_dead
 INSERT INTO {schema}.counters AS c (queue, shard, dead_lettered)
@@ -301,7 +310,7 @@ picked AS (
     UPDATE {schema}.messages m
     SET state = 'leased', attempt = m.attempt + 1,
         token = substr(md5(gen_random_uuid()::text), 1, 16),
-        lease_until = {schema}.epoch() + %(lease)s
+        lease_until = {schema}.epoch() + %(lease)s {mark}
     -- = ANY(ARRAY(...)), not a join with picked: a generic plan reads its LIMIT as a
     -- tenth of the table, and once the table was analyzed it joined by a scan of every
     -- message (4.9 ms against 0.9 at 20,000 waiting, and growing with the backlog).
@@ -498,8 +507,11 @@ WITH q AS (
                         END,
         token = NULL,
         lease_until = NULL,
+        -- A retained attempt (rule 40) says who ran it since when.
         errors = coalesce(m.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-            'attempt', m.attempt, 'error', %(error)s::text, 'at', {schema}.epoch()))
+            'attempt', m.attempt, 'error', %(error)s::text, 'at', {schema}.epoch())
+            || CASE WHEN m.retain > 0 THEN jsonb_build_object(
+                   'consumer', m.consumer, 'started', m.claimed_at) ELSE jsonb_build_object() END)
     FROM target t, q
     WHERE m.id = t.id
     RETURNING m.state, m.ordering_key, m.parked
@@ -1256,3 +1268,80 @@ SELECT count(*) FROM pg_class WHERE oid = to_regclass('{schema}.instance');
 
 -- name: instance_id
 SELECT id FROM {schema}.instance;
+
+-- History of finished messages (rule 40, migration 13). Acks write theirs in a trigger;
+-- these statements record dead and cancelled messages, search and prune.
+
+-- name: history_record
+-- One message that died or was cancelled, as history keeps it: if it was claimed while
+-- its queue retained (its own retain) or the queue retains now (%(retain)s, 1 or 2 with
+-- the body; 0 when it does not). history_recorded then clears its retain, so that its
+-- later deletion (a purge, a redrive's next ack) is not taken for an ack.
+INSERT INTO {schema}.history (id, queue, outcome, dedup_id, ordering_key, headers,
+                              priority, body, body_kind, attempts, errors, consumer,
+                              enqueued_at, started_at, finished_at)
+SELECT id, queue, %(outcome)s, dedup_id, ordering_key, headers, priority,
+       CASE WHEN (CASE WHEN retain > 0 THEN retain ELSE %(retain)s::smallint END) = 2
+            THEN body END,
+       body_kind, attempt, errors, consumer, enqueued_at, claimed_at,
+       coalesce(dead_at, {schema}.epoch())
+FROM {schema}.messages
+WHERE id = %(id)s AND queue = %(queue)s AND (retain > 0 OR %(retain)s::smallint > 0);
+
+-- name: history_recorded
+UPDATE {schema}.messages SET retain = 0
+WHERE id = %(id)s AND queue = %(queue)s AND retain > 0;
+
+-- name: history_forget
+-- Before an operator deletes live messages (a purge, a queue's deletion, one message by
+-- id with %(id)s): no history for them, they were not acked.
+UPDATE {schema}.messages SET retain = 0
+WHERE queue = %(queue)s AND retain > 0 AND (%(id)s::text IS NULL OR id = %(id)s::text);
+
+-- part: history_columns
+id, queue, outcome, dedup_id, ordering_key, headers, priority, body, body_kind, attempts,
+errors, consumer, enqueued_at, started_at, finished_at
+
+-- part: history_filters
+(%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
+  AND (%(id)s::text IS NULL OR id = %(id)s::text)
+  AND (%(dedup_id)s::text IS NULL OR dedup_id = %(dedup_id)s::text)
+  AND (%(key)s::text IS NULL OR ordering_key = %(key)s::text)
+  AND (%(since)s::float8 IS NULL OR finished_at >= %(since)s::float8)
+  AND (%(until)s::float8 IS NULL OR finished_at < %(until)s::float8)
+  AND (%(hname)s::text IS NULL OR headers::jsonb ->> %(hname)s::text = %(hvalue)s::text)
+
+-- name: history_by_id
+-- Each search starts from the index of its most selective filter (backends/history.py).
+SELECT {history_columns} FROM {schema}.history
+WHERE id = %(id)s::text AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_by_dedup
+SELECT {history_columns} FROM {schema}.history
+WHERE dedup_id = %(dedup_id)s::text AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_by_key
+SELECT {history_columns} FROM {schema}.history
+WHERE ordering_key = %(key)s::text AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_by_queue
+SELECT {history_columns} FROM {schema}.history
+WHERE queue = %(queue)s::text AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_recent
+-- No indexed filter: the newest first, in the order they were written.
+SELECT {history_columns} FROM {schema}.history
+WHERE {history_filters}
+ORDER BY seq DESC LIMIT %(limit)s;
+
+-- name: history_prune
+-- One bounded batch of a queue's rows older than its retention.
+DELETE FROM {schema}.history WHERE seq = ANY(ARRAY(
+    SELECT seq FROM {schema}.history
+    WHERE queue = %(queue)s AND finished_at < {schema}.epoch() - %(keep)s
+    ORDER BY finished_at LIMIT %(n)s));

@@ -48,6 +48,22 @@ histograms priority smallint NO  NO
 histograms le double precision NO  NO
 histograms n bigint NO 0 NO
 histograms total double precision NO 0 NO
+history seq bigint NO  YES
+history id text NO  NO
+history queue text NO  NO
+history outcome text NO  NO
+history dedup_id text YES  NO
+history ordering_key text YES  NO
+history headers text YES  NO
+history priority smallint NO  NO
+history body bytea YES  NO
+history body_kind smallint NO  NO
+history attempts integer NO  NO
+history errors jsonb YES  NO
+history consumer text YES  NO
+history enqueued_at double precision NO  NO
+history started_at double precision YES  NO
+history finished_at double precision NO  NO
 instance one boolean NO true NO
 instance id text NO  NO
 levels queue text NO  NO
@@ -80,6 +96,10 @@ messages errors jsonb YES  NO
 messages dead_at double precision YES  NO
 messages parked boolean NO false NO
 messages cancelled_at double precision YES  NO
+messages retain smallint NO 0 NO
+messages consumer text YES  NO
+messages claimed_at double precision YES  NO
+messages dedup_id text YES  NO
 queue_ops name text NO  NO
 queue_ops paused boolean NO false NO
 queue_ops overrides text YES  NO
@@ -98,6 +118,8 @@ queues deadlines jsonb YES  NO
 queues retry jsonb YES  NO
 queues dedup_window double precision NO 3600 NO
 queues max_message_size integer NO 1048576 NO
+queues retain double precision YES  NO
+queues retain_bodies boolean NO true NO
 rate_buckets queue text NO  NO
 rate_buckets tokens double precision NO  NO
 rate_buckets refilled_at double precision NO  NO
@@ -179,6 +201,11 @@ CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
 CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)
 CREATE UNIQUE INDEX hailq_schema_version_pkey ON {schema}.hailq_schema_version USING btree (version)
 CREATE UNIQUE INDEX histograms_pkey ON {schema}.histograms USING btree (queue, kind, priority, le)
+CREATE INDEX history_dedup ON {schema}.history USING btree (dedup_id) WHERE (dedup_id IS NOT NULL)
+CREATE INDEX history_id ON {schema}.history USING btree (id)
+CREATE INDEX history_key ON {schema}.history USING btree (ordering_key) WHERE (ordering_key IS NOT NULL)
+CREATE UNIQUE INDEX history_pkey ON {schema}.history USING btree (seq)
+CREATE INDEX history_queue ON {schema}.history USING btree (queue, finished_at)
 CREATE UNIQUE INDEX instance_pkey ON {schema}.instance USING btree (one)
 CREATE UNIQUE INDEX levels_pkey ON {schema}.levels USING btree (queue, slot)
 CREATE INDEX levels_slot ON {schema}.levels USING btree (slot)
@@ -208,11 +235,13 @@ CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (id)
 -- functions
 backoff returns double precision
 epoch returns double precision
+history_acked returns trigger
 sort_key returns double precision
 wait_begin returns integer
 wake returns void
 
 -- triggers
+CREATE TRIGGER history_acked AFTER DELETE ON {schema}.messages FOR EACH ROW WHEN (((old.retain > 0) AND (old.state <> 'dead'::text))) EXECUTE FUNCTION {schema}.history_acked()
 
 -- sequences: name type start increment cycle
 autoscale_seq_seq bigint 1 1 NO

@@ -28,6 +28,7 @@ from hailq._time import Clock, system_clock
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Tx
+from hailq.backends.history import Mark
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.backends.sqlite.connection import (
     Forks,
@@ -157,7 +158,7 @@ class SQLiteDialect(Dialect):
             # busy handler, whose sleeps grow to 100 ms: far longer than a hailq write holds
             # the lock. Setting it once saves two PRAGMAs per transaction.
             conn.execute("PRAGMA busy_timeout=0")
-            functions(conn)
+            functions(conn, self._clock)  # rule 16's sort key, the broker's clock
         except sqlite3.Error as exc:
             raise self._storage_error(exc) from None
         self._outage.reached()
@@ -308,9 +309,10 @@ class SQLiteDialect(Dialect):
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": send_key(m, now, *order[m.queue]),
-            "now": now, "delay": m.delay} for m in messages]).rowcount)
+            "now": now, "delay": m.delay, "dedup_id": m.dedup_id} for m in messages]).rowcount)
 
-    def claim(self, tx: Tx, queue: str, n: int, lease: float) -> list[ClaimedRow]:
+    def claim(self, tx: Tx, queue: str, n: int, lease: float,
+              mark: Mark | None = None) -> list[ClaimedRow]:
         token = os.urandom(8).hex()  # secrets.token_hex(8) without its three frames
         conn, lease_until = tx.conn, float(tx.now or 0.0) + lease
         found = conn.execute(Q["message_claim"], {"queue": queue, "n": n, "token": token,
@@ -318,8 +320,10 @@ class SQLiteDialect(Dialect):
         if not found:
             return []
         # map and itemgetter: no Python frame per claim, nor per row
-        conn.execute(_for_rows("message_claim_mark", len(found)),
-                     [token, lease_until, *map(_SEQ, found)])
+        marks = [token, lease_until] if mark is None else [token, lease_until, *mark, tx.now]
+        conn.execute(_for_rows("message_claim_mark" if mark is None  # history: rule 40
+                               else "message_claim_mark_retain", len(found)),
+                     [*marks, *map(_SEQ, found)])
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})

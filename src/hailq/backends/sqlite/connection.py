@@ -223,10 +223,12 @@ def send_key(m: NewMessage, now: float, aging: float | None,
                     None if deadlines is None else deadlines[m.priority])
 
 
-def functions(conn: sqlite3.Connection) -> None:
+def functions(conn: sqlite3.Connection, clock: Callable[[], float]) -> None:
     """hailq's SQL functions, one definition for Python and SQL: rule 16's sort key
-    (aging alone for migrations, and a deadline's target) and a retry policy's backoff,
-    read from the queue's row where a nack runs (rule 39; random, so not deterministic)."""
+    (aging alone for migrations, and a deadline's target), a retry policy's backoff,
+    read from the queue's row where a nack runs (rule 39; random, so not deterministic),
+    and the broker's clock (history's trigger, rule 40)."""
     for arity in (3, 4):
         conn.create_function("hailq_sort_key", arity, sort_key, deterministic=True)
     conn.create_function("hailq_backoff", 2, stored_backoff)
+    conn.create_function("hailq_now", 0, clock)

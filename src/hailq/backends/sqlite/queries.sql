@@ -4,14 +4,16 @@
 
 -- name: queue_save
 INSERT INTO hailq_queues (name, settings, created_at, lease, max_attempts, max_in_flight,
-                          aging, park, deadlines, retry, dedup_window, max_message_size)
+                          aging, park, deadlines, retry, dedup_window, max_message_size,
+                          retain, retain_bodies)
 VALUES (:name, :settings, :now, :lease, :max_attempts, :max_in_flight, :aging, :park,
-        :deadlines, :retry, :dedup_window, :max_message_size)
+        :deadlines, :retry, :dedup_window, :max_message_size, :retain, :retain_bodies)
 ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
     max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
     aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines,
     retry = excluded.retry, dedup_window = excluded.dedup_window,
-    max_message_size = excluded.max_message_size;
+    max_message_size = excluded.max_message_size,
+    retain = excluded.retain, retain_bodies = excluded.retain_bodies;
 
 -- name: queue_resort
 -- A queue's aging, order or targets changed (its columns hold the new ones already): give
@@ -29,7 +31,7 @@ SELECT settings FROM hailq_queues WHERE name = :name;
 -- name: queue_live
 -- What a claim obeys, the pause included; no row: the queue does not exist (deleted).
 SELECT q.lease, q.max_in_flight, q.max_attempts, q.park, coalesce(o.paused, 0),
-       q.max_message_size
+       q.max_message_size, q.retain, q.retain_bodies
 FROM hailq_queues AS q LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
 WHERE q.name = :queue;
 
@@ -54,7 +56,8 @@ SELECT overrides, paused FROM hailq_queue_ops WHERE name = :name;
 -- The effective settings (declared overlaid by overrides) into the columns statements read.
 UPDATE hailq_queues SET lease = :lease, max_attempts = :max_attempts,
     max_in_flight = :max_in_flight, aging = :aging, park = :park, deadlines = :deadlines,
-    retry = :retry, dedup_window = :dedup_window, max_message_size = :max_message_size
+    retry = :retry, dedup_window = :dedup_window, max_message_size = :max_message_size,
+    retain = :retain, retain_bodies = :retain_bodies
 WHERE name = :name;
 
 -- name: queue_override
@@ -117,7 +120,7 @@ DELETE FROM hailq_dedup WHERE (queue, dedup_id) IN (
 -- message waits (blocked) while its key has an earlier live or parked message, one of
 -- the same batch included.
 INSERT INTO hailq_messages (id, queue, state, body, body_kind, headers, priority,
-                            ordering_key, sort_key, enqueued_at, available_at)
+                            ordering_key, sort_key, enqueued_at, available_at, dedup_id)
 VALUES (:id, :queue,
         CASE
             WHEN :ordering_key IS NOT NULL AND EXISTS (
@@ -128,7 +131,7 @@ VALUES (:id, :queue,
             ELSE 'ready'
         END,
         :body, :body_kind, :headers, :priority, :ordering_key, :sort_key,
-        :now, :now + :delay);
+        :now, :now + :delay, :dedup_id);
 
 -- name: count_sent
 -- SQLite only: it has no data-modifying WITH, so what PostgreSQL counts inside the
@@ -174,15 +177,20 @@ SET state = CASE WHEN cancelled_at IS NOT NULL THEN 'cancelled'
     parked = CASE WHEN cancelled_at IS NULL AND attempt >= q.max_attempts
                        AND ordering_key IS NOT NULL
                   THEN q.park ELSE 0 END,
+    -- A retained attempt (rule 40) says who ran it since when; a cancelled one keeps
+    -- the "cancelled" its cancel recorded.
     errors = CASE WHEN cancelled_at IS NOT NULL THEN errors
-                  ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_object(
-                      'attempt', attempt, 'error', 'lease expired', 'at', lease_until)) END
+        ELSE json_insert(coalesce(errors, '[]'), '$[#]', json(CASE WHEN retain > 0
+        THEN json_object('attempt', attempt, 'error', 'lease expired', 'at', lease_until,
+                         'consumer', consumer, 'started', claimed_at)
+        ELSE json_object('attempt', attempt, 'error', 'lease expired', 'at', lease_until)
+        END)) END
 FROM (SELECT coalesce((SELECT max_attempts FROM hailq_queues WHERE name = :queue), 5)
              AS max_attempts,
              coalesce((SELECT park FROM hailq_queues WHERE name = :queue), 0) AS park,
              (SELECT deadlines FROM hailq_queues WHERE name = :queue) AS deadlines) AS q
 WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
-RETURNING state, ordering_key, parked, seq, id;
+RETURNING state, ordering_key, parked, id, seq;
 
 -- name: count_dead
 INSERT INTO hailq_counters (queue, dead_lettered) VALUES (:queue, :n)
@@ -214,6 +222,15 @@ LIMIT :n;
 -- the rows' seqs.
 UPDATE hailq_messages
 SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?
+WHERE seq IN ({marks});
+
+-- name: message_claim_mark_retain
+-- SQLite only: message_claim_mark of a queue that keeps history (rule 40): whether and
+-- how (1, 2: with the body), who runs this attempt and since when. The parameters are
+-- the token, the lease's end, retain, the consumer and now, then the rows' seqs.
+UPDATE hailq_messages
+SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?, retain = ?,
+    consumer = ?, claimed_at = ?
 WHERE seq IN ({marks});
 
 -- name: fence_take
@@ -391,8 +408,11 @@ SET state = CASE WHEN :dead OR (attempt >= q.max_attempts AND NOT :spare) THEN '
                         json_extract(q.deadlines, '$[' || priority || ']')) END,
     token = NULL,
     lease_until = NULL,
-    errors = json_insert(coalesce(errors, '[]'), '$[#]',
-                         json_object('attempt', attempt, 'error', :error, 'at', :now))
+    -- A retained attempt (rule 40) says who ran it since when.
+    errors = json_insert(coalesce(errors, '[]'), '$[#]', json(CASE WHEN retain > 0
+        THEN json_object('attempt', attempt, 'error', :error, 'at', :now,
+                         'consumer', consumer, 'started', claimed_at)
+        ELSE json_object('attempt', attempt, 'error', :error, 'at', :now) END))
 FROM (SELECT coalesce(max(max_attempts), 5) AS max_attempts, coalesce(max(park), 0) AS park,
              max(aging) AS aging, max(deadlines) AS deadlines,
              coalesce(:delay, hailq_backoff(max(retry), (
@@ -1107,3 +1127,77 @@ SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'hailq_instan
 
 -- name: instance_id
 SELECT id FROM hailq_instance;
+
+-- History of finished messages (rule 40, migration 15). Acks write theirs in a trigger;
+-- these statements record dead and cancelled messages, search and prune.
+
+-- name: history_record
+-- One message that died or was cancelled, as history keeps it: if it was claimed while
+-- its queue retained (its own retain) or the queue retains now (:retain, 1 or 2 with
+-- the body; 0 when it does not). history_recorded then clears its retain, so that its
+-- later deletion (a purge, a redrive's next ack) is not taken for an ack.
+INSERT INTO hailq_history (id, queue, outcome, dedup_id, ordering_key, headers, priority,
+                           body, body_kind, attempts, errors, consumer, enqueued_at,
+                           started_at, finished_at)
+SELECT id, queue, :outcome, dedup_id, ordering_key, headers, priority,
+       CASE WHEN (CASE WHEN retain > 0 THEN retain ELSE :retain END) = 2 THEN body END,
+       body_kind, attempt, errors, consumer, enqueued_at, claimed_at, coalesce(dead_at, :now)
+FROM hailq_messages
+WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
+  AND id = :id AND queue = :queue AND (retain > 0 OR :retain > 0);
+
+-- name: history_recorded
+UPDATE hailq_messages SET retain = 0
+WHERE seq = coalesce(:seq, (SELECT seq FROM hailq_messages WHERE id = :id))
+  AND id = :id AND queue = :queue AND retain > 0;
+
+-- name: history_forget
+-- Before an operator deletes live messages (a purge, a queue's deletion, one message by
+-- id with :id): no history for them, they were not acked.
+UPDATE hailq_messages SET retain = 0
+WHERE queue = :queue AND retain > 0 AND (:id IS NULL OR id = :id);
+
+-- part: history_columns
+id, queue, outcome, dedup_id, ordering_key, headers, priority, body, body_kind, attempts,
+errors, consumer, enqueued_at, started_at, finished_at
+
+-- part: history_filters
+(:queue IS NULL OR queue = :queue) AND (:outcome IS NULL OR outcome = :outcome)
+  AND (:id IS NULL OR id = :id) AND (:dedup_id IS NULL OR dedup_id = :dedup_id)
+  AND (:key IS NULL OR ordering_key = :key)
+  AND (:since IS NULL OR finished_at >= :since) AND (:until IS NULL OR finished_at < :until)
+  AND (:hname IS NULL OR EXISTS (SELECT 1 FROM json_each(headers)
+                                  WHERE key = :hname AND value = :hvalue))
+
+-- name: history_by_id
+-- Each search starts from the index of its most selective filter (backends/history.py).
+SELECT {history_columns} FROM hailq_history
+WHERE id = :id AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+
+-- name: history_by_dedup
+SELECT {history_columns} FROM hailq_history
+WHERE dedup_id = :dedup_id AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+
+-- name: history_by_key
+SELECT {history_columns} FROM hailq_history
+WHERE ordering_key = :key AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+
+-- name: history_by_queue
+SELECT {history_columns} FROM hailq_history
+WHERE queue = :queue AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+
+-- name: history_recent
+-- No indexed filter: the newest first, in the order they were written.
+SELECT {history_columns} FROM hailq_history
+WHERE {history_filters}
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: history_prune
+-- One bounded batch of a queue's rows older than its retention.
+DELETE FROM hailq_history WHERE seq IN (
+    SELECT seq FROM hailq_history WHERE queue = :queue AND finished_at < :now - :keep
+    ORDER BY finished_at LIMIT :n);

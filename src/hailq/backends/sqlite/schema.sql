@@ -7,6 +7,19 @@ CREATE INDEX hailq_autoscale_queue ON hailq_autoscale (queue, at);
 -- index hailq_dedup_expires
 CREATE INDEX hailq_dedup_expires ON hailq_dedup (expires_at);
 
+-- index hailq_history_dedup
+CREATE INDEX hailq_history_dedup ON hailq_history (dedup_id) WHERE dedup_id IS NOT NULL;
+
+-- index hailq_history_id
+CREATE INDEX hailq_history_id ON hailq_history (id);
+
+-- index hailq_history_key
+CREATE INDEX hailq_history_key ON hailq_history (ordering_key)
+    WHERE ordering_key IS NOT NULL;
+
+-- index hailq_history_queue
+CREATE INDEX hailq_history_queue ON hailq_history (queue, finished_at);
+
 -- index hailq_levels_slot
 CREATE INDEX hailq_levels_slot ON hailq_levels (slot);
 
@@ -93,6 +106,26 @@ CREATE TABLE hailq_histograms (
     PRIMARY KEY (queue, kind, priority, le)
 ) WITHOUT ROWID;
 
+-- table hailq_history
+CREATE TABLE hailq_history (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('acked', 'dead', 'cancelled')),
+    dedup_id TEXT,
+    ordering_key TEXT,
+    headers TEXT,
+    priority INTEGER NOT NULL,
+    body BLOB,                     -- NULL: the queue keeps no bodies (retain_bodies)
+    body_kind INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    errors TEXT,                   -- each failed attempt: error, when, consumer, start
+    consumer TEXT,                 -- who ran the last attempt
+    enqueued_at REAL NOT NULL,
+    started_at REAL,               -- when the last attempt began
+    finished_at REAL NOT NULL
+);
+
 -- table hailq_instance
 CREATE TABLE hailq_instance (
     one INTEGER PRIMARY KEY CHECK (one = 1),
@@ -135,7 +168,7 @@ CREATE TABLE hailq_messages (
     errors TEXT,
     dead_at REAL,
     parked INTEGER NOT NULL DEFAULT 0
-, cancelled_at REAL);
+, cancelled_at REAL, retain INTEGER NOT NULL DEFAULT 0, consumer TEXT, claimed_at REAL, dedup_id TEXT);
 
 -- table hailq_queue_ops
 CREATE TABLE hailq_queue_ops (
@@ -150,7 +183,7 @@ CREATE TABLE hailq_queues (
     name TEXT PRIMARY KEY,
     settings TEXT NOT NULL,
     created_at REAL NOT NULL
-, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL, deadlines TEXT, retry TEXT, dedup_window REAL NOT NULL DEFAULT 3600.0, max_message_size INTEGER NOT NULL DEFAULT 1048576);
+, lease REAL NOT NULL DEFAULT 30.0, max_attempts INTEGER NOT NULL DEFAULT 5, max_in_flight INTEGER, aging REAL, park INTEGER NOT NULL DEFAULT 0, rate_per_second REAL, burst REAL, deadlines TEXT, retry TEXT, dedup_window REAL NOT NULL DEFAULT 3600.0, max_message_size INTEGER NOT NULL DEFAULT 1048576, retain REAL, retain_bodies INTEGER NOT NULL DEFAULT 1);
 
 -- table hailq_rate_buckets
 CREATE TABLE hailq_rate_buckets (
@@ -258,4 +291,17 @@ CREATE TABLE hailq_workers (
     last_seen REAL NOT NULL,
     state TEXT NOT NULL
 , running TEXT NOT NULL DEFAULT '[]');
+
+-- trigger hailq_history_acked
+CREATE TRIGGER hailq_history_acked BEFORE DELETE ON hailq_messages
+FOR EACH ROW WHEN OLD.retain > 0 AND OLD.state <> 'dead'
+BEGIN
+    INSERT INTO hailq_history (id, queue, outcome, dedup_id, ordering_key, headers,
+                               priority, body, body_kind, attempts, errors, consumer,
+                               enqueued_at, started_at, finished_at)
+    SELECT id, queue, 'acked', dedup_id, ordering_key, headers, priority,
+           CASE WHEN retain = 2 THEN body END, body_kind, attempt, errors, consumer,
+           enqueued_at, claimed_at, hailq_now()
+    FROM hailq_messages WHERE seq = OLD.seq;
+END;
 

@@ -1,0 +1,128 @@
+"""History of finished messages (rule 40): a mixin of ``SqlBackend``.
+
+What is kept, and what it costs whom. A claim of a queue with ``retain`` writes a mark on
+each row it leases (``Mark``: keep it, with its body or not, and who runs it since
+when); claims of other queues run the statements they always ran. An ack deletes the
+row, and a row trigger whose WHEN reads the mark writes the history row in the same
+statement (every ack fast path of both dialects included); for an unmarked row the
+trigger does nothing. Dead and cancelled messages are not deleted: the core records
+them with ``history_record`` where they die (a nack, an ended last lease) and the
+cancel path where it cancels. Upkeep prunes each retaining queue's rows older than its
+retention, one bounded batch per transaction (``PRUNE_BATCH``), at most every
+``PRUNE_EVERY`` seconds per queue and process while a batch comes back short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from hailq.history import HistoryEntry, HistoryOutcome, HistoryQuery, entry
+
+if TYPE_CHECKING:
+    from hailq.backends.dialect import Dialect, Tx
+
+PRUNE_BATCH = 500  # rows per prune transaction
+PRUNE_EVERY = 1.0  # seconds between a queue's prunes once a batch came back short
+
+
+class Mark(NamedTuple):
+    """What a claim of a queue that keeps history writes on each row it leases: whether
+    history keeps it (1) with its body (2), and who runs this attempt."""
+
+    retain: int
+    consumer: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPruneParams:
+    queue: str
+    keep: float  # seconds: rows that finished longer ago go
+    batch: int = PRUNE_BATCH
+
+
+class HistoryBackend(Protocol):
+    def history_search(self, query: HistoryQuery) -> list[HistoryEntry]:
+        """Finished messages matching every filter of ``query``, newest first."""
+        ...
+
+    def history_prune(self, params: HistoryPruneParams) -> int:
+        """Delete one batch of a queue's history rows older than ``keep``; how many."""
+        ...
+
+
+class HistoryStore:
+    """Recording, searching and pruning history, over a SQL dialect."""
+
+    dialect: Dialect
+    _pruned: dict[str, float]  # when each queue's next prune is due (monotonic clock)
+
+    if TYPE_CHECKING:
+        def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Any: ...
+
+    def history_record(self, tx: Tx, queue: str, messages: Sequence[tuple[str, int | None]],
+                       outcome: HistoryOutcome) -> None:
+        """Record ``messages`` ((id, seq or None) of rows still stored) as finished with
+        ``outcome`` ("dead", "cancelled"; acks record themselves) if the queue retains
+        now; nothing otherwise. Run it in the transaction that kills or cancels them,
+        before a cancel deletes its row: the row then no longer carries the mark its
+        claim wrote, so the deletion writes no "acked" row."""
+        if not messages:
+            return
+        live = self._live(tx, queue)
+        if live.retain is None:  # a queue without history pays no statement here...
+            if outcome == "cancelled":  # ...but a cancel's delete is no ack
+                for message_id, seq in messages:
+                    tx.exec("history_recorded", {"queue": queue, "id": message_id,
+                                                 "seq": seq})
+            return
+        retain = 2 if live.retain_bodies else 1
+        with tx.atomic():
+            for message_id, seq in messages:
+                args = {"queue": queue, "id": message_id, "seq": seq, "now": tx.now,
+                        "outcome": outcome, "retain": retain}
+                if tx.exec("history_record", args):
+                    tx.exec("history_recorded", args)
+
+    def _history_forget(self, tx: Tx, queue: str, message_id: str | None = None) -> None:
+        """An operator deletes live messages (purge, delete): they were not acked."""
+        tx.exec("history_forget", {"queue": queue, "id": message_id})
+
+    def _history_upkeep(self, tx: Tx, queue: str, keep: float) -> None:
+        """Claim-time upkeep of a retaining queue: one batch, when due."""
+        now = time.monotonic()
+        if now < self._pruned.get(queue, 0.0):
+            return
+        gone = tx.exec("history_prune", {"queue": queue, "keep": keep, "n": PRUNE_BATCH,
+                                         "now": tx.now})
+        # A full batch: more may be due, try again at the next upkeep.
+        self._pruned[queue] = now + (0.0 if gone >= PRUNE_BATCH else PRUNE_EVERY)
+
+    def history_prune(self, params: HistoryPruneParams) -> int:
+        return int(self.dialect.work(lambda tx: tx.exec("history_prune", {
+            "queue": params.queue, "keep": params.keep, "n": params.batch, "now": tx.now}),
+            durable=False))
+
+    def history_search(self, query: HistoryQuery) -> list[HistoryEntry]:
+        args = {"queue": query.queue, "outcome": query.outcome, "id": query.id,
+                "dedup_id": query.dedup_id, "key": query.ordering_key,
+                "since": query.since, "until": query.until, "limit": query.limit,
+                "hname": None if query.header is None else query.header[0],
+                "hvalue": None if query.header is None else query.header[1]}
+        # The most selective filter's index first (each statement checks all of them).
+        name = ("history_by_id" if query.id is not None
+                else "history_by_dedup" if query.dedup_id is not None
+                else "history_by_key" if query.ordering_key is not None
+                else "history_by_queue" if query.queue is not None
+                else "history_recent")
+        found = self.dialect.read(lambda tx: tx.run(name, args))
+        return [entry(row) for row in found]
+
+
+def mark_of(live: Any, consumer: str | None) -> Mark | None:
+    """What a claim of a queue with these live settings writes on its rows, if any."""
+    if live.retain is None:
+        return None
+    return Mark(2 if live.retain_bodies else 1, consumer or "library")
