@@ -319,6 +319,9 @@ class SQLiteDialect(Dialect):
         for queue, n in counts.items():
             if not conn.execute(Q["count_sent"], {"queue": queue, "n": n}).rowcount:
                 return 0
+        conn.executemany(Q["count_sent_priority"], [  # rule 41's arrival rates
+            {"queue": q, "priority": p, "n": n, "now": now}
+            for (q, p), n in Counter((m.queue, m.priority) for m in messages).items()])
         return int(conn.executemany(Q["message_insert"], [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
