@@ -120,3 +120,21 @@ def test_rule_41_sends_record_each_priority_s_arrival_rate_and_it_sizes_the_pool
     assert urgent.desired_workers_reason is None and bulk.desired_workers_reason is None
     assert (urgent.desired_workers, bulk.desired_workers) == (4, 2)
     assert urgent.record()["priorities"][0]["sent_per_second_1m"] == rate[9]
+
+
+def test_rule_41_sends_per_priority_are_kept_an_hour_and_pruned_past_it(
+        broker: hailq.Broker, raw: RawDatabase) -> None:
+    q = broker.queue("claims", slo=SLO, order="deadline")
+    q.send("now", priority=9)
+    sends = raw.table("hailq_sends" if raw.is_sqlite else "sends")
+    (slot,) = raw.execute(f"SELECT slot FROM {sends}")[0]
+    columns = "queue, slot, priority, sent" + ("" if raw.is_sqlite else ", shard")
+    for back in (400, 300):  # slots of 10 s: one past an hour and a minute, one within
+        raw.execute(f"INSERT INTO {sends} ({columns}) VALUES (?, ?, ?, ?"
+                    + ("" if raw.is_sqlite else ", 0") + ")", ("claims", slot - back, 0, 5))
+    broker.backend.figures_record(FiguresRecordParams(
+        rates=[RateAdd("claims", 9, 1, 0, 0, 0, 0.0)], prune=True))
+    kept = sorted(int(s) for (s,) in raw.execute(f"SELECT slot FROM {sends}"))
+    assert kept == [slot - 300, slot]
+    # The old slot is outside every window; the one within the hour is not in the minute.
+    assert {p.priority: p.sent_per_second_1m for p in q.figures().priorities}[0] == 0.0
