@@ -60,8 +60,10 @@ def test_the_report_table_has_a_row_per_run_and_both_halves() -> None:
     report = SloReport("sqlite", 10.0, 1, 3, slo, 1, 1.0, 1, 1.0, True,
                        [SloRow(Order("deadline"), 1, "desired", sim, None, live)], 3.0)
     head, rule, row = table(report)
-    assert head.count("|") == rule.count("|") == row.count("|") == 9
-    assert row.startswith("| deadline, 1 | 0 / 0 s | 0 / 1 s | 0 / 2 s | 0 / 0 s |")
+    assert head.count("|") == rule.count("|") == row.count("|") == 11
+    assert row == "| deadline, 1 | 0 / 0 s | 0 / 1 s | 0 / 2 s | - | - | - | " \
+        "0 / 0 s | 0 / 1 s | 0 / 2 s |"
+    assert "simulated, 1.00 s: p9" in head
     assert report.to_json()["rows"][0]["live"][0]["priority"] == 9
 
 

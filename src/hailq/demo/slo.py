@@ -217,12 +217,16 @@ def cell(c: ClassResult) -> str:
 
 
 def table(report: SloReport) -> list[str]:
-    """The report as the Markdown table of docs/concepts/priorities.md."""
-    head = ["| order, slots | simulated p9 | p5 | p0 | live p9 | p5 | p0 | row |",
-            "|---|---|---|---|---|---|---|---|"]
+    """The report as the Markdown table of docs/concepts/priorities.md: per row, priority
+    9, 5 and 0 simulated with 3 s handlers, simulated with the measured service time,
+    and live."""
+    service = f"{report.service:.2f}" if report.service else "-"
+    head = ["| order, slots | simulated, 3 s: p9 | p5 | p0 | simulated, "
+            f"{service} s: p9 | p5 | p0 | live: p9 | p5 | p0 |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     lines = []
     for r in report.rows:
-        live = [cell(c) for c in r.live.classes] if r.live else ["-"] * 3
-        lines.append(f"| {r.label} | " + " | ".join(cell(c) for c in r.simulated.classes)
-                     + " | " + " | ".join(live) + f" | {r.role} |")
+        halves = [[cell(c) for c in h.classes] if h is not None else ["-"] * 3
+                  for h in (r.simulated, r.at_service, r.live)]
+        lines.append(f"| {r.label} | " + " | ".join(c for h in halves for c in h) + " |")
     return head + lines
