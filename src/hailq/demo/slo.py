@@ -12,7 +12,8 @@ a priority-9 wave of 14/s for 200 s, 3 s handlers). The steps:
    the ack and fetch around it: a few percent of a scaled handler).
 3. ``smallest_pool`` again with the measured service time: the pool the live run
    needs. At that size, live: strict priority, aging by the best value the simulation
-   finds there (1 to 120 s a level), deadline order; and deadline order one slot fewer.
+   at the measured service time finds there (1 to 120 s a level), deadline order; and
+   deadline order one slot fewer.
 
 Every row is simulated too (3 s handlers, and the measured service time). Time runs
 ``scale`` times faster: handlers and targets are divided by it, waits reported in
@@ -79,7 +80,8 @@ class SloReport:
     service: float | None  # measured story seconds a slot takes per message
     desired_live: int  # smallest_pool with the measured service time
     best_aging: float
-    every_aging_breaches: bool  # at desired_live, simulated: no aging value meets all
+    # At desired_live, simulated at the measured service time: no aging value meets all.
+    every_aging_breaches: bool
     rows: list[SloRow]
     seconds: float  # the whole demo, wall clock
 
@@ -186,7 +188,10 @@ def run_slo(url: str, backend: str, scale: float = DEFAULT_SCALE, seed: int = 1,
         needed = desired_for(jobs, service) if service else simulated
         say(f"measured service time {service or SCENARIO_HANDLER:.3f} s a message: "
             f"smallest_pool names {needed} slots")
-        aging, every = best_aging(jobs, needed)
+        # The simulation that the live run follows is the one at the measured service
+        # time: the best aging is sought there.
+        timed = [replace(j, handler=service) for j in jobs] if service else None
+        aging, every = best_aging(timed or jobs, needed)
         plan = [(Order("strict"), needed, "compared"),
                 (Order("aging", aging), needed, "compared (best aging)"),
                 (Order("deadline"), needed, "desired_workers (measured service time)"),
@@ -194,7 +199,6 @@ def run_slo(url: str, backend: str, scale: float = DEFAULT_SCALE, seed: int = 1,
         if simulated not in (needed, needed - 1):
             plan.append((Order("deadline"), simulated, "desired_workers (3 s handlers)"))
         rows = []
-        timed = [replace(j, handler=service) for j in jobs] if service else None
         for order, slots, role in plan:
             if slots == simulated and order.name == "deadline" and role == "one fewer":
                 role = "one fewer (and desired_workers with 3 s handlers)"
