@@ -9,11 +9,14 @@ a priority-9 wave of 14/s for 200 s, 3 s handlers). The steps:
    deadline order) over the whole load known in advance, with 3 s handlers.
 2. Live, deadline order at that size. Besides the waits it measures the *service
    time*: how long a slot is taken per message while messages wait (the handler, and
-   the ack and fetch around it: a few percent of a scaled handler).
-3. ``smallest_pool`` again with the measured service time: the pool the live run
-   needs. At that size, live: strict priority, aging by the best value the simulation
-   at the measured service time finds there (1 to 120 s a level), deadline order; and
-   deadline order one slot fewer.
+   the ack and fetch around it: a few percent of a scaled handler). Where the run
+   breaches a target, ``smallest_pool`` names a pool again with the longest service
+   time measured so far (at least one slot more), and deadline order runs live there,
+   until a run meets every target: what an autoscaler that follows
+   ``desired_workers`` does.
+3. At that size, live: strict priority, aging by the best value the simulation at the
+   measured service time finds there (1 to 120 s a level); and deadline order one
+   slot fewer.
 
 Every row is simulated too (3 s handlers, and the measured service time). Time runs
 ``scale`` times faster: handlers and targets are divided by it, waits reported in
@@ -46,6 +49,7 @@ from hailq.policy.simulation import (
 
 DEFAULT_SCALE = 10.0  # a run of the 15-minute load takes 90 s
 AGING_VALUES = range(1, 121)  # seconds a level tried for the best aging
+MAX_STEPS = 6  # pools named in turn at most before the comparison runs at the last
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,8 @@ class SloReport:
     messages: int
     slo: dict[int, float]
     desired_simulated: int  # smallest_pool with 3 s handlers
-    service: float | None  # measured story seconds a slot takes per message
-    desired_live: int  # smallest_pool with the measured service time
+    service: float | None  # the longest story seconds a slot took per message
+    desired_live: int  # the first pool named that met every target live
     best_aging: float
     # At desired_live, simulated at the measured service time: no aging value meets all.
     every_aging_breaches: bool
@@ -183,25 +187,32 @@ def run_slo(url: str, backend: str, scale: float = DEFAULT_SCALE, seed: int = 1,
                     + f" ({r.seconds:.0f} s)")
             return live[key]
 
-        first = play(Order("deadline"), simulated)
-        service = first.service
-        needed = desired_for(jobs, service) if service else simulated
-        say(f"measured service time {service or SCENARIO_HANDLER:.3f} s a message: "
-            f"smallest_pool names {needed} slots")
+        # As an autoscaler following desired_workers: run the size it names, and where
+        # that run breaches, name again from the longest service time measured so far.
+        needed, service = simulated, None
+        for _ in range(MAX_STEPS):
+            run = play(Order("deadline"), needed)
+            if run.service is not None:
+                service = max(service or 0.0, run.service)
+            if run.breaches == 0:
+                break
+            again = max(desired_for(jobs, service) if service else needed, needed + 1)
+            say(f"measured service time {service or SCENARIO_HANDLER:.3f} s a message: "
+                f"smallest_pool names {again} slots")
+            needed = again
         # The simulation that the live run follows is the one at the measured service
         # time: the best aging is sought there.
         timed = [replace(j, handler=service) for j in jobs] if service else None
         aging, every = best_aging(timed or jobs, needed)
         plan = [(Order("strict"), needed, "compared"),
                 (Order("aging", aging), needed, "compared (best aging)"),
-                (Order("deadline"), needed, "desired_workers (measured service time)"),
+                (Order("deadline"), needed, "desired_workers"),
                 (Order("deadline"), needed - 1, "one fewer")]
-        if simulated not in (needed, needed - 1):
-            plan.append((Order("deadline"), simulated, "desired_workers (3 s handlers)"))
+        plan += [(Order("deadline"), n, "desired_workers named before")
+                 for (name, _, n) in sorted(live) if name == "deadline"
+                 and n not in (needed, needed - 1)]
         rows = []
         for order, slots, role in plan:
-            if slots == simulated and order.name == "deadline" and role == "one fewer":
-                role = "one fewer (and desired_workers with 3 s handlers)"
             rows.append(SloRow(
                 order, slots, role, simulate(jobs, slots, order, SLO_SCENARIO),
                 simulate(timed, slots, order, SLO_SCENARIO) if timed else None,
