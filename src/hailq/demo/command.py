@@ -59,7 +59,7 @@ from hailq.errors import HailqError
 @click.option("--slo", is_flag=True,
               help="Instead: service levels that schedule. One load through strict "
                    "priority, the best aging and deadline order, simulated and live in "
-                   "scaled time (--scale 10 and --seed 1 unless given; about 6 minutes).")
+                   "scaled time (--scale 10 and --seed 1 unless given; 6 to 10 minutes).")
 def demo_command(claims: int, checkers: int, scale: float, seed: int,
                  keep: str | None, slo: bool) -> None:
     """Run the hailstorm of 20,000 insurance claims and report what hailq kept.
