@@ -60,8 +60,11 @@ from hailq.errors import HailqError
               help="Instead: service levels that schedule. One load through strict "
                    "priority, the best aging and deadline order, simulated and live in "
                    "scaled time (--scale 10 and --seed 1 unless given; 6 to 10 minutes).")
+@click.option("--steps", type=click.IntRange(1, 20), default=6, show_default=True,
+              help="With --slo: pools named in turn at most, each after a live run at "
+                   "the one before breached.")
 def demo_command(claims: int, checkers: int, scale: float, seed: int,
-                 keep: str | None, slo: bool) -> None:
+                 keep: str | None, slo: bool, steps: int) -> None:
     """Run the hailstorm of 20,000 insurance claims and report what hailq kept.
 
     A customer portal sends the claims in a burst (500 VIP, some contracts
@@ -82,7 +85,7 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
              "its own. Give --url to choose its broker.")
     as_json = json_requested()
     if slo:
-        _slo(ctx, url, keep, scale, seed, as_json)
+        _slo(ctx, url, keep, scale, seed, as_json, steps)
         return
     plan = Plan(claims=claims, checkers=checkers, scale=scale, seed=seed)
     try:
@@ -107,7 +110,7 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
 
 
 def _slo(ctx: click.Context, url: str | None, keep: str | None, scale: float, seed: int,
-         as_json: bool) -> None:
+         as_json: bool, steps: int) -> None:
     from click.core import ParameterSource
 
     from hailq.demo.slo import DEFAULT_SCALE, run_slo, table
@@ -123,7 +126,7 @@ def _slo(ctx: click.Context, url: str | None, keep: str | None, scale: float, se
     console = Console(stderr=as_json)
     try:
         report = run_slo(workspace.url, workspace.display_url.split(":", 1)[0], scale, seed,
-                         None if as_json else console.print)
+                         None if as_json else console.print, steps)
     except HailqError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

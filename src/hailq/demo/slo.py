@@ -152,15 +152,19 @@ def desired_for(jobs: Sequence[Job], handler: float) -> int:
 def best_aging(jobs: Sequence[Job], slots: int) -> tuple[float, bool]:
     """The aging value (s a level) with the fewest simulated breaches at ``slots``, and
     whether every value tried breaches some target."""
-    tried = [(simulate(jobs, slots, Order("aging", a), SLO_SCENARIO).breaches, a)
-             for a in AGING_VALUES]
-    _, value = min(tried)
-    return float(value), all(b > 0 for b, _ in tried)
+    tried = []
+    for a in AGING_VALUES:
+        tried.append((simulate(jobs, slots, Order("aging", a), SLO_SCENARIO).breaches, a))
+        if tried[-1][0] == 0:  # the smallest value that meets every target
+            return float(a), False
+    return float(min(tried)[1]), True
 
 
 def run_slo(url: str, backend: str, scale: float = DEFAULT_SCALE, seed: int = 1,
-            on_event: Callable[[str], None] | None = None) -> SloReport:
-    """The whole comparison on the broker at ``url`` (each run on a queue of its own)."""
+            on_event: Callable[[str], None] | None = None, steps: int = MAX_STEPS,
+            ) -> SloReport:
+    """The whole comparison on the broker at ``url`` (each run on a queue of its own);
+    ``steps``: pools named in turn at most before the comparison runs at the last."""
     began = time.monotonic()
     say = on_event or (lambda _: None)
     jobs = scenario(seed)
@@ -190,7 +194,7 @@ def run_slo(url: str, backend: str, scale: float = DEFAULT_SCALE, seed: int = 1,
         # As an autoscaler following desired_workers: run the size it names, and where
         # that run breaches, name again from the longest service time measured so far.
         needed, service = simulated, None
-        for _ in range(MAX_STEPS):
+        for _ in range(max(steps, 1)):
             run = play(Order("deadline"), needed)
             if run.service is not None:
                 service = max(service or 0.0, run.service)
