@@ -150,14 +150,16 @@ def _insert_sqlite(place: Place, fresh: list[NewMessage], now: float | None) -> 
             return 0  # no queue, or a body over its limit: the caller says which
         order[queue] = (found[0][0], targets(found[0][1]))
     for queue, n in counts.items():
-        if not (yield _q(place, "count_sent", {"queue": queue, "n": n})).rowcount:
-            return 0
+        yield _q(place, "count_sent", {"queue": queue, "n": n})
+    for (queue, priority), n in Counter((m.queue, m.priority) for m in fresh).items():
+        yield _q(place, "count_sent_priority",  # rule 41's arrival rates
+                 {"queue": queue, "priority": priority, "n": n, "now": at})
     for m in fresh:
         yield _q(place, "message_insert", {
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
             "sort_key": send_key(m, at, *order[m.queue]),
-            "now": at, "delay": m.delay})
+            "now": at, "delay": m.delay, "dedup_id": m.dedup_id})
     return len(fresh)
 
 

@@ -32,6 +32,7 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "count_nacked",  # statement that changed the rows (a data-modifying WITH)
         "count_redelivered",
         "count_sent",
+        "count_sent_priority",
         "message_ack_claim_in_time",  # fast paths without RETURNING
         "message_ack_in_time",
         "key_release_acked",  # their keys' release, before the delete: no RETURNING

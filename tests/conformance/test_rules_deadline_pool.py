@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import hailq
 from hailq.backends.base import FiguresRecordParams, RateAdd
 
@@ -24,6 +26,8 @@ def settle(raw: RawDatabase, broker: hailq.Broker, queue: str, handled: int) -> 
         rates=[RateAdd(queue, 5, handled, handled, 0, 0, float(handled))], sampled=[]))
     table = raw.table("hailq_queues" if raw.is_sqlite else "queues")
     raw.execute(f"UPDATE {table} SET created_at = created_at - 7200 WHERE name = ?", (queue,))
+    sends = raw.table("hailq_sends" if raw.is_sqlite else "sends")  # sent two hours ago
+    raw.execute(f"UPDATE {sends} SET slot = slot - 720 WHERE queue = ?", (queue,))
 
 
 def test_rule_41_desired_workers_is_the_smallest_pool_that_meets_every_target(
@@ -85,3 +89,52 @@ def test_rule_41_the_doctor_names_a_deadline_queue_whose_pool_is_too_small(
     assert finding.evidence["reason"] is None
     assert "--min 2" in finding.snippets[0].code
     assert not [f for f in found["strict"].findings if f.kind == "pool_too_small"]
+
+
+def test_rule_41_sends_record_each_priority_s_arrival_rate_and_it_sizes_the_pool(
+        broker: hailq.Broker, raw: RawDatabase) -> None:
+    """Each send counts its messages per priority and 10-second slot: the figures show
+    each priority's arrival rate, and the pool of a deadline queue is sized by it. The
+    same backlog asks for more workers when urgent work keeps arriving than when the
+    arrivals can wait."""
+    queues = {}
+    for name, arriving in (("urgent", 9), ("bulk", 0)):
+        q = queues[name] = broker.queue(name, slo=SLO, order="deadline")
+        q.send_many([hailq.Envelope(n, priority=arriving) for n in range(90)])
+        q.send_many([hailq.Envelope(n, priority=arriving) for n in range(30)])
+        while batch := q.receive(100):  # the arrivals are handled, the backlog waits
+            q.ack_many(batch)
+        q.send_many([hailq.Envelope(n, priority=5) for n in range(100)])
+        settle(raw, broker, name, 20)  # the backlog was sent two hours ago
+        sends = raw.table("hailq_sends" if raw.is_sqlite else "sends")
+        raw.execute(f"UPDATE {sends} SET slot = slot + 720 WHERE queue = ? AND priority "
+                    "<> 5", (name,))  # the arrivals in the last minute
+
+    urgent, bulk = queues["urgent"].figures(), queues["bulk"].figures()
+    rate = {p.priority: p.sent_per_second_1m for p in urgent.priorities}
+    # Over the last minute's slots: at least a minute, at most a minute and a slot.
+    assert 120 / 70 <= rate[9] <= 120 / 60
+    assert rate[5] == rate[0] == 0.0
+    bulk_rate = {p.priority: p.sent_per_second_1m for p in bulk.priorities}
+    assert bulk_rate[0] == pytest.approx(rate[9], rel=0.05) and bulk_rate[9] == 0.0
+    assert urgent.desired_workers_reason is None and bulk.desired_workers_reason is None
+    assert (urgent.desired_workers, bulk.desired_workers) == (4, 2)
+    assert urgent.record()["priorities"][0]["sent_per_second_1m"] == rate[9]
+
+
+def test_rule_41_sends_per_priority_are_kept_an_hour_and_pruned_past_it(
+        broker: hailq.Broker, raw: RawDatabase) -> None:
+    q = broker.queue("claims", slo=SLO, order="deadline")
+    q.send("now", priority=9)
+    sends = raw.table("hailq_sends" if raw.is_sqlite else "sends")
+    (slot,) = raw.execute(f"SELECT slot FROM {sends}")[0]
+    columns = "queue, slot, priority, sent" + ("" if raw.is_sqlite else ", shard")
+    for back in (400, 300):  # slots of 10 s: one past an hour and a minute, one within
+        raw.execute(f"INSERT INTO {sends} ({columns}) VALUES (?, ?, ?, ?"
+                    + ("" if raw.is_sqlite else ", 0") + ")", ("claims", slot - back, 0, 5))
+    broker.backend.figures_record(FiguresRecordParams(
+        rates=[RateAdd("claims", 9, 1, 0, 0, 0, 0.0)], prune=True))
+    kept = sorted(int(s) for (s,) in raw.execute(f"SELECT slot FROM {sends}"))
+    assert kept == [slot - 300, slot]
+    # The old slot is outside every window; the one within the hour is not in the minute.
+    assert {p.priority: p.sent_per_second_1m for p in q.figures().priorities}[0] == 0.0

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from hailq.policy.scaling import Backlog, Demand, arrival_mix, deadline_workers, desired_workers
+from hailq.policy.scaling import Backlog, Demand, deadline_workers, desired_workers
 
 SLO = {9: 10.0, 5: 60.0, 0: 3600.0}
 
@@ -75,10 +73,3 @@ def test_before_a_handler_time_is_measured_the_old_figure_holds() -> None:
     assert deadline_workers(d, Backlog(0.0, SLO, [(5, 0.0, None)] * 5, {})).workers == 1
 
 
-def test_arrival_mix_splits_the_send_rate_by_claims_else_by_backlog() -> None:
-    assert arrival_mix(None, {9: 1.0}, [], SLO) == {}
-    assert arrival_mix(10.0, {9: 1.0, 5: 3.0, 0: 0.0}, [], SLO) == pytest.approx(
-        {9: 2.5, 5: 7.5})
-    assert arrival_mix(4.0, {}, [(5, 0.0, None)] * 3 + [(0, 0.0, None)], SLO) == \
-        pytest.approx({5: 3.0, 0: 1.0})
-    assert arrival_mix(4.0, {}, [], SLO) == {9: 4.0}  # the tightest target

@@ -152,6 +152,9 @@ class FigureRows:
     # A queue in deadline order (rule 41): its first ready messages in delivery order,
     # (priority, available_at, ordering key), to size its pool; None: not read.
     ready_first: list[tuple[int, float, str | None]] | None = None
+    # Sends per slot and priority over the last hour (rule 41's arrival rates): (the
+    # slot's start in seconds, priority, messages sent).
+    sends: list[tuple[float, int, int]] = field(default_factory=list)
 
 
 class FiguresReadParams(NamedTuple):

@@ -43,7 +43,7 @@ RATE_WINDOWS = (60.0, 300.0, 3600.0)  # the rates' windows
 PRUNE_LIMIT = 5000  # rows one prune statement deletes at most
 PRUNE_ROUNDS = 20  # statements of one table per prune, each its own short transaction
 _PRUNED = ("figures_prune_rates", "figures_prune_sketches", "figures_prune_ranges",
-           "figures_prune_samples")
+           "figures_prune_samples", "figures_prune_sends")
 
 
 def rate_slot(row: Any) -> RateSlot:
@@ -131,7 +131,9 @@ class FiguresStore:
                 created_at=None if made is None else float(made[0]),
                 acked=0 if made is None else int(made[1]),
                 ready_first=[(int(p), float(a), k) for p, a, k in tx.run(
-                    "figures_ready_first", {"queue": queue, "n": READY_READ})])
+                    "figures_ready_first", {"queue": queue, "n": READY_READ})],
+                sends=[(int(slot) * SLOT, int(p), int(n))
+                       for slot, p, n in tx.run("figures_sends", args)])
 
         return self.dialect.read(look)
 

@@ -56,8 +56,15 @@ from hailq.errors import HailqError
 @click.option("--keep", metavar="DIR", default=None,
               help="Keep the SQLite files (and the PostgreSQL schema) in DIR, which must not "
                    "hold an earlier run.")
+@click.option("--slo", is_flag=True,
+              help="Instead: service levels that schedule. One load through strict "
+                   "priority, the best aging and deadline order, simulated and live in "
+                   "scaled time (--scale 10 and --seed 1 unless given; 6 to 10 minutes).")
+@click.option("--steps", type=click.IntRange(1, 20), default=6, show_default=True,
+              help="With --slo: pools named in turn at most, each after a live run at "
+                   "the one before breached.")
 def demo_command(claims: int, checkers: int, scale: float, seed: int,
-                 keep: str | None) -> None:
+                 keep: str | None, slo: bool, steps: int) -> None:
     """Run the hailstorm of 20,000 insurance claims and report what hailq kept.
 
     A customer portal sends the claims in a burst (500 VIP, some contracts
@@ -77,6 +84,9 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
         note(f"the demo does not use {ENV_URL} (your own broker); it runs in a workspace of "
              "its own. Give --url to choose its broker.")
     as_json = json_requested()
+    if slo:
+        _slo(ctx, url, keep, scale, seed, as_json, steps)
+        return
     plan = Plan(claims=claims, checkers=checkers, scale=scale, seed=seed)
     try:
         workspace = Workspace.create(url, keep)
@@ -97,6 +107,40 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
             where = f"; PostgreSQL schema {workspace.schema}" if workspace.schema else ""
             console.print(f"kept: {workspace.directory}{where}")
     ctx.exit(0 if report.ok else 1)
+
+
+def _slo(ctx: click.Context, url: str | None, keep: str | None, scale: float, seed: int,
+         as_json: bool, steps: int) -> None:
+    from click.core import ParameterSource
+
+    from hailq.demo.slo import DEFAULT_SCALE, run_slo, table
+
+    if ctx.get_parameter_source("scale") is ParameterSource.DEFAULT:
+        scale = DEFAULT_SCALE
+    if ctx.get_parameter_source("seed") is ParameterSource.DEFAULT:
+        seed = 1
+    try:
+        workspace = Workspace.create(url, keep)
+    except HailqError as exc:
+        raise click.UsageError(str(exc)) from None
+    console = Console(stderr=as_json)
+    try:
+        report = run_slo(workspace.url, workspace.display_url.split(":", 1)[0], scale, seed,
+                         None if as_json else console.print, steps)
+    except HailqError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        workspace.close()
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        console.print(f"\nbreaches / p99 wait per priority, story seconds (time ran "
+                      f"{report.scale:g} times faster; {report.seconds:.0f} s in all):")
+        for line in table(report):
+            click.echo(line)
+        for claim, held in report.shows().items():
+            console.print(f"{'yes' if held else 'NO '}  {claim.replace('_', ' ')}")
+    ctx.exit(0 if report.complete else 1)
 
 
 def _run(plan: Plan, workspace: Workspace, as_json: bool) -> Report:

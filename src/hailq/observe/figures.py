@@ -15,7 +15,7 @@ from hailq.backends.figures import LONG, RATE_WINDOWS, SHORT, SLOT
 from hailq.models import AutoscalerInfo, QueueStats, WorkerInfo
 from hailq.observe.histogram import Histogram, bounds_for
 from hailq.observe.sketch import Sketch
-from hailq.policy.scaling import Backlog, Demand, arrival_mix, deadline_workers, desired_workers
+from hailq.policy.scaling import Backlog, Demand, deadline_workers, desired_workers
 from hailq.settings import QueueSettings
 
 ALIVE_FOR = 15.0  # a worker not heard of for this long is not counted
@@ -67,6 +67,7 @@ class PriorityFigures:
     breaches_5m: int  # the same as ``breaches`` (the window is 5 minutes)
     breaches_total: int
     hour: Spread
+    sent_per_second_1m: float = 0.0  # sends of this priority (rule 41's arrival rate)
 
 
 @dataclass(frozen=True)
@@ -188,10 +189,14 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
             seconds += r.handler_total
     born = rows.created_at if rows.created_at is not None else -math.inf
     span_1m = max(now - max(first[60.0], born), 1.0)
+    sent_1m: dict[int, int] = {}  # priority -> sends in the last minute's slots
+    for slot, priority, n in rows.sends:
+        if slot >= first[60.0]:
+            sent_1m[priority] = sent_1m.get(priority, 0) + n
 
     priorities = []
     for p in sorted({*waits, *handlers, *slo, *(k[1] for k in sketches),
-                     *(r.priority for r in rows.rates)}, reverse=True):
+                     *(r.priority for r in rows.rates), *sent_1m}, reverse=True):
         target = slo.get(p)
         short, hour = (_spread(w, target, counts.get((p, w), [0, 0]), sketches.get((w, p)))
                        for w in (SHORT, LONG))
@@ -205,7 +210,8 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
             handler_max=short.handler_max, breaches=short.breaches,
             compliance=short.compliance,
             started_per_second_1m=counts.get((p, 60.0), [0, 0])[0] / span_1m,
-            breaches_5m=short.breaches, breaches_total=total, hour=hour))
+            breaches_5m=short.breaches, breaches_total=total, hour=hour,
+            sent_per_second_1m=sent_1m.get(p, 0) / span_1m))
 
     rates = _rates(rows)
     alive = [w for w in workers if s.queue in w.queues and w.state == "running"
@@ -226,9 +232,10 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
         ceiling=ceiling([a for a in autoscalers or [] if a.at >= now - CEILING_FOR]))
     desired, reason = desired_workers(demand), None
     if settings.order == "deadline" and slo and rows.ready_first is not None:
-        started = {f.priority: f.started_per_second_1m for f in priorities}
-        answer = deadline_workers(demand, Backlog(
-            now, slo, rows.ready_first, arrival_mix(arrival, started, rows.ready_first, slo)))
+        # The arrival rate of each priority as recorded by the sends (rule 41).
+        arrivals = {f.priority: f.sent_per_second_1m for f in priorities
+                    if f.sent_per_second_1m > 0}
+        answer = deadline_workers(demand, Backlog(now, slo, rows.ready_first, arrivals))
         desired, reason = answer.workers, answer.reason
     every = {w: _merged(sketches, w, "handler") for w in (SHORT, LONG)}
     return QueueFigures(queue=s.queue, at=now, stats=s, settings=settings, rates=rates,

@@ -83,7 +83,8 @@ ARRIVALS_PLAYED = 1000  # arrivals simulated at most: bounds the horizon at high
 class Backlog:
     """What a queue in deadline order holds, read in a bounded way: the first ready
     messages in delivery order (priority, available_at, ordering key), and the arrival
-    rate of each priority in messages a second."""
+    rate of each priority in messages a second, as the sends recorded it (each send
+    counts its messages per priority and 10-second slot, migrations 12 and 10)."""
 
     now: float
     slo: Mapping[int, float]
@@ -136,22 +137,3 @@ def deadline_workers(d: Demand, b: Backlog) -> PoolAnswer:
     if d.ceiling is not None:  # more workers than a saturated downstream takes only wait
         workers = min(workers, max(d.ceiling, 1))
     return PoolAnswer(workers, slots, met, reason)
-
-
-def arrival_mix(sent_rate: float | None, started: Mapping[int, float],
-                ready: Sequence[tuple[int, float, str | None]],
-                slo: Mapping[int, float]) -> dict[int, float]:
-    """Arrival rate per priority: sends per priority are not recorded, so the measured
-    send rate (all priorities) is split in the proportions of the last minute's claims
-    per priority (``started``), else of the ready messages read, else all of it goes
-    to the priority with the tightest target (the one asking for most workers)."""
-    if not sent_rate:
-        return {}
-    mix = {p: n for p, n in started.items() if n > 0}
-    if not mix:
-        for priority, _, _ in ready:
-            mix[priority] = mix.get(priority, 0.0) + 1.0
-    if not mix:
-        mix = {min(slo, key=lambda p: slo[p]): 1.0}
-    whole = sum(mix.values())
-    return {p: sent_rate * n / whole for p, n in mix.items()}

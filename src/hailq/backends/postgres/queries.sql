@@ -180,11 +180,19 @@ WITH inserted AS (
     -- skips conflicting ids, for a send re-run after its connection broke, which may
     -- find its own rows committed: they are neither stored twice nor counted twice.
     {again}
-    RETURNING queue, state
+    RETURNING queue, state, priority
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, sent)
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM inserted GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + excluded.sent
+), by_priority AS (
+    -- Sends per priority per slot (rule 41: the arrival rates a deadline queue is sized
+    -- by), in the counters' shards; rows in key order.
+    INSERT INTO {schema}.sends AS s (queue, slot, priority, shard, sent)
+    SELECT queue, floor({schema}.epoch() / 10)::bigint, priority, pg_backend_pid() %% 16,
+           count(*)
+    FROM inserted GROUP BY queue, priority ORDER BY queue, priority
+    ON CONFLICT (queue, slot, priority, shard) DO UPDATE SET sent = s.sent + excluded.sent
 ), woken AS (
     -- Wake receivers waiting in LISTEN, if any waits (wake() in migration 2).
     SELECT {schema}.wake(queue, {channel})
@@ -210,11 +218,16 @@ WITH inserted AS (
     FROM {schema}.queues
     WHERE name = %(queue)s::text AND octet_length(%(body)s::bytea) <= max_message_size
     ON CONFLICT (id) DO NOTHING
-    RETURNING queue, state
+    RETURNING queue, state, priority
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, sent)
     SELECT queue, pg_backend_pid() %% 16, 1 FROM inserted
     ON CONFLICT (queue, shard) DO UPDATE SET sent = c.sent + 1
+), by_priority AS (
+    INSERT INTO {schema}.sends AS s (queue, slot, priority, shard, sent)
+    SELECT queue, floor({schema}.epoch() / 10)::bigint, priority, pg_backend_pid() %% 16, 1
+    FROM inserted
+    ON CONFLICT (queue, slot, priority, shard) DO UPDATE SET sent = s.sent + 1
 ), woken AS (
     SELECT {schema}.wake(queue, {channel}) FROM inserted WHERE state = 'ready'
 )
@@ -944,6 +957,12 @@ DELETE FROM {schema}.rates WHERE ctid IN (
     SELECT ctid FROM {schema}.rates
     WHERE slot < floor({schema}.epoch() / 10)::bigint - 8646 LIMIT %(limit)s);
 
+-- name: figures_prune_sends
+-- Sends per priority are kept an hour (the longest rate window) and a minute.
+DELETE FROM {schema}.sends WHERE ctid IN (
+    SELECT ctid FROM {schema}.sends
+    WHERE slot < floor({schema}.epoch() / 10)::bigint - 366 LIMIT %(limit)s);
+
 -- name: figures_prune_sketches
 -- Sketches are kept an hour (the longest window of percentiles) and a minute.
 DELETE FROM {schema}.sketches WHERE ctid IN (
@@ -974,6 +993,14 @@ SELECT slot, priority, started, acked, failed, breaches, handler_total, redelive
        late_acks
 FROM {schema}.rates
 WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(long)s) / 10)::bigint
+ORDER BY slot, priority;
+
+-- name: figures_sends
+-- Sends per slot and priority over the last hour and a slot (rule 41), the shards summed.
+SELECT slot, priority, sum(sent)
+FROM {schema}.sends
+WHERE queue = %(queue)s AND slot >= floor((%(now)s - %(long)s) / 10)::bigint
+GROUP BY slot, priority
 ORDER BY slot, priority;
 
 -- name: figures_window

@@ -158,6 +158,11 @@ schedules declared_at double precision NO  NO
 schedules last_slot double precision NO  NO
 schedules fired_at double precision YES  NO
 schedules fired bigint NO 0 NO
+sends queue text NO  NO
+sends slot bigint NO  NO
+sends priority smallint NO  NO
+sends shard integer NO  NO
+sends sent bigint NO 0 NO
 sketch_ranges queue text NO  NO
 sketch_ranges kind text NO  NO
 sketch_ranges priority smallint NO  NO
@@ -223,6 +228,8 @@ CREATE INDEX rates_slot ON {schema}.rates USING btree (slot)
 CREATE UNIQUE INDEX samples_pkey ON {schema}.samples USING btree (queue, slot)
 CREATE INDEX samples_slot ON {schema}.samples USING btree (slot)
 CREATE UNIQUE INDEX schedules_pkey ON {schema}.schedules USING btree (name)
+CREATE UNIQUE INDEX sends_pkey ON {schema}.sends USING btree (queue, slot, priority, shard)
+CREATE INDEX sends_slot ON {schema}.sends USING btree (slot)
 CREATE UNIQUE INDEX sketch_ranges_pkey ON {schema}.sketch_ranges USING btree (queue, kind, priority, slot)
 CREATE INDEX sketch_ranges_slot ON {schema}.sketch_ranges USING btree (slot)
 CREATE UNIQUE INDEX sketches_pkey ON {schema}.sketches USING btree (queue, kind, priority, slot, bucket)

@@ -305,6 +305,9 @@ class SQLiteDialect(Dialect):
             order[queue] = (found[0], targets(found[1]))
         for queue, n in counts.items():
             conn.execute(Q["count_sent"], {"queue": queue, "n": n})
+        conn.executemany(Q["count_sent_priority"], [  # rule 41's arrival rates
+            {"queue": q, "priority": p, "n": n, "now": now}
+            for (q, p), n in Counter((m.queue, m.priority) for m in messages).items()])
         return int(conn.executemany(Q["message_insert"], [{
             "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
             "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,

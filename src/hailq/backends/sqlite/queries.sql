@@ -142,6 +142,13 @@ INSERT INTO hailq_counters (queue, sent)
 SELECT name, :n FROM hailq_queues WHERE name = :queue
 ON CONFLICT (queue) DO UPDATE SET sent = sent + excluded.sent;
 
+-- name: count_sent_priority
+-- SQLite only, as count_sent: sends per priority per slot (rule 41: the arrival rates a
+-- deadline queue is sized by), after count_sent found the queue.
+INSERT INTO hailq_sends (queue, slot, priority, sent)
+VALUES (:queue, CAST(:now / 10 AS INTEGER), :priority, :n)
+ON CONFLICT (queue, slot, priority) DO UPDATE SET sent = sent + excluded.sent;
+
 -- name: claimable
 -- SQLite only: a cheap read between waits (PostgreSQL is woken by NOTIFY instead).
 -- Is a claim worth a write transaction? :queues is a JSON array.
@@ -825,6 +832,12 @@ DELETE FROM hailq_rates WHERE (queue, slot, priority) IN (
     SELECT queue, slot, priority FROM hailq_rates
     WHERE slot < CAST(:now / 10 AS INTEGER) - 8646 LIMIT :limit);
 
+-- name: figures_prune_sends
+-- Sends per priority are kept an hour (the longest rate window) and a minute.
+DELETE FROM hailq_sends WHERE (queue, slot, priority) IN (
+    SELECT queue, slot, priority FROM hailq_sends
+    WHERE slot < CAST(:now / 10 AS INTEGER) - 366 LIMIT :limit);
+
 -- name: figures_prune_sketches
 -- Sketches are kept an hour (the longest window of percentiles) and a minute.
 DELETE FROM hailq_sketches WHERE (queue, kind, priority, slot, bucket) IN (
@@ -854,6 +867,13 @@ WHERE queue = :queue ORDER BY kind, priority, le;
 SELECT slot, priority, started, acked, failed, breaches, handler_total, redelivered, inbox,
        late_acks
 FROM hailq_rates
+WHERE queue = :queue AND slot >= CAST((:now - :long) / 10 AS INTEGER)
+ORDER BY slot, priority;
+
+-- name: figures_sends
+-- Sends per slot and priority over the last hour and a slot (rule 41).
+SELECT slot, priority, sent
+FROM hailq_sends
 WHERE queue = :queue AND slot >= CAST((:now - :long) / 10 AS INTEGER)
 ORDER BY slot, priority;
 

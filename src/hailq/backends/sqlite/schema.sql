@@ -44,6 +44,9 @@ CREATE INDEX hailq_rates_slot ON hailq_rates (slot);
 -- index hailq_samples_slot
 CREATE INDEX hailq_samples_slot ON hailq_samples (slot);
 
+-- index hailq_sends_slot
+CREATE INDEX hailq_sends_slot ON hailq_sends (slot);
+
 -- index hailq_sketch_ranges_slot
 CREATE INDEX hailq_sketch_ranges_slot ON hailq_sketch_ranges (slot);
 
@@ -239,6 +242,15 @@ CREATE TABLE hailq_schedules (
 
 -- table hailq_schema
 CREATE TABLE hailq_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);
+
+-- table hailq_sends
+CREATE TABLE hailq_sends (
+    queue TEXT NOT NULL,
+    slot INTEGER NOT NULL,         -- epoch seconds / 10
+    priority INTEGER NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, slot, priority)
+) WITHOUT ROWID;
 
 -- table hailq_sketch_ranges
 CREATE TABLE hailq_sketch_ranges (
