@@ -39,7 +39,7 @@ from hailq.hooks import Hook
 from hailq.url import DEFAULT_URL, split_url
 
 __all__ = ["AsyncBroker", "AsyncMessage", "AsyncQueue", "AsyncTopic", "SyncCallOnLoop",
-           "WrongEventLoop", "connect"]
+           "WrongEventLoop", "beside", "connect"]
 
 
 class connect:
@@ -95,3 +95,32 @@ async def _open(url: str | None, clock: Clock | None, migrate: bool, figures: bo
         await driver.close()
         raise
     return broker
+
+
+async def beside(broker: Broker) -> AsyncBroker:
+    """An async broker for the running event loop on the database of the sync
+    ``broker``, sharing its hooks and figures recorder (``hailq serve`` receives through
+    it). Closing it leaves ``broker`` open; ``broker`` is closed apart."""
+    loop = asyncio.get_running_loop()
+    backend = broker.backend
+    if not isinstance(backend, SqlBackend):
+        raise InvalidArgument(f"no async driver for {type(backend).__name__}")
+    dialect = backend.dialect
+    driver: Driver
+    from hailq.backends.sqlite.backend import SQLiteDialect
+
+    if isinstance(dialect, SQLiteDialect):
+        # The same backend: its connections are per thread, the driver's threads its own.
+        driver = ThreadDriver(backend, loop, dialect.path, dialect._poll_interval)
+        return AsyncBroker(broker, driver, shares=True)
+    from hailq.aio.postgres import AsyncPostgresDialect
+    from hailq.backends.postgres.backend import PostgresDialect
+
+    assert isinstance(dialect, PostgresDialect)
+    own = SqlBackend(AsyncPostgresDialect.beside(dialect, loop))
+    # One process, one view of the stored settings: a pause or change made through
+    # ``broker`` applies at once to what the async one claims (rule 32).
+    own._settings, own._maintained = backend._settings, backend._maintained
+    sync = Broker(own, figures=False)
+    sync.figures, sync.hooks = broker.figures, broker.hooks  # shared, not copied
+    return AsyncBroker(sync, GreenletDriver(own, loop), shares=True)

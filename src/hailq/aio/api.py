@@ -5,6 +5,7 @@ waiting receive is the loop's own, since it waits holding no thread."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -90,6 +91,13 @@ class AsyncMessage(_Face[Message]):
     receipt: _Field[str] = _Field()
     queue: _Field[str] = _Field()
     settled: _Field[bool] = _Field()
+    source: _Field[Queue] = _Field()
+
+    def settle_back(self, message: Message) -> None:
+        """What was done through this message (``AsyncBroker.adopt_message``) settled
+        or extended, told to the ``message`` it was adopted from."""
+        message.settled = message.settled or self.sync.settled
+        message.lease_until = self.sync.lease_until
 
     def handled(self) -> None:
         """See ``Message.handled``."""
@@ -240,9 +248,13 @@ class AsyncBroker(_Face[Broker]):
     raises ``WrongEventLoop``. Close it with ``await broker.close()`` (or ``async
     with``); it is never closed by a finalizer."""
 
-    __slots__ = ()
+    __slots__ = ("shares",)
 
     url: _Field[str] = _Field()
+
+    def __init__(self, sync: Broker, driver: Driver, shares: bool = False) -> None:
+        super().__init__(sync, driver)
+        self.shares = shares  # its figures recorder is a sync broker's (``beside``)
 
     @property
     def loop(self) -> Any:
@@ -252,6 +264,21 @@ class AsyncBroker(_Face[Broker]):
         """See ``Broker.queue``."""
         return AsyncQueue(await self.driver.run(self.sync.queue, name, **settings),
                           self.driver)
+
+    def adopt(self, queue: Queue) -> AsyncQueue:
+        """``queue`` (of a sync broker on the same database, with the settings it read)
+        on this broker, without a look at the database."""
+        mine = self.sync
+        return AsyncQueue(Queue(mine.backend, queue.name, queue.settings, queue.overrides,
+                                mine.figures, mine.hooks), self.driver)
+
+    def adopt_message(self, message: Message) -> AsyncMessage:
+        """A message a sync broker on the same database received, on this broker (a
+        worker's async handler gets it so); ``settle_back`` tells the original what the
+        handler did with it."""
+        twin = copy.copy(message)
+        twin._queue = self.adopt(message.source).sync
+        return AsyncMessage(twin, self.driver)
 
     async def get_queue(self, name: str) -> AsyncQueue:
         """See ``Broker.get_queue``."""
@@ -283,7 +310,8 @@ class AsyncBroker(_Face[Broker]):
         """Write this process's figures, then close the broker's connections."""
         self.driver.check_loop()
         figures = self.sync.figures
-        if figures is not None:  # its flusher thread may be in a call handed to this loop
+        if figures is not None and not self.shares:
+            # Its flusher thread may be in a call handed to this loop: closed in a thread.
             await self.driver.loop.run_in_executor(None, figures.close)
         await self.driver.close()
 

@@ -73,6 +73,11 @@ class Driver(ABC):
         """Close the backend's connections (awaited; never left to a finalizer)."""
         await self.run(self.backend.close)
 
+    @abstractmethod
+    def abandon(self) -> None:
+        """Let go of what the driver holds once its event loop has ended (a server whose
+        loop stopped before the app was closed): what needs no loop is closed now."""
+
 
 class GreenletDriver(Driver):
     """PostgreSQL: the dialect's driver calls are awaited on the loop (``postgres.py``)."""
@@ -91,6 +96,11 @@ class GreenletDriver(Driver):
 
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         await self.run(self.backend.message_wait, WaitParams(queues, timeout))
+
+    def abandon(self) -> None:
+        abandon = getattr(self.backend.dialect, "abandon", None)
+        if abandon is not None:
+            abandon()
 
 
 class ThreadDriver(Driver):
@@ -120,6 +130,10 @@ class ThreadDriver(Driver):
             await self._wakeups.wait(tuple(queues), timeout)
         else:
             await asyncio.sleep(max(timeout, 0.001))
+
+    def abandon(self) -> None:
+        self._wakeups.close(loop_ended=True)
+        self._pool.shutdown(wait=False)
 
     async def close(self) -> None:
         self._wakeups.close()
@@ -183,9 +197,10 @@ class _Wakeups:
                     if not f.done():
                         f.set_result(None)
 
-    def close(self) -> None:
+    def close(self, loop_ended: bool = False) -> None:
         if self._watch is not None:
-            self._driver.loop.remove_reader(self._watch.fileno())
+            if not loop_ended:
+                self._driver.loop.remove_reader(self._watch.fileno())
             self._watch.close()
             self._watch = None
         if self._task is not None:

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from hailq.aio.greenlets import await_only
 from hailq.backends.postgres.backend import PostgresDialect
@@ -93,16 +93,38 @@ class SyncConnection:
 
 
 class SyncPool:
-    """An ``AsyncConnectionPool`` as the dialect uses a ``ConnectionPool``."""
+    """An ``AsyncConnectionPool`` as the dialect uses a ``ConnectionPool``.
 
-    def __init__(self, pool: AsyncConnectionPool[Any], loop: asyncio.AbstractEventLoop) -> None:
-        self._pool, self._loop = pool, loop
+    Calls beyond the pool's size wait their turn in line (``turns``), never past
+    ``patience`` seconds (the broker's timeout): coroutines are cheap, and a thousand
+    of them asking the pool again every quarter second (as a thread does, to notice a
+    server that came back) would lose their place and starve."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], loop: asyncio.AbstractEventLoop,
+                 patience: float) -> None:
+        self._pool, self._loop, self._patience = pool, loop, patience
+        self._turns = asyncio.Semaphore(pool.max_size)
 
     def getconn(self, timeout: float | None = None) -> SyncConnection:
-        return SyncConnection(await_only(self._pool.getconn(timeout), self._loop), self._loop)
+        await_only(self._turn(), self._loop)
+        try:
+            raw = await_only(self._pool.getconn(timeout), self._loop)
+        except BaseException:
+            self._turns.release()
+            raise
+        return SyncConnection(raw, self._loop)
+
+    async def _turn(self) -> None:
+        try:
+            await asyncio.wait_for(self._turns.acquire(), self._patience)
+        except TimeoutError:
+            raise PoolTimeout(f"no connection within {self._patience:g} s") from None
 
     def putconn(self, conn: SyncConnection) -> None:
-        await_only(self._pool.putconn(conn.raw), self._loop)
+        try:
+            await_only(self._pool.putconn(conn.raw), self._loop)
+        finally:
+            self._turns.release()
 
     @contextlib.contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[SyncConnection]:
@@ -120,6 +142,12 @@ class SyncPool:
 
     def close(self) -> None:
         await_only(self._pool.close(), self._loop)
+
+    def abandon(self) -> None:
+        """Close the idle connections without the loop (it ended): their sockets."""
+        for conn in list(getattr(self._pool, "_pool", ())):
+            with contextlib.suppress(Exception):
+                conn.pgconn.finish()
 
 
 class AsyncListener(Listener):
@@ -232,6 +260,20 @@ class AsyncPostgresDialect(PostgresDialect):
                  **options: Any) -> None:
         super().__init__(conninfo, **options)
         self.loop = loop
+        self._opening: asyncio.Lock | None = None
+
+    def _pools(self) -> tuple[ConnectionPool, ConnectionPool]:
+        if self._durable is not None and self._fast is not None:
+            return self._durable, self._fast
+        # Opening them awaits (a probe, the pools): the calls that come meanwhile wait
+        # for these pools rather than open pools of their own.
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        await_only(self._opening.acquire(), self.loop)
+        try:
+            return super()._pools()
+        finally:
+            self._opening.release()
 
     def _connect_direct(self, limit: int) -> psycopg.Connection[Any]:
         raw = await_only(psycopg.AsyncConnection.connect(self._conninfo,
@@ -252,9 +294,29 @@ class AsyncPostgresDialect(PostgresDialect):
             name=logs.name(name), configure=configure, timeout=min(5.0, self._timeout),
             reconnect_timeout=0)
         await_only(pool.open(), self.loop)
-        return cast(ConnectionPool, SyncPool(pool, self.loop))
+        return cast(ConnectionPool, SyncPool(pool, self.loop, self._timeout))
 
     def sleep(self, seconds: float) -> None:
         await_only(asyncio.sleep(seconds), self.loop)
+
+    @classmethod
+    def beside(cls, sync: PostgresDialect, loop: asyncio.AbstractEventLoop,
+               ) -> AsyncPostgresDialect:
+        """A dialect on ``sync``'s database with ``sync``'s settings, for ``loop``."""
+        listen = None if sync._listen_to is None else "" if sync._listen_here \
+            else sync._listen_to
+        return cls(sync._conninfo, loop=loop, display=sync.url_for_display,
+                   schema=sync.schema, pool_size=sync._pool_size,
+                   poll_interval=sync._poll_interval, timeout=sync._timeout,
+                   prepare=sync._prepare, listen=listen)
+
+    def abandon(self) -> None:
+        """Let go once the loop ended: the pools' idle connections and the watchdog."""
+        for pool in (self._durable, self._fast):
+            if isinstance(pool, SyncPool):
+                pool.abandon()
+        self._durable = self._fast = None
+        self._owned.items = []
+        self._watchdog.close()
 
 

@@ -36,7 +36,7 @@ def _pg_reachable(url: str) -> str | None:
         return str(exc).strip().splitlines()[0]
 
 
-PARTS = ("send", "cycle", "keys", "latency", "workers")
+PARTS = ("send", "cycle", "async", "keys", "latency", "workers")
 EXTRA_PARTS = ("rate", "overview", "figures")  # measured only when asked for with --only
 
 
@@ -55,6 +55,12 @@ def run_backend(url: str, *, runs: int, quick: bool,
         for procs, batch in ((1, 1), (4, 1), (1, 10), (4, 10)):
             say(f"receive+ack with {procs} consumer(s), batch {batch}")
             figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
+    if "async" in parts:
+        from hailq.bench.aio import bench_async
+
+        for batch in (1, 10):
+            say(f"receive+ack through hailq.aio and through the sync API, batch {batch}")
+            figures.append(bench_async(url, runs, n // 4 if batch == 1 else n, batch))
     if "keys" in parts:
         for batch in (1, 10):
             say(f"receive+ack over 10,000 ordering keys and without, batch {batch}")
@@ -99,8 +105,9 @@ def render(backend: str, figures: list[Figure]) -> str:
     keyed = [f for f in figures if "order keys" in f.name]
     overview = [f for f in figures if f.name.startswith("overview ")]
     counted = [f for f in figures if f.name.startswith("drain with figures")]
+    awaited = [f for f in figures if f.name.startswith("async ")]
     figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
-               and f not in overview and f not in counted]
+               and f not in overview and f not in counted and f not in awaited]
     lines: list[str] = []
     if figures:
         lines += [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
@@ -128,6 +135,11 @@ def render(backend: str, figures: list[Figure]) -> str:
                   f"{'figure (msgs/s, median)':<48}{'with':>12}{'without':>12}{'ratio':>8}"]
         lines += [f"{f.name.replace(' (vs without)', ''):<48}{f.hailq:>12,.0f}"
                   f"{f.raw:>12,.0f}{f.ratio:>8.2f}" for f in counted]
+    if awaited:  # the baseline is the sync API, in the same run
+        lines += [f"\n{backend}: hailq.aio",
+                  f"{'figure (msgs/s, median)':<48}{'async':>12}{'sync':>12}{'ratio':>8}"]
+        lines += [f"{f.name.replace(' (vs sync)', ''):<48}{f.hailq:>12,.0f}"
+                  f"{f.raw:>12,.0f}{f.ratio:>8.2f}" for f in awaited]
     return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
 
 
@@ -145,7 +157,8 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--runs", default=3, show_default=True, help="Runs per figure; medians are shown.")
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS + EXTRA_PARTS),
-              help="Measure only this part (repeatable): send, cycle (receive+ack), keys "
+              help="Measure only this part (repeatable): send, cycle (receive+ack), async "
+                   "(receive+ack through hailq.aio beside the sync API), keys "
                    "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
                    "rate limit of 50/s held by 4 worker processes; only when asked for), "
                    "overview (the dashboard's overview over 100 queues x 10,000 messages; "

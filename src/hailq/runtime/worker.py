@@ -392,7 +392,7 @@ class _Services:
 
     def __init__(self, worker: Worker) -> None:
         broker = worker.broker
-        self.loop = LoopThread()
+        self.loop = LoopThread(broker)  # async handlers: hailq.aio's message type
         self.keeper = LeaseKeeper()
         self.acks = AckBatcher(worker._queues)
         self.server: ProcessServer | None = None
