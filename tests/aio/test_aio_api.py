@@ -25,7 +25,7 @@ def run(url: str, scenario: Callable[[hailq.aio.AsyncBroker], Awaitable[Any]]) -
     return asyncio.run(main())
 
 
-def test_send_receive_ack_nack_extend(url: str) -> None:
+def test_rule_37_send_receive_ack_nack_extend(url: str) -> None:
     async def scenario(broker: hailq.aio.AsyncBroker) -> None:
         q = await broker.queue("claims", lease=30)
         first = await q.send({"claim": 1}, priority=5)
@@ -90,7 +90,7 @@ def test_bad_input_is_refused_and_writes_nothing(url: str) -> None:
     run(url, scenario)
 
 
-def test_a_waiting_receive_is_woken_by_a_send_and_keeps_its_deadline(url: str) -> None:
+def test_rule_37_a_waiting_receive_is_woken_by_a_send_and_keeps_its_deadline(url: str) -> None:
     async def scenario(broker: hailq.aio.AsyncBroker) -> None:
         q = await broker.queue("jobs")
         began = time.monotonic()
@@ -109,7 +109,7 @@ def test_a_waiting_receive_is_woken_by_a_send_and_keeps_its_deadline(url: str) -
     run(url, scenario)
 
 
-def test_waiting_receives_hold_no_thread(url: str) -> None:
+def test_rule_37_waiting_receives_hold_no_thread(url: str) -> None:
     async def scenario(broker: hailq.aio.AsyncBroker) -> None:
         q = await broker.queue("jobs")
         await q.send("warm")
@@ -163,7 +163,7 @@ def test_operators_calls(url: str) -> None:
     run(url, scenario)
 
 
-def test_a_broker_belongs_to_its_event_loop(url: str) -> None:
+def test_rule_37_a_broker_belongs_to_its_event_loop(url: str) -> None:
     owner = LoopThread()
     try:
         broker = owner.run(_connect(url))
