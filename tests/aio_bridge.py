@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -26,8 +26,11 @@ class LoopThread:
                                         daemon=True)
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+    def run(self, awaitable: Awaitable[T], timeout: float = 120) -> T:
+        async def go() -> T:
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(go(), self.loop).result(timeout)
 
     def call(self, fn: Callable[[], T]) -> T:
         """``fn()`` on the loop's thread (what must be made there: readers, tasks)."""
@@ -82,3 +85,64 @@ class DrivenBackend:
 
     def close(self) -> None:
         self._loop.run(self._driver.close())
+
+
+class Synced:
+    """A sync face over one of ``hailq.aio``'s objects: each awaited call is awaited on
+    ``loop`` and its answer given back in the same kind of face, so a test written
+    against the sync API runs through the async one."""
+
+    def __init__(self, target: Any, loop: LoopThread) -> None:
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_loop", loop)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not inspect.iscoroutinefunction(value):
+            return _synced(value, self._loop)
+        loop = self._loop
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            args = tuple(_plain(a) for a in args)
+            kwargs = {k: _plain(v) for k, v in kwargs.items()}
+            return _synced(loop.run(value(*args, **kwargs)), loop)
+
+        return call
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._target, name, value)
+
+    def __enter__(self) -> Synced:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self._target == _plain(other))
+
+    def __hash__(self) -> int:
+        return hash(self._target)
+
+    def __repr__(self) -> str:
+        return f"<Synced {self._target!r}>"
+
+
+def _synced(value: Any, loop: LoopThread) -> Any:
+    from hailq.aio.api import _Face
+
+    if isinstance(value, _Face):
+        return Synced(value, loop)
+    if isinstance(value, list):
+        return [_synced(v, loop) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_synced(v, loop) for v in value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Synced):
+        return value._target
+    if isinstance(value, list | tuple) and any(isinstance(v, Synced) for v in value):
+        return [_plain(v) for v in value]
+    return value

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
 import hailq
+import hailq.aio
+from aio_bridge import LoopThread, Synced
 
 from .helpers import SKEWS, RawDatabase
 
@@ -18,19 +21,30 @@ def raw(backend_name: str, url: str) -> RawDatabase:
     return RawDatabase(backend_name, url)
 
 
+@pytest.fixture(params=["sync", "aio"])
+def api(request: pytest.FixtureRequest) -> str:
+    """Which API the scenario runs through: the sync one, or ``hailq.aio`` behind a sync
+    face (``aio_bridge.Synced``), rule 37."""
+    return str(request.param)
+
+
 @pytest.fixture
-def broker(url: str, backend_name: str) -> Iterator[hailq.Broker]:
+def broker(url: str, backend_name: str, api: str) -> Iterator[hailq.Broker]:
     """The suite's broker. On SQLite its clock is injected (real time plus a skew that
     ``helpers.advance`` moves on), so a test lets a lease end without waiting for it."""
-    if backend_name != "sqlite":
-        with hailq.connect(url) as b:
-            yield b
-        return
     skew = [0.0]
-    b = hailq.connect(url, clock=lambda: time.time() + skew[0])
-    SKEWS[id(b)] = skew
+    clock = None if backend_name != "sqlite" else (lambda: time.time() + skew[0])
+    if api == "aio":
+        loop = LoopThread()
+        b = cast(hailq.Broker, Synced(loop.run(hailq.aio.connect(url, clock=clock)), loop))
+    else:
+        b = hailq.connect(url, clock=clock)
+    if clock is not None:
+        SKEWS[id(b)] = skew
     try:
         yield b
     finally:
-        del SKEWS[id(b)]
+        SKEWS.pop(id(b), None)
         b.close()
+        if api == "aio":
+            loop.stop()
