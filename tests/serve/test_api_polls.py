@@ -127,16 +127,12 @@ class RawCrowd:
         async def one() -> None:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(f"POST /api/queues/{queue}/receive HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                         f"Authorization: Bearer {CLIENT}\r\nContent-Type: application/json"
-                         f"\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
-            assert b" 200 " in await reader.readline()
-            length = 0
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = line.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            answer = json.loads(await reader.readexactly(length))
-            self.answered.append([m["id"] for m in answer["messages"]])
+                         f"Authorization: Bearer {CLIENT}\r\nConnection: close\r\n"
+                         f"Content-Type: application/json\r\nContent-Length: {len(body)}"
+                         f"\r\n\r\n{body}".encode())
+            head, _, answer = (await reader.read()).partition(b"\r\n\r\n")  # to EOF
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            self.answered.append([m["id"] for m in json.loads(answer)["messages"]])
             writer.close()
 
         await asyncio.gather(*(one() for _ in range(n)))
