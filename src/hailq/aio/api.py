@@ -131,8 +131,11 @@ async def _sending(face: _Face[Any], fn: Callable[..., S], *args: Any, **kwargs:
     return await face.driver.run(fn, *args, **kwargs)
 
 
-def _plain(items: Iterable[Any]) -> list[Any]:
-    """Receipts and messages as the sync queue takes them."""
+def _plain(items: Any) -> Any:
+    """Receipts and messages as the sync queue takes them; what is no batch (a single
+    receipt, a message) goes as it is, for the sync call to refuse."""
+    if isinstance(items, str | bytes | dict | AsyncMessage) or not isinstance(items, Iterable):
+        return items
     return [i.sync if isinstance(i, AsyncMessage) else i for i in items]
 
 
@@ -151,7 +154,7 @@ class AsyncQueue(_Face[Queue]):
 
     async def send_many(self, items: Iterable[Any], **kwargs: Any) -> list[str]:
         """See ``Queue.send_many``."""
-        return await _sending(self, self.sync.send_many, list(items), **kwargs)
+        return await _sending(self, self.sync.send_many, items, **kwargs)
 
     async def receive(self, max_messages: int = 1, lease: Duration | None = None,
                       wait: Duration = 0) -> list[AsyncMessage]:
@@ -235,7 +238,7 @@ class AsyncTopic(_Face[Topic]):
 
     async def publish_many(self, items: Iterable[Any], **kwargs: Any) -> list[dict[str, str]]:
         """See ``Topic.publish_many``."""
-        return await _sending(self, self.sync.publish_many, list(items), **kwargs)
+        return await _sending(self, self.sync.publish_many, items, **kwargs)
 
     unsubscribe = _Awaited()
     subscriptions = _Awaited()
