@@ -1,13 +1,15 @@
 """Whether waiting long polls delay other receives of ``hailq serve``, on one machine.
 
-    python scripts/bench_long_polls.py [--url sqlite:///bench.db] [--polls 300]
+    python scripts/bench_long_polls.py [--url sqlite:///bench.db] [--polls 1000]
                                        [--receives 500]
 
 Starts ``hailq serve`` on a free port of 127.0.0.1 for a fresh database (or the
 given one, whose queues ``lp_waiting`` and ``lp_busy`` it replaces), then measures
 one ``wait=0`` receive of a message of ``lp_busy`` at a time, over one keep-alive
 connection: first alone, then while ``--polls`` long polls (``wait=60``) wait on
-``lp_waiting``. Prints p50, p99 and the largest of each. Last, one message per poll
+``lp_waiting``. Prints p50, p99 and the largest of each, and the server's threads
+while the polls wait (they hold none: ``hailq serve`` receives through
+``hailq.aio``). Last, one message per poll
 is sent to ``lp_waiting`` in one batch and the time until every poll has answered
 is printed, with a check that each message went to exactly one poll.
 """
@@ -59,6 +61,14 @@ def _serve(url: str, port: int) -> subprocess.Popen[str]:
                 raise SystemExit(f"hailq serve ended: {said}") from None
             time.sleep(0.1)
     raise SystemExit("hailq serve did not answer within 60 s")
+
+
+def _threads(pid: int) -> int:
+    """How many threads process ``pid`` runs now (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return -1
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -120,7 +130,7 @@ class Crowd:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", help="database URL (default: a fresh SQLite file)")
-    parser.add_argument("--polls", type=int, default=300)
+    parser.add_argument("--polls", type=int, default=1000)
     parser.add_argument("--receives", type=int, default=500)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
@@ -141,8 +151,13 @@ def main() -> None:
                 _receives(c, 20)  # warm up the connection and the statements
                 alone = _receives(c, args.receives - 20)
                 print(_shown("wait=0 receive, no long polls", alone))
+                threads = _threads(server.pid)
                 crowd = Crowd(port, args.polls)
-                time.sleep(3)  # every poll has arrived and made its first claim
+                # Every poll has arrived and made its first claim (a slow machine's
+                # thousand first claims take a few seconds).
+                time.sleep(max(3.0, args.polls / 100))
+                print(f"server threads: {threads} before the polls, {_threads(server.pid)} "
+                      f"while {args.polls} polls wait")
                 crowd_took = _receives(c, args.receives)
                 assert not crowd.answered, "a poll answered before any message was sent"
                 print(_shown(f"wait=0 receive beside {args.polls} waiting long polls",

@@ -207,8 +207,7 @@ class Queue:
                 wait: Duration = 0) -> list[Message]:
         """Lease up to ``max_messages`` (rule 6). ``wait`` > 0 long-polls up to that long.
         Without ``lease`` the queue's stored lease applies."""
-        wait_s = 0.0 if wait == 0 and type(wait) is int else seconds(wait, "wait",
-                                                                      maximum=MAX_WAIT)
+        wait_s = wait_seconds(wait)
         params = ClaimParams(self.name, check_max_messages(max_messages),
                              None if lease is None else _lease(lease), (), self.consumer)
         deadline = time.monotonic() + wait_s
@@ -571,6 +570,11 @@ class Queue:
 
 async def _first(sent: Awaitable[list[str]]) -> str:
     return (await sent)[0]
+
+
+def wait_seconds(wait: Duration) -> float:
+    """A receive's ``wait``, checked (InvalidArgument past an hour), in seconds."""
+    return 0.0 if wait == 0 and type(wait) is int else seconds(wait, "wait", maximum=MAX_WAIT)
 
 
 def _lease(lease: Duration | None) -> float | None:

@@ -1,10 +1,13 @@
 """The driver suite's fixtures: one migrated ``Backend`` per storage, called at the seam.
 
 ``store`` runs each ``test_driver_*`` scenario on SQLite and on PostgreSQL (a schema
-of its own per test, dropped after). The suite builds ``NewMessage`` and the other
-params objects itself and never goes through ``Queue`` or ``Broker``: a step of the
-choreography or a dialect statement that drifts shows up here, on the backend it
-broke, whatever the public API happens to call.
+of its own per test, dropped after), each through the sync driver and through
+``hailq.aio``'s (``aio_bridge.py``: the same core on psycopg's async connections in a
+greenlet, or in SQLite threads of the async broker's own; waits on the event loop).
+The suite builds ``NewMessage`` and the other params objects itself and never goes
+through ``Queue`` or ``Broker``: a step of the choreography or a dialect statement
+that drifts shows up here, on the backend it broke, whatever the public API happens
+to call.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
 
+from aio_bridge import DrivenBackend, LoopThread
 from conftest import PG_URL, drop_schema, require_postgres
 from hailq.backends.base import (
     Backend,
@@ -31,6 +35,7 @@ from hailq.backends.base import (
     Receipt,
     SendParams,
 )
+from hailq.backends.core import SqlBackend
 from hailq.backends.postgres.backend import PostgresBackend
 from hailq.backends.sqlite.backend import SQLiteBackend
 from hailq.codec import encode_body
@@ -59,13 +64,19 @@ class Store:
     table: str  # a name for a table of a test's own (an effect, rule 22)
 
 
-def _sqlite(tmp_path: Path) -> Iterator[Store]:
+def _sqlite(tmp_path: Path, loop: LoopThread | None) -> Iterator[Store]:
     path = str(tmp_path / "hailq.db")
     backends: list[Backend] = []
     skew = [0.0]  # one machine, one clock: every backend of the store reads this one
 
     def open_backend() -> Backend:
-        b = SQLiteBackend(path, clock=lambda: time.time() + skew[0])
+        b: Backend = SQLiteBackend(path, clock=lambda: time.time() + skew[0])
+        if loop is not None:
+            from hailq.aio.drivers import ThreadDriver
+
+            sync = b
+            b = cast(Backend, DrivenBackend(loop.call(lambda: ThreadDriver(
+                cast(SqlBackend, sync), loop.loop, path, 0.005)), loop))
         backends.append(b)
         return b
 
@@ -91,13 +102,22 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
         b.close()
 
 
-def _postgres() -> Iterator[Store]:
+def _postgres(loop: LoopThread | None) -> Iterator[Store]:
     require_postgres()
     schema = f"hailq_t_{uuid.uuid4().hex[:12]}"
     backends: list[Backend] = []
 
     def open_backend() -> Backend:
-        b = PostgresBackend(PG_URL, display="postgresql://test", schema=schema)
+        b: Backend
+        if loop is None:
+            b = PostgresBackend(PG_URL, display="postgresql://test", schema=schema)
+        else:
+            from hailq.aio.drivers import GreenletDriver
+            from hailq.aio.postgres import AsyncPostgresDialect
+
+            b = cast(Backend, DrivenBackend(GreenletDriver(SqlBackend(AsyncPostgresDialect(
+                PG_URL, loop=loop.loop, display="postgresql://test", schema=schema)),
+                loop.loop), loop))
         backends.append(b)
         return b
 
@@ -127,9 +147,18 @@ def _postgres() -> Iterator[Store]:
         drop_schema(schema)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "sqlite-aio", "postgres-aio"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    yield from _sqlite(tmp_path) if request.param == "sqlite" else _postgres()
+    kind = str(request.param)
+    loop = LoopThread() if kind.endswith("-aio") else None
+    try:
+        if kind.startswith("sqlite"):
+            yield from _sqlite(tmp_path, loop)
+        else:
+            yield from _postgres(loop)
+    finally:
+        if loop is not None:
+            loop.stop()
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def _configure(store: Store, queue: str, reset: bool = False, **changes: object)
 
 
 def _live(store: Store, queue: str) -> core.Live:
-    backend = store.backend
+    backend = getattr(store.backend, "driven", store.backend)  # through hailq.aio too
     assert isinstance(backend, core.SqlBackend)
     return backend.dialect.read(lambda tx: backend._live(tx, queue, fresh=True))
 

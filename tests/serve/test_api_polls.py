@@ -6,6 +6,7 @@ left is given back at once with the attempt counted (rules 6 and 13)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -91,7 +92,7 @@ def test_waiting_polls_never_delay_a_receive_on_another_queue(
     crowd = Crowd(served.base, "waiting", POLLS, wait=40)
     _until(lambda: served.polls._waiters["waiting"].sleeping() == POLLS
            if "waiting" in served.polls._waiters else False)
-    assert served.polls.waiters() == 1  # one waiter thread for the queue, not one per poll
+    assert served.polls.waiters() == 1  # one waiter task for the queue, not one per poll
     started = time.monotonic()
     with served.client() as c:
         for _ in range(20):
@@ -107,6 +108,49 @@ def test_waiting_polls_never_delay_a_receive_on_another_queue(
     got = [m["id"] for r in crowd.results for m in r["messages"]]
     assert sorted(got) == sorted(ids)
     _until(lambda: served.polls.waiters() == 0)  # the waiter leaves with its last poll
+
+
+class RawCrowd:
+    """``n`` long polls of ``queue``, each on a connection of its own written by hand
+    (an HTTP client's pool of a thousand connections costs more than what is tested),
+    from one event loop in a thread of its own."""
+
+    def __init__(self, port: int, queue: str, n: int, wait: float) -> None:
+        self.answered: list[list[str]] = []
+        self.thread = threading.Thread(target=asyncio.run, args=(self._run(port, queue, n,
+                                                                           wait),))
+        self.thread.start()
+
+    async def _run(self, port: int, queue: str, n: int, wait: float) -> None:
+        body = f'{{"wait": {wait}}}'
+
+        async def one() -> None:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"POST /api/queues/{queue}/receive HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         f"Authorization: Bearer {CLIENT}\r\nConnection: close\r\n"
+                         f"Content-Type: application/json\r\nContent-Length: {len(body)}"
+                         f"\r\n\r\n{body}".encode())
+            head, _, answer = (await reader.read()).partition(b"\r\n\r\n")  # to EOF
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            self.answered.append([m["id"] for m in json.loads(answer)["messages"]])
+            writer.close()
+
+        await asyncio.gather(*(one() for _ in range(n)))
+
+
+def test_a_thousand_waiting_polls_hold_no_thread(served: Served, broker: hailq.Broker) -> None:
+    waiting = broker.queue("waiting")
+    before = threading.active_count()
+    crowd = RawCrowd(served.port, "waiting", 1000, wait=60)
+    _until(lambda: "waiting" in served.polls._waiters
+           and served.polls._waiters["waiting"].sleeping() == 1000, timeout=120)
+    # The crowd's own thread, the async driver's few (SQLite's executor, PostgreSQL's
+    # watchdog): nothing that grows with the polls.
+    assert threading.active_count() <= before + 6
+    ids = waiting.send_many([f"m{i}" for i in range(1000)])
+    crowd.thread.join(120)
+    assert not crowd.thread.is_alive()
+    assert sorted(i for got in crowd.answered for i in got) == sorted(ids)  # once each
 
 
 def test_a_poll_wakes_for_a_delayed_message_and_ends_empty_after_wait(
@@ -190,7 +234,7 @@ def test_a_message_claimed_as_its_client_left_is_given_back_at_once(
         served: Served, broker: hailq.Broker, url: str, wait: float) -> None:
     queue = broker.queue("jobs", max_attempts=2, lease=600)
     [sent] = queue.send_many(["gone"])
-    limiter = served.polls.quick if wait == 0 else served.polls.claim_threads
+    limiter = served.polls.quick if wait == 0 else served.polls.claims
     before = served.connections()
     with _database_locked(url):
         raw = _request(served.port, "jobs", wait)

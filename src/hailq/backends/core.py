@@ -357,18 +357,24 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
             return claim(room) if room > 0 else []
 
     def message_wait(self, params: WaitParams) -> None:
+        queues, timeout = self.wait_plan(params)
+        if queues:
+            self.dialect.wait(queues, timeout)
+        else:
+            self.dialect.sleep(max(timeout, 0.001))
+
+    def wait_plan(self, params: WaitParams) -> tuple[list[str], float]:
+        """The queues worth waiting on, and for how long: a queue out of tokens (rule 33)
+        is not waited on until its next token is due (none left: only sleep)."""
         queues, timeout = list(params.queues), params.timeout
         limited = [q for q in queues if (kept := self._settings.get(q)) is not None
                    and kept[1].rate is not None]
-        if limited:  # a queue out of tokens is not waited on until its next token is due
+        if limited:
             starved = self.dialect.read(lambda tx: rates.starved(tx, limited))
             if starved:
                 queues = [q for q in queues if q not in starved]
                 timeout = min(timeout, min(starved.values()))
-                if not queues:
-                    time.sleep(max(timeout, 0.001))
-                    return
-        self.dialect.wait(queues, timeout)
+        return queues, timeout
 
     # -- finishing -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -171,6 +172,10 @@ class Dialect(ABC):
 
     @abstractmethod
     def wait(self, queues: Sequence[str], timeout: float) -> None: ...
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass: a driver of its own (hailq.aio) awaits instead."""
+        time.sleep(seconds)
 
     # -- schema and clock ---------------------------------------------------------------
 

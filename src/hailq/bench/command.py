@@ -37,7 +37,7 @@ def _pg_reachable(url: str) -> str | None:
         return str(exc).strip().splitlines()[0]
 
 
-PARTS = ("send", "shared", "cycle", "keys", "latency", "workers")
+PARTS = ("send", "shared", "cycle", "async", "keys", "latency", "workers")
 # measured only when asked for with --only
 EXTRA_PARTS = ("rate", "overview", "figures", "history")
 
@@ -62,6 +62,12 @@ def run_backend(url: str, *, runs: int, quick: bool,
         for procs, batch in ((1, 1), (4, 1), (1, 10), (4, 10)):
             say(f"receive+ack with {procs} consumer(s), batch {batch}")
             figures.append(bench_cycle(url, runs, n if batch > 1 else n // 4, procs, batch))
+    if "async" in parts:
+        from hailq.bench.aio import bench_async
+
+        for batch in (1, 10):
+            say(f"receive+ack through hailq.aio and through the sync API, batch {batch}")
+            figures.append(bench_async(url, runs, n // 4 if batch == 1 else n, batch))
     if "keys" in parts:
         for batch in (1, 10):
             say(f"receive+ack over 10,000 ordering keys and without, batch {batch}")
@@ -115,9 +121,10 @@ def render(backend: str, figures: list[Figure]) -> str:
     counted = [f for f in figures if f.name.startswith("drain with figures")]
     shared = [f for f in figures if f.name.startswith(SHARED)]
     kept = [f for f in figures if f.name.startswith(("drain with retention", "history "))]
+    awaited = [f for f in figures if f.name.startswith("async ")]
     figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
                and f not in overview and f not in counted and f not in shared
-               and f not in kept]
+               and f not in kept and f not in awaited]
     lines: list[str] = []
     if figures:
         lines += [f"\n{backend}", f"{'figure':<48}{'hailq':>12}{'raw driver':>12}{'ratio':>8}"]
@@ -151,6 +158,11 @@ def render(backend: str, figures: list[Figure]) -> str:
         from hailq.bench.history import render_history
 
         lines += render_history(backend, kept)
+    if awaited:  # the baseline is the sync API, in the same run
+        lines += [f"\n{backend}: hailq.aio",
+                  f"{'figure (msgs/s, median)':<48}{'async':>12}{'sync':>12}{'ratio':>8}"]
+        lines += [f"{f.name.replace(' (vs sync)', ''):<48}{f.hailq:>12,.0f}"
+                  f"{f.raw:>12,.0f}{f.ratio:>8.2f}" for f in awaited]
     return "\n".join(lines) + (render_workers(backend, workers) if workers else "")
 
 
@@ -169,7 +181,8 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS + EXTRA_PARTS),
               help="Measure only this part (repeatable): send, shared (single sends from "
-                   "16 threads, sharing commits), cycle (receive+ack), keys "
+                   "16 threads, sharing commits), cycle (receive+ack), async "
+                   "(receive+ack through hailq.aio beside the sync API), keys "
                    "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
                    "rate limit of 50/s held by 4 worker processes; only when asked for), "
                    "overview (the dashboard's overview over 100 queues x 10,000 messages; "

@@ -17,21 +17,45 @@ import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hailq.runtime.timelimit import HandlerInterrupted, Running
+
+if TYPE_CHECKING:
+    from hailq.aio import AsyncBroker, AsyncMessage
+    from hailq.broker import Broker
+    from hailq.message import Message
 
 Job = Callable[[], None]
 log = logging.getLogger("hailq.worker")
 
 
 class LoopThread:
-    """One asyncio event loop in a thread of its own, started on first use."""
+    """One asyncio event loop in a thread of its own, started on first use. Async handlers
+    get ``hailq.aio``'s message type, through an async broker beside ``broker``."""
 
-    def __init__(self) -> None:
+    def __init__(self, broker: Broker | None = None) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._broker = broker
+        self._async: AsyncBroker | None = None
+
+    @property
+    def adopts(self) -> bool:
+        """Whether async handlers get ``hailq.aio``'s message type (a worker's loop)."""
+        return self._broker is not None
+
+    def adopt(self, message: Message) -> AsyncMessage:
+        """``message`` as an async handler gets it (``AsyncBroker.adopt_message``)."""
+        if self._async is None:
+            from hailq.aio import beside
+
+            assert self._broker is not None
+            made = self.run(beside(self._broker))
+            with self._lock:
+                self._async = self._async or made
+        return self._async.adopt_message(message)
 
     def run(self, awaitable: Awaitable[Any], running: Running | None = None) -> Any:
         """Run ``awaitable`` on the loop; block until it ends; return or raise its result.
@@ -60,8 +84,11 @@ class LoopThread:
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            broker, self._async = self._async, None
         if loop is None or thread is None:
             return
+        if broker is not None:
+            asyncio.run_coroutine_threadsafe(broker.close(), loop).result(timeout)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout)
         if not thread.is_alive():
@@ -79,7 +106,15 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
 
 def call_handler(handler: Callable[[Any], Any], message: Any, loop: LoopThread,
                  running: Running | None = None) -> None:
-    """Call ``handler(message)``; if it returns an awaitable, run that on ``loop``."""
+    """Call ``handler(message)``; if it returns an awaitable, run that on ``loop``. An
+    ``async def`` handler gets the message as ``hailq.aio.AsyncMessage``."""
+    if loop.adopts and inspect.iscoroutinefunction(handler):
+        adopted = loop.adopt(message)
+        try:
+            loop.run(handler(adopted), running)
+        finally:
+            adopted.settle_back(message)
+        return
     result = handler(message)
     if inspect.isawaitable(result):
         loop.run(result, running)

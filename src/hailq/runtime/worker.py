@@ -424,7 +424,7 @@ class _Services:
 
     def __init__(self, worker: Worker) -> None:
         broker = worker.broker
-        self.loop = LoopThread()
+        self.loop = LoopThread(broker)  # async handlers: hailq.aio's message type
         self.keeper = LeaseKeeper()
         # An operator's change reaches this worker's renewals and figures within a second.
         self.settings = SettingsWatch(broker, worker._queues, self.keeper.retime)

@@ -41,7 +41,8 @@ async def send(request: Request) -> Response:
 async def receive(request: Request) -> Response:
     """Lease up to ``max_messages``; with ``wait`` the request is held until a message
     arrives or ``wait`` seconds pass, woken by its queue's waiter (polls.py)."""
-    queue = await queue_of(request)
+    # The async API (hailq.aio) all along: no thread is held, even to find the queue.
+    leasing = await polls.polls_of(request).get_queue(name_param(request, "queue"))
     data = await body_of(request, frozenset({"max_messages", "lease", "wait"}))
     limit = integer(data, "max_messages", 1, 1, 1000)
     lease = number(data, "lease")
@@ -50,15 +51,15 @@ async def receive(request: Request) -> Response:
     if not 0 <= wait <= max_wait:
         raise InvalidArgument(f"wait must be from 0 to {max_wait:g} seconds, got {wait:g}")
 
-    queue.consumer = "HTTP client"  # as history records who ran each attempt (rule 40)
+    leasing.sync.consumer = "HTTP client"  # as history records who ran each attempt (rule 40)
 
-    def lease_them() -> list[Message]:
-        return queue.receive(limit, lease=lease)  # never waits: the poll waits (polls.py)
+    async def lease_them() -> list[Message]:  # never waits: the poll waits (polls.py)
+        return [m.sync for m in await leasing.receive(limit, lease=lease)]
 
-    def give_back(m: Message) -> None:  # its client left: the attempt counts
-        queue.nack(m.receipt, delay=0.0, error=polls.LEFT)
+    async def give_back(m: Message) -> None:  # its client left: the attempt counts
+        await leasing.nack(m.receipt, delay=0.0, error=polls.LEFT)
 
-    got = await polls.receive(request, queue.name, wait, lease_them, give_back)
+    got = await polls.receive(request, wait, lease_them, give_back, leasing.name)
     return ok({"messages": [_received(m) for m in got]})
 
 

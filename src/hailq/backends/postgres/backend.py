@@ -115,6 +115,7 @@ class PostgresDialect(PooledCalls, Dialect):
 
     acks_plain_apart = True  # statements autocommit: a key-less ack is one round trip
     flavor = "postgres"
+    listener_type: type[Listener] = Listener  # hailq.aio's listens on the event loop
 
     def __init__(self, conninfo: str, *, display: str, schema: str = "hailq",
                  pool_size: int = 10, poll_interval: float = 1.0, timeout: float = 30.0,
@@ -172,7 +173,7 @@ class PostgresDialect(PooledCalls, Dialect):
         """The LISTEN connection's keeper; None when listening is off (listen=off)."""
         self._pools()
         if self._listener is None and self._listen_to is not None:
-            self._listener = Listener(self._listen_to, self.channel,
+            self._listener = self.listener_type(self._listen_to, self.channel,
                                       answer_within=min(self._timeout, 5.0),
                                       outage=self._outage if self._listen_here else None)
             self._owned.items.append(self._listener)
@@ -395,7 +396,7 @@ class PostgresDialect(PooledCalls, Dialect):
         if listener is None:
             # Nobody listens (listen=off): no registration, so sends never notify for
             # this process; the next look is at most poll_interval away.
-            time.sleep(max(min(timeout, self._poll_interval), 0.0))
+            self.sleep(max(min(timeout, self._poll_interval), 0.0))
             return
         before = listener.state(key)
         longest = min(timeout, self._poll_interval)

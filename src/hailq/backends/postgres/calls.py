@@ -64,8 +64,14 @@ class PooledCalls:
     _outage: Outage
     _pool_logs: PoolLogs
 
+    # A backend dropped without close() closes its pools when collected; an async one
+    # (hailq.aio) is closed with ``await close()`` only.
+    _closed_when_collected = True
+
     if TYPE_CHECKING:  # the dialect's own: it also stops listening through a pooler
         def _stop_preparing(self) -> None: ...
+
+        def sleep(self, seconds: float) -> None: ...
 
     def _pools(self) -> tuple[ConnectionPool, ConnectionPool]:
         if self._pid != os.getpid() or self._durable is None or self._fast is None:
@@ -81,7 +87,8 @@ class PooledCalls:
             # collected, never leaving it to the pools' own __del__: collected in one of
             # their threads, that one tried to join itself.
             self._owned = Owned([self._watchdog, self._durable, self._fast])
-            weakref.finalize(self, self._owned.close)
+            if self._closed_when_collected:
+                weakref.finalize(self, self._owned.close)
         return self._durable, self._fast
 
     def _probe(self, within: float | None = None) -> None:
@@ -91,9 +98,13 @@ class PooledCalls:
         limit = self._connect_timeout if within is None else min(
             self._connect_timeout, max(2, int(within)))
         try:
-            psycopg.connect(self._conninfo, connect_timeout=limit).close()
+            self._connect_direct(limit).close()
         except psycopg.Error as exc:
             raise self._unreachable(self._storage_error(exc)) from None
+
+    def _connect_direct(self, limit: int) -> psycopg.Connection[Any]:
+        """A connection of its own, outside the pools (``_probe``)."""
+        return psycopg.connect(self._conninfo, connect_timeout=limit)
 
     def _make_pool(self, name: str) -> ConnectionPool:
         # No session settings: through a transaction pooler they would stay on a server
@@ -176,7 +187,7 @@ class PooledCalls:
                     raise self._unreachable(self._storage_error(exc, started and writes),
                                             exc, began=now) from None
                 pool.check()  # drop every broken idle connection, not just this one
-                time.sleep(delay)
+                self.sleep(delay)
                 delay = min(delay * 2, 1.0)
             except NOT_PREPARED as exc:
                 if not prepared:

@@ -38,6 +38,15 @@ class FolderWatch:
             return False
         return bool(self._notify.read(timeout=max(int(timeout * 1000), 1)))
 
+    def fileno(self) -> int:
+        """The descriptor that turns readable when a file was written (an event loop's)."""
+        return int(self._notify.fileno())
+
+    def drain(self) -> None:
+        """Read the events that are there, without waiting."""
+        with contextlib.suppress(OSError):
+            self._notify.read(timeout=0)
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._notify.close()

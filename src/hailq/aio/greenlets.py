@@ -1,0 +1,78 @@
+"""Sync-looking code driven by an event loop: the storage core runs once, written as
+plain calls, and an async caller drives it.
+
+``spawn(fn, *args)`` runs ``fn`` in a greenlet of its own; wherever ``fn``'s code
+reaches the driver (``await_only(coro)``), the greenlet switches back to the
+coroutine that spawned it, which awaits ``coro`` on the event loop and switches in
+again with its result or its exception. So the PostgreSQL dialect's SQL, its retry
+policy and its deadlines are the same code for a sync pool and an async one.
+
+Code that is not inside ``spawn`` (a background thread of the broker's, such as the
+figures' flusher) hands the coroutine to the loop and blocks its own thread for the
+answer; on the loop's own thread outside ``spawn`` that would wait for ever, so it is
+refused with ``SyncCallOnLoop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import greenlet
+
+from hailq.aio.drivers import SyncCallOnLoop
+
+T = TypeVar("T")
+
+
+class _Driven(greenlet.greenlet):  # type: ignore[misc]
+    """A greenlet ``spawn`` started: ``await_only`` inside it switches to its parent."""
+
+    __slots__ = ()
+
+
+async def spawn(fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)`` to its end, awaiting on this loop every coroutine it hands to
+    ``await_only``; its result, or its exception raised here."""
+    child = _Driven(fn, parent=greenlet.getcurrent())
+    result: Any = child.switch(*args)
+    while not child.dead:
+        try:
+            value = await result  # a coroutine the child hands over
+        except BaseException as exc:  # handed back into the child as raised
+            result = child.throw(exc)
+        else:
+            result = child.switch(value)
+    return result  # type: ignore[no-any-return]
+
+
+def await_only(coro: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None) -> T:
+    """The result of ``coro``, from sync code: inside ``spawn``, awaited by the spawning
+    coroutine; in another thread, on ``loop`` (the owner's), this thread waiting."""
+    current = greenlet.getcurrent()
+    if isinstance(current, _Driven):
+        return current.parent.switch(coro)  # type: ignore[no-any-return]
+    if loop is None or loop.is_closed():
+        _close(coro)
+        raise SyncCallOnLoop("an async hailq broker was called without await, and not "
+                             "from its event loop's tasks: await its methods")
+    if _on_loop_thread(loop):
+        _close(coro)
+        raise SyncCallOnLoop("a sync call reached an async hailq broker on its own event "
+                             "loop: it would block the loop; await the async method")
+    return asyncio.run_coroutine_threadsafe(_coroutine(coro), loop).result()
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    return getattr(loop, "_thread_id", None) == threading.get_ident()
+
+
+async def _coroutine(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _close(coro: Awaitable[Any]) -> None:
+    if isinstance(coro, Coroutine):
+        coro.close()  # never awaited: no warning about it

@@ -1,0 +1,50 @@
+"""``hailq bench``'s async figures: a drain through ``hailq.aio`` beside the same drain
+through the sync API, in the same run and process (rule 37's cost).
+
+The baseline is the sync API itself: the ratio is async msgs/s ÷ sync msgs/s, so
+0.83 means the async cycle costs 1.2 times the sync one. Each run refills the queue
+before each side; one consumer, receive then ``ack_many`` of what it got."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import hailq
+import hailq.aio
+from hailq.bench.runner import QUEUE, Figure, _refill, reset_hailq, take_until_empty
+
+
+async def _drain_async(queue: hailq.aio.AsyncQueue, batch: int) -> int:
+    done = 0
+    while got := await queue.receive(batch):
+        await queue.ack_many(got)
+        done += len(got)
+    return done
+
+
+def bench_async(url: str, runs: int, n: int, batch: int) -> Figure:
+    """Async receive+ack (``batch`` at a time) ÷ the sync cycle, medians of ``runs``."""
+    filler = reset_hailq(url)
+    sync = hailq.connect(url).queue(QUEUE, lease=60)
+    loop = asyncio.new_event_loop()
+    broker = loop.run_until_complete(hailq.aio.connect(url))
+    queue = loop.run_until_complete(broker.queue(QUEUE, lease=60))
+    async_rates, sync_rates = [], []
+    try:
+        for _ in range(runs):
+            _refill(filler, url, n)
+            began = time.perf_counter()
+            done = take_until_empty(lambda: sync.receive(batch), sync.ack_many)
+            sync_rates.append(done / (time.perf_counter() - began))
+            _refill(filler, url, n)
+            began = time.perf_counter()
+            done = loop.run_until_complete(_drain_async(queue, batch))
+            async_rates.append(done / (time.perf_counter() - began))
+    finally:
+        loop.run_until_complete(broker.close())
+        loop.close()
+    return Figure(f"async receive+ack, batch {batch} (vs sync)", "msgs/s",
+                  statistics.median(async_rates), statistics.median(sync_rates),
+                  async_rates, sync_rates)
