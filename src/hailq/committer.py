@@ -46,8 +46,12 @@ class Committer:
     """The sends of one backend: alone on the caller's thread, together when they
     overlap."""
 
-    def __init__(self, send: Callable[[Sequence[NewMessage]], list[str]]) -> None:
+    def __init__(self, send: Callable[[Sequence[NewMessage]], list[str]],
+                 shares: bool = True) -> None:
         self._send = send
+        # False where the backend runs only on its caller's thread (hailq.aio's
+        # PostgreSQL dialect, driven in greenlets on one event loop): sends go alone.
+        self.shares = shares
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._pending: list[_Entry] = []
@@ -66,7 +70,7 @@ class Committer:
         try:
             # Alone: nobody to share a commit with. In an outage each send waits for the
             # database on its own, within its own deadline (rule 31), until one succeeds.
-            if len(in_flight) == 1 or not self.healthy:
+            if len(in_flight) == 1 or not self.healthy or not self.shares:
                 sent = self._send(messages)
                 self.healthy = True
                 return sent
@@ -163,5 +167,7 @@ def committer_for(backend: Backend) -> Committer:
                         raise StorageError("the broker of this send was closed and freed")
                     return owner.message_send(SendParams(messages))
 
-                found = _COMMITTERS[backend] = Committer(send)
+                dialect = getattr(backend, "dialect", None)
+                found = _COMMITTERS[backend] = Committer(
+                    send, shares=getattr(dialect, "shares_commits", True))
     return found

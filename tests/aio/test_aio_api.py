@@ -189,3 +189,13 @@ def test_a_sync_call_on_the_loop_of_an_async_postgres_broker_is_refused(pg_url: 
         with pytest.raises(hailq.aio.SyncCallOnLoop, match="await"):
             broker.sync.queue("jobs")  # the sync face, called without await
     run(pg_url, scenario)
+
+
+def test_rule_37_a_hundred_coroutines_send_at_once_each_message_stored_once(url: str) -> None:
+    async def scenario(broker: hailq.aio.AsyncBroker) -> None:
+        q = await broker.queue("claims")
+        ids = await asyncio.wait_for(asyncio.gather(
+            *[q.send({"claim": i}, dedup_id=f"c{i % 50}") for i in range(100)]), 60)
+        assert len(set(ids)) == 50  # a dedup id still dedups between coroutines
+        assert (await q.stats()).ready == 50
+    run(url, scenario)

@@ -255,6 +255,9 @@ class AsyncPostgresDialect(PostgresDialect):
 
     _closed_when_collected = False
     listener_type = AsyncListener
+    # Its calls run in greenlets on the event loop, never on the committer's thread:
+    # concurrent coroutines' sends overlap on the pool's connections instead.
+    shares_commits = False
 
     def __init__(self, conninfo: str, *, loop: asyncio.AbstractEventLoop,
                  **options: Any) -> None:
