@@ -49,6 +49,7 @@ from hailq.runtime.order import Order, make_order
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
 from hailq.runtime.scheduler import Scheduler
+from hailq.runtime.service import Services, Step
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.timelimit import EXIT_TIME_LIMIT, Running, Watchdog, check_time_limit
 
@@ -294,7 +295,7 @@ class Worker:
             self._give_back(other, "the worker process ended: another handler ran past "
                                    "its time limit")
             self.tally.given_back += 1
-        services.acks.close(timeout=5.0)
+        services.acks.close(5.0)
         services.registry.set_state("stopped")
         self._log_summary(time.monotonic() - services.begun, "ended by a time limit")
         for handler in logging.getLogger().handlers:
@@ -388,25 +389,25 @@ class Tally:
 
 
 class _Services:
-    """The worker's background duties, each its own small service, started and closed together."""
+    """The worker's background duties, each its own small service, started in the
+    order of ``all`` and closed in reverse (``hailq.runtime.service``)."""
 
     def __init__(self, worker: Worker) -> None:
         broker = worker.broker
         self.loop = LoopThread()
         self.keeper = LeaseKeeper()
         self.acks = AckBatcher(worker._queues)
-        self.server: ProcessServer | None = None
-        series = None
+        self.series: ProcessSeries | None = None
+        server: ProcessServer | None = None
         if worker.metrics_shared:
-            series = ProcessSeries(worker.concurrency, lambda: worker.in_flight, shared=True)
+            self.series = ProcessSeries(worker.concurrency, lambda: worker.in_flight,
+                                        shared=True)
         elif worker.metrics_address is not None:
-            series = ProcessSeries(worker.concurrency, lambda: worker.in_flight)
-            self.server = ProcessServer(
-                *worker.metrics_address, series,
+            self.series = ProcessSeries(worker.concurrency, lambda: worker.in_flight)
+            server = ProcessServer(
+                *worker.metrics_address, self.series,
                 alive=lambda: self.fetcher.alive or worker.state == "draining",
                 ready=lambda: worker.state == "running" and self.fetcher.alive)
-        self.series = series
-        self.figures = broker.figures
         self.slots = SlotPool(worker.concurrency)
         self.registry = RegistryReporter(
             broker, worker_id=worker.worker_id, queues=worker.order.queues,
@@ -417,37 +418,30 @@ class _Services:
                                poll=worker.poll, acks=self.acks)
         self.watchdog = Watchdog(lambda running: worker._expire(running, self))
         self.begun = time.monotonic()
-        self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
-        self.levels = LevelsRecorder(broker)  # the dashboard's charts' history
+        figures = broker.figures
+        # Closed in reverse: the registry's "stopped" is written last, after the acks
+        # and the figures of the last handlers (the fetch loop has ended by then).
+        self.all = Services([
+            self.registry,
+            Step(close=self.loop.close),
+            Step(close=None if figures is None else figures.flush),
+            self.keeper,
+            self.acks,
+            Step(close=None if self.series is None else self.series.close),
+            Step(None if server is None else server.start,
+                 None if server is None else server.close),
+            Step(self.slots.start, self.slots.close),
+            self.watchdog,
+        ])
+        if worker.scheduler:
+            self.all.add(Scheduler(broker, worker.app.periodics))
+        self.all.add(LevelsRecorder(broker))  # the dashboard's charts' history
 
     def start(self) -> None:
-        self.watchdog.start()
-        self.keeper.start()
-        self.acks.start()
-        if self.server is not None:
-            self.server.start()
-        self.slots.start()
-        self.registry.start()
-        if self.scheduler is not None:
-            self.scheduler.start()
-        self.levels.start()
+        self.all.start()
 
     def close(self) -> None:
-        self.watchdog.close()
-        self.acks.close()
-        if self.figures is not None:
-            self.figures.flush()  # what the last handlers did, written now
-        if self.server is not None:
-            self.server.close()
-        if self.series is not None:
-            self.series.close()
-        self.keeper.close()
-        self.slots.close()
-        self.loop.close()
-        self.registry.close()
-        if self.scheduler is not None:
-            self.scheduler.close()
-        self.levels.close()
+        self.all.close()
 
 
 def _last_line(text: str | None) -> str:
