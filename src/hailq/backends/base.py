@@ -30,6 +30,9 @@ from hailq.backends.figure_rows import SketchRow as SketchRow
 from hailq.backends.levels import LevelsBackend
 from hailq.backends.overview import OverviewBackend
 from hailq.backends.schedules import ScheduleBackend
+from hailq.backends.upkeep import PruneParams as PruneParams
+from hailq.backends.upkeep import Turn as Turn
+from hailq.backends.upkeep import UpkeepBackend
 from hailq.models import (
     AutoscalerInfo,
     DeadMessage,
@@ -241,7 +244,7 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, Protocol):
+class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, UpkeepBackend, Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
     Periodic schedules' methods: ``hailq/backends/schedules.py``; the overview's:
     ``hailq/backends/overview.py``."""

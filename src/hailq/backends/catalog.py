@@ -98,5 +98,11 @@ class CatalogStore:
                     lambda tx: tx.run("worker_list", {}))]
 
     def worker_prune(self, before: float) -> int:
-        return self.dialect.work(lambda tx: tx.exec("worker_prune", {"before": before}),
-                                 durable=False)
+        total = 0
+        while True:  # bounded statements, each its own short transaction
+            deleted = self.dialect.work(
+                lambda tx: tx.exec("worker_prune", {"before": before, "limit": 1000}),
+                durable=False)
+            total += deleted
+            if deleted < 1000:
+                return total

@@ -47,6 +47,7 @@ from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
+from hailq.backends.upkeep import UpkeepStore
 from hailq.errors import (
     LeaseLost,
     OutcomeUnknown,
@@ -62,7 +63,6 @@ MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and pr
 # Seconds a process keeps a queue's stored settings before it reads them again: an
 # operator's change (a lease, a cap, attempts) reaches running consumers within this.
 SETTINGS_FOR = 0.5
-_PRUNE_EVERY = 1000  # sends between prunes of expired dedup records
 # What a send whose outcome a broken or dropped connection left unknown tells its caller
 # (rule 31): a rerun under the same dedup_id finds the first try's record (rule 4).
 MAYBE_STORED = ("the message may have been stored all the same; a retry with the same "
@@ -88,7 +88,7 @@ class Live(NamedTuple):
 
 
 class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, OverviewStore,
-                 AutoscaleStore, LevelsStore):
+                 AutoscaleStore, LevelsStore, UpkeepStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -96,7 +96,6 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
         self.url_for_display = dialect.url_for_display
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
-        self._sends = 0
 
     # -- schema and clock ----------------------------------------------------------------
 
@@ -220,10 +219,6 @@ class SqlBackend(OperatorStore, CatalogStore, ScheduleStore, FiguresStore, Overv
                     for queue in sorted({m.queue for m in fresh}):
                         if tx.one("queue_live", {"queue": queue}) is None:
                             raise _no_queue(queue)
-            if not plain:  # only dedup ids make records to prune
-                self._sends += 1
-                if self._sends % _PRUNE_EVERY == 1:
-                    tx.exec("dedup_prune", {"now": tx.now})
         return ids
 
     def topic_publish(self, params: PublishParams) -> list[str]:

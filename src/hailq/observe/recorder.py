@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hailq.figures")
 
-PRUNE_EVERY = 60  # flushes between prunes of slots past their retention
 CLOCK_EVERY = 60.0  # seconds between readings of the broker's clock
 Slo = Mapping[int, float] | None
 Queues = Sequence[str] | Callable[[], Sequence[str]]
@@ -284,8 +283,8 @@ class FigureRecorder:
         self._flushes += 1
         try:
             self._backend.figures_record(FiguresRecordParams(
-                params.buckets, params.rates, params.sampled,
-                self._flushes % PRUNE_EVERY == 0, params.sketches, params.ranges))
+                params.buckets, params.rates, params.sampled, params.sketches,
+                params.ranges))
         except HailqError as exc:
             if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 (log.debug if _exiting else log.warning)(

@@ -45,6 +45,7 @@ from hailq.runtime.held import HeldTable
 from hailq.runtime.inflight import InFlight
 from hailq.runtime.levels import LevelsRecorder
 from hailq.runtime.logs import about
+from hailq.runtime.maintenance import Maintenance, Upkeep
 from hailq.runtime.order import Order, make_order
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
@@ -82,6 +83,9 @@ class Worker:
 
     With ``scheduler`` (the default) it also runs a scheduler that sends periodic
     messages (its app's and every other stored schedule's; ``hailq.runtime.scheduler``).
+    It runs the broker's housekeeping, taking turns with the other processes
+    (``hailq.runtime.maintenance``): ``upkeep`` names the duties (None: the usual ones;
+    an empty list: none).
     """
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
@@ -94,7 +98,8 @@ class Worker:
                  scheduler: bool = True,
                  metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
                  metrics_shared: bool = False,
-                 held: HeldTable | None = None) -> None:
+                 held: HeldTable | None = None,
+                 upkeep: Sequence[Upkeep] | None = None) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
@@ -126,6 +131,7 @@ class Worker:
         self._queues: dict[str, Queue] = {}
         self.tally = Tally()
         self.scheduler = scheduler  # run a scheduler (rule 35) beside the consumers
+        self.upkeep = upkeep
         self.metrics_address = None if metrics_port is None else (metrics_host, metrics_port)
         # A child of the process pool: its series go to the files its supervisor serves.
         self.metrics_shared = metrics_shared
@@ -436,6 +442,8 @@ class _Services:
         if worker.scheduler:
             self.all.add(Scheduler(broker, worker.app.periodics))
         self.all.add(LevelsRecorder(broker))  # the dashboard's charts' history
+        if worker.upkeep is None or worker.upkeep:
+            self.all.add(Maintenance(broker, worker.upkeep))
 
     def start(self) -> None:
         self.all.start()

@@ -119,7 +119,7 @@ RETURNING message_id, xmax = 0;
 
 -- name: dedup_prune
 DELETE FROM {schema}.dedup WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM {schema}.dedup WHERE expires_at <= {schema}.epoch() LIMIT 500
+    SELECT ctid FROM {schema}.dedup WHERE expires_at <= {schema}.epoch() LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED));
 
 -- name: keys_lock
@@ -699,7 +699,8 @@ SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, sta
 FROM {schema}.workers ORDER BY started_at, id;
 
 -- name: worker_prune
-DELETE FROM {schema}.workers WHERE last_seen < %(before)s;
+DELETE FROM {schema}.workers WHERE id IN (
+    SELECT id FROM {schema}.workers WHERE last_seen < %(before)s LIMIT %(limit)s);
 
 -- name: clock_now
 -- PostgreSQL only: the database's clock (SQLite's is the process's).
@@ -1093,7 +1094,9 @@ VALUES (%(autoscaler)s, %(queue)s, %(host)s, %(pid)s, {schema}.epoch(), %(worker
         %(throughput)s, %(handler_time)s);
 
 -- name: autoscale_prune
-DELETE FROM {schema}.autoscale WHERE at < {schema}.epoch() - %(keep)s;
+DELETE FROM {schema}.autoscale WHERE ctid IN (
+    SELECT ctid FROM {schema}.autoscale WHERE at < {schema}.epoch() - %(keep)s
+    LIMIT %(limit)s);
 
 -- name: autoscale_list
 -- The last decisions, newest first, of one queue's autoscalers (or every queue's).
@@ -1187,3 +1190,18 @@ WHERE m.queue = %(queue)s AND m.state = 'ready'
   AND EXISTS (SELECT 1 FROM {schema}.queues WHERE name = %(queue)s AND deadlines IS NOT NULL)
 ORDER BY m.sort_key, m.seq
 LIMIT %(n)s;
+
+-- name: maintenance_claim
+-- A maintenance duty's turn (hailq/backends/upkeep.py): a row back if this call took it,
+-- none if another process's turn is not over. A second claimer waits for the first's
+-- row lock, then finds next_due moved on.
+INSERT INTO {schema}.maintenance (duty, next_due, ran_at, ran_by, runs)
+VALUES (%(duty)s, {schema}.epoch() + %(every)s, {schema}.epoch(), %(by)s, 1)
+ON CONFLICT (duty) DO UPDATE SET next_due = excluded.next_due, ran_at = excluded.ran_at,
+                                 ran_by = excluded.ran_by,
+                                 runs = {schema}.maintenance.runs + 1
+WHERE {schema}.maintenance.next_due <= {schema}.epoch()
+RETURNING runs;
+
+-- name: maintenance_list
+SELECT duty, next_due, ran_at, ran_by, runs FROM {schema}.maintenance ORDER BY duty;

@@ -94,7 +94,7 @@ RETURNING message_id, 1;
 
 -- name: dedup_prune
 DELETE FROM hailq_dedup WHERE (queue, dedup_id) IN (
-    SELECT queue, dedup_id FROM hailq_dedup WHERE expires_at <= :now LIMIT 500
+    SELECT queue, dedup_id FROM hailq_dedup WHERE expires_at <= :now LIMIT :limit
 );
 
 -- name: message_insert
@@ -583,7 +583,8 @@ SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, sta
 FROM hailq_workers ORDER BY started_at, id;
 
 -- name: worker_prune
-DELETE FROM hailq_workers WHERE last_seen < :before;
+DELETE FROM hailq_workers WHERE id IN (
+    SELECT id FROM hailq_workers WHERE last_seen < :before LIMIT :limit);
 
 -- name: rate_take
 -- Rule 33: a claim of a rate-limited queue takes min(:n, whole tokens) from the queue's
@@ -950,7 +951,8 @@ VALUES (:autoscaler, :queue, :host, :pid, :now, :workers, :desired, :decision, :
         :ceiling, :minimum, :maximum, :throughput, :handler_time);
 
 -- name: autoscale_prune
-DELETE FROM hailq_autoscale WHERE at < :now - :keep;
+DELETE FROM hailq_autoscale WHERE rowid IN (
+    SELECT rowid FROM hailq_autoscale WHERE at < :now - :keep LIMIT :limit);
 
 -- name: autoscale_list
 -- The last decisions, newest first, of one queue's autoscalers (or every queue's).
@@ -1037,3 +1039,16 @@ WHERE m.queue = :queue AND m.state = 'ready'
   AND EXISTS (SELECT 1 FROM hailq_queues WHERE name = :queue AND deadlines IS NOT NULL)
 ORDER BY m.sort_key, m.seq
 LIMIT :n;
+
+-- name: maintenance_claim
+-- A maintenance duty's turn (hailq/backends/upkeep.py): a row back if this call took it,
+-- none if another process's turn is not over.
+INSERT INTO hailq_maintenance (duty, next_due, ran_at, ran_by, runs)
+VALUES (:duty, :now + :every, :now, :by, 1)
+ON CONFLICT (duty) DO UPDATE SET next_due = excluded.next_due, ran_at = excluded.ran_at,
+                                 ran_by = excluded.ran_by, runs = runs + 1
+WHERE hailq_maintenance.next_due <= :now
+RETURNING runs;
+
+-- name: maintenance_list
+SELECT duty, next_due, ran_at, ran_by, runs FROM hailq_maintenance ORDER BY duty;
