@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hailq._time import Clock, Duration
+from hailq._time import Clock, Duration, seconds
 from hailq.backends.base import (
     QueueDeleteParams,
     QueueDescribeParams,
@@ -153,8 +154,9 @@ class Broker:
             raise TopicNotFound(f"no topic named {name!r}; declare it with broker.topic()")
         return Topic(self, name)
 
-    def topics(self) -> list[str]:
-        return self.backend.topic_list()
+    def topics(self) -> list[Topic]:
+        """Every declared topic, by name (like ``queues``, the objects themselves)."""
+        return [Topic(self, name) for name in self.backend.topic_list()]
 
     def workers(self) -> list[WorkerInfo]:
         """Workers as they last reported (a read: nothing is written or forgotten here;
@@ -179,10 +181,10 @@ class Broker:
         one this hailq migrates to. Writes nothing."""
         return self.backend.schema_version(), self.backend.schema_latest()
 
-    def wait(self, queues: Sequence[str], timeout: float) -> None:
+    def wait(self, queues: Sequence[str], timeout: Duration) -> None:
         """Block until a message may have become receivable in one of ``queues``, or
         ``timeout`` seconds; may return early (callers receive again and wait again)."""
-        self.backend.message_wait(WaitParams(queues, timeout))
+        self.backend.message_wait(WaitParams(queues, seconds(timeout, "timeout")))
 
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
@@ -220,7 +222,7 @@ class Broker:
         """Store a periodic schedule (or update the one of that name) for producers: any
         running scheduler (every worker, or ``hailq scheduler``) sends ``body`` to
         ``queue`` at each slot of ``cron`` in ``timezone``, or every ``every`` seconds,
-        once per slot however many run. It stays until ``remove_schedule``. Slots from
+        once per slot however many run. It stays until ``delete_schedule``. Slots from
         before it existed never fire; after downtime the latest missed slot is sent
         once, with ``catch_up=N`` also up to N missed slots before it. Bad values raise
         InvalidArgument before anything is written. See docs/guides/periodic.md."""
@@ -281,11 +283,17 @@ class Broker:
         if not self.backend.schedule_pause(name, False, self.now()):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
-    def remove_schedule(self, name: str) -> None:
+    def delete_schedule(self, name: str) -> None:
         """Forget ``name``. A worker whose app still declares it stores it again when it
         starts (as new: slots from before never fire)."""
-        if not self.backend.schedule_remove(name):
+        if not self.backend.schedule_delete(name):
             raise ScheduleNotFound(f"no schedule named {name!r}")
+
+    def remove_schedule(self, name: str) -> None:
+        """Deprecated: ``delete_schedule`` (this name goes in the next release)."""
+        warnings.warn("Broker.remove_schedule is deprecated; use Broker.delete_schedule",
+                      DeprecationWarning, stacklevel=2)
+        self.delete_schedule(name)
 
     def close(self) -> None:
         """Close this broker's database connections. Using it again afterwards opens new

@@ -94,10 +94,10 @@ def test_a_paused_or_removed_schedule_fires_nothing_and_resume_skips_the_pause(
     [row] = backend.schedule_list()
     assert (row.paused, row.last_slot) == (False, 5000.0)
 
-    assert backend.schedule_remove("nightly")
+    assert backend.schedule_delete("nightly")
     assert not fire(backend, 5000.0, 5040.0)
     assert backend.schedule_list() == []
-    assert not backend.schedule_remove("nightly")
+    assert not backend.schedule_delete("nightly")
     assert not backend.schedule_pause("nightly", True, 6000.0)
     assert claim(backend, "reports", 10) == []
 

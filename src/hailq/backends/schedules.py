@@ -91,7 +91,7 @@ class ScheduleBackend(Protocol):
         pause are not sent). False if there is no such schedule."""
         ...
 
-    def schedule_remove(self, name: str) -> bool:
+    def schedule_delete(self, name: str) -> bool:
         """Forget a schedule; False if there was none."""
         ...
 
@@ -137,8 +137,8 @@ class ScheduleStore:
         return bool(self.dialect.work(lambda tx: tx.exec("schedule_pause", {
             "name": name, "paused": paused, "now": now}), durable=True))
 
-    def schedule_remove(self, name: str) -> bool:
-        return bool(self.dialect.work(lambda tx: tx.exec("schedule_remove", {"name": name}),
+    def schedule_delete(self, name: str) -> bool:
+        return bool(self.dialect.work(lambda tx: tx.exec("schedule_delete", {"name": name}),
                                       durable=True))
 
 

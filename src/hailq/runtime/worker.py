@@ -29,6 +29,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
 
+from hailq._time import Duration, seconds
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
 from hailq.hooks import run_handler
@@ -91,9 +92,9 @@ class Worker:
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
                  queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
                  order: str | None = None,
-                 concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
-                 registry_interval: float = 3.0, worker_id: str | None = None,
-                 time_limit: float | None = None,
+                 concurrency: int = 1, grace: Duration = 30.0, poll: Duration = 1.0,
+                 registry_interval: Duration = 3.0, worker_id: str | None = None,
+                 time_limit: Duration | None = None,
                  stuck: Literal["replace", "exit"] = "replace",
                  scheduler: bool = True,
                  metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
@@ -104,10 +105,6 @@ class Worker:
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
                                   f"got {concurrency!r}")
-        for value, what in ((grace, "grace"), (poll, "poll"),
-                            (registry_interval, "registry_interval")):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise InvalidArgument(f"{what} must be a number of seconds >= 0, got {value!r}")
         if queues and weights:
             raise InvalidArgument("give queues or weights, not both")
         if stuck not in ("replace", "exit"):
@@ -121,9 +118,9 @@ class Worker:
         for name in self.order.queues:
             self.app.route(name)  # every consumed queue needs a handler
         self.concurrency = concurrency
-        self.grace = float(grace)
-        self.poll = max(float(poll), 0.01)
-        self.registry_interval = max(float(registry_interval), 0.1)
+        self.grace = seconds(grace, "grace")
+        self.poll = max(seconds(poll, "poll"), 0.01)
+        self.registry_interval = max(seconds(registry_interval, "registry_interval"), 0.1)
         self.worker_id = worker_id or new_worker_id()
         self._flag = StopFlag()
         # A process pool's child notes what it holds for its supervisor (runtime/held.py).

@@ -784,7 +784,7 @@ UPDATE {schema}.schedules SET paused = %(paused)s,
     last_slot = CASE WHEN %(paused)s THEN last_slot ELSE greatest(last_slot, %(now)s) END
 WHERE name = %(name)s;
 
--- name: schedule_remove
+-- name: schedule_delete
 DELETE FROM {schema}.schedules WHERE name = %(name)s;
 
 -- name: figures_histogram_add

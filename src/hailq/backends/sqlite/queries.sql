@@ -659,7 +659,7 @@ UPDATE hailq_schedules SET paused = :paused,
     last_slot = CASE WHEN :paused THEN last_slot ELSE max(last_slot, :now) END
 WHERE name = :name;
 
--- name: schedule_remove
+-- name: schedule_delete
 DELETE FROM hailq_schedules WHERE name = :name;
 
 -- name: figures_histogram_add
