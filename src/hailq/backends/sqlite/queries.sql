@@ -886,8 +886,8 @@ SELECT q.name, q.settings, o.overrides, coalesce(o.paused, 0),
                                           WHERE queue = q.name AND state = 'leased'
                                             AND lease_until <= :now
                                             AND attempt < q.max_attempts LIMIT :cap))),
-       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), q.created_at,
-       coalesce(c.acked, 0), :now
+       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), coalesce(c.purged, 0),
+       q.created_at, coalesce(c.acked, 0), :now
 FROM hailq_queues AS q
 LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
 LEFT JOIN hailq_counters AS c ON c.queue = q.name
@@ -978,36 +978,6 @@ SELECT :now;
 -- name: levels_taken
 -- Whether some process recorded this slot already (it then counts nothing).
 SELECT 1 FROM hailq_levels WHERE slot = :slot LIMIT 1;
-
--- name: levels_count
--- Every queue's counts for its levels, each stopping at :cap rows (a range of its state's
--- partial index), counted as ``overview_queues`` counts them, and its counters.
-SELECT q.name,
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'ready' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'scheduled' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'scheduled'
-                                AND available_at <= :now LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'leased' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'leased'
-                                AND lease_until <= :now LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'leased'
-                                AND lease_until <= :now AND attempt >= q.max_attempts
-                              LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND ordering_key IS NOT NULL
-                                AND state = 'blocked' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'dead' LIMIT :cap)),
-       coalesce(c.sent, 0), coalesce(c.purged, 0)
-FROM hailq_queues AS q
-LEFT JOIN hailq_counters AS c ON c.queue = q.name
-ORDER BY q.name;
 
 -- name: levels_add
 -- One slot's levels of every queue; a row some other process wrote first stays.
