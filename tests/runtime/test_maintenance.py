@@ -46,7 +46,7 @@ def test_a_turn_is_taken_once_until_it_is_due_again(broker: hailq.Broker) -> Non
     assert turns(broker, "dedup") == 2
 
 
-def test_expired_dedup_records_are_pruned_in_bounded_batches(broker: hailq.Broker) -> None:
+def test_rule_04_expired_dedup_records_are_pruned_in_bounded_batches(broker: hailq.Broker) -> None:
     queue = broker.queue("jobs", dedup_window=0.2)
     for n in range(5):
         queue.send(n, dedup_id=f"d{n}")
@@ -97,7 +97,7 @@ def test_four_worker_processes_do_each_duty_once_per_interval(url: str,
     assert 0 < taken["workers"] <= (span + 60) / EVERY
 
 
-def test_a_role_that_may_only_read_skips_maintenance_quietly(
+def test_rule_30_a_role_that_may_only_read_skips_maintenance_quietly(
         reader_url: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     with hailq.connect(reader_url, migrate=False) as reader:
