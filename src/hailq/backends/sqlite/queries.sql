@@ -805,29 +805,16 @@ GROUP BY kind, priority;
 -- name: figures_points
 -- Where each rate window (:w0, :w1, :w2 seconds) starts (hailq/observe/figures.py): the
 -- last sample at or before its start (0), and the first after it (1).
-SELECT * FROM (SELECT :w0, 0, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot <= CAST(:now - :w0 AS INTEGER)
-               ORDER BY slot DESC LIMIT 1)
+WITH w(w) AS (VALUES (:w0), (:w1), (:w2))
+SELECT w.w, 0, s.at, s.sent, s.dead_lettered, s.acked
+FROM w JOIN hailq_samples AS s ON s.queue = :queue AND s.slot = (
+    SELECT max(slot) FROM hailq_samples
+    WHERE queue = :queue AND slot <= CAST(:now - w.w AS INTEGER))
 UNION ALL
-SELECT * FROM (SELECT :w0, 1, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot > CAST(:now - :w0 AS INTEGER)
-               ORDER BY slot LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w1, 0, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot <= CAST(:now - :w1 AS INTEGER)
-               ORDER BY slot DESC LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w1, 1, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot > CAST(:now - :w1 AS INTEGER)
-               ORDER BY slot LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w2, 0, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot <= CAST(:now - :w2 AS INTEGER)
-               ORDER BY slot DESC LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w2, 1, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot > CAST(:now - :w2 AS INTEGER)
-               ORDER BY slot LIMIT 1);
+SELECT w.w, 1, s.at, s.sent, s.dead_lettered, s.acked
+FROM w JOIN hailq_samples AS s ON s.queue = :queue AND s.slot = (
+    SELECT min(slot) FROM hailq_samples
+    WHERE queue = :queue AND slot > CAST(:now - w.w AS INTEGER));
 
 -- name: figures_queue
 -- When the queue was made (its counters start then) and its acks as flushed so far.
