@@ -163,14 +163,15 @@ class Broker:
         ``maintain`` forgets workers long silent)."""
         return self.backend.worker_list()
 
-    def maintain(self, forget_workers_after: float = 86400.0) -> None:
+    def maintain(self, forget_workers_after: Duration = 86400.0) -> None:
         """The upkeep that consumers do as they claim, for every queue, as an explicit
         step: due messages become ready, ended leases return their message or kill it
         after its last attempt (rule 13), and workers silent for
         ``forget_workers_after`` seconds are forgotten. Reads never do this themselves."""
+        after = seconds(forget_workers_after, "forget_workers_after")
         for queue in self.queues():
             queue.maintain()
-        self.backend.worker_prune(self.backend.clock_now() - forget_workers_after)
+        self.backend.worker_prune(self.backend.clock_now() - after)
 
     def now(self) -> float:
         """The broker's clock (the database's on PostgreSQL), in epoch seconds."""
