@@ -337,6 +337,17 @@ class Broker:
 
         return self.backend.levels_record(LevelsRecordParams())
 
+    def take_maintenance_turn(self, duty: str, every: float) -> bool:
+        """Take maintenance ``duty``'s turn if it is due, making the next due ``every``
+        seconds on; False if another process has it (hailq/runtime/maintenance.py)."""
+        return self.backend.maintenance_claim(duty, every)
+
+    def prune(self, duty: str, keep: float = 0.0) -> int:
+        """Run one maintenance duty's deletes in bounded batches; how many rows went."""
+        from hailq.backends.upkeep import PruneParams
+
+        return self.backend.maintenance_prune(PruneParams(duty, keep))
+
 
 def _queue(backend: Backend, record: QueueRecord,
            recorder: FigureRecorder | None, hooks: list[Hook]) -> Queue:

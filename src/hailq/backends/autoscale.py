@@ -12,7 +12,6 @@ from hailq.models import AutoscalerInfo
 if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
 
-KEEP = 3600.0  # seconds decisions are kept
 
 
 class AutoscaleStore:

@@ -23,38 +23,36 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hailq.backends.autoscale import KEEP as AUTOSCALE_KEEP
-from hailq.backends.upkeep import PruneParams
 from hailq.errors import HailqError
 from hailq.outage import covers
 from hailq.runtime.service import Service
 
 if TYPE_CHECKING:
-    from hailq.backends.base import Backend
     from hailq.broker import Broker
 
 log = logging.getLogger("hailq.maintenance")
 
 QUIET = 600.0  # seconds a process that could not claim a turn leaves the duties alone
+AUTOSCALE_KEEP = 3600.0  # seconds autoscaler decisions are kept
 FORGET_WORKERS = 86400.0  # seconds a silent worker stays listed
 
 
 @dataclass(frozen=True, slots=True)
 class Upkeep:
     """One maintenance duty. ``name`` is its row in the maintenance table (and, with
-    no ``run``, its statements in ``hailq.backends.upkeep.PRUNES``); ``every``: seconds
+    no ``run``, its statements in the storage's ``PRUNES``); ``every``: seconds
     between its turns, across every process; ``keep``: seconds its rows are kept.
     ``run`` does one turn's work and says how many rows went."""
 
     name: str
     every: float
     keep: float = 0.0
-    run: Callable[[Backend, Upkeep], int] | None = None
+    run: Callable[[Broker, Upkeep], int] | None = None
 
-    def work(self, backend: Backend) -> int:
+    def work(self, broker: Broker) -> int:
         if self.run is not None:
-            return self.run(backend, self)
-        return backend.maintenance_prune(PruneParams(self.name, self.keep))
+            return self.run(broker, self)
+        return broker.prune(self.name, self.keep)
 
 
 # The duties every maintenance service runs; a part with housekeeping of its own adds
@@ -78,7 +76,7 @@ class Maintenance(Service):
     def __init__(self, broker: Broker, duties: Sequence[Upkeep] | None = None, *,
                  look: float = 30.0) -> None:
         super().__init__(look)
-        self._backend = broker.backend
+        self._broker = broker
         self._duties = list(UPKEEP if duties is None else duties)
         # monotonic: when this process asks for each duty's turn again. Spread over the
         # first interval, so processes started together do not all ask at once.
@@ -108,7 +106,7 @@ class Maintenance(Service):
         # Whoever takes it, the next turn is ``every`` on: ask again then.
         self._asks[duty.name] = now + duty.every * random.uniform(1.0, 1.1)
         try:
-            if not self._backend.maintenance_claim(duty.name, duty.every):
+            if not self._broker.take_maintenance_turn(duty.name, duty.every):
                 return True
         except HailqError as exc:
             # A role that may only read: leave it to the others; an outage: try later.
@@ -118,7 +116,7 @@ class Maintenance(Service):
             self._quiet_until = now + (duty.every if outage else QUIET)
             return False
         try:
-            pruned = duty.work(self._backend)
+            pruned = duty.work(self._broker)
         except HailqError as exc:
             if not covers(exc):
                 log.warning("maintenance %s failed (tried again in %g s): %s", duty.name,
