@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hailq._time import Clock, Duration
+from hailq._time import Clock, Duration, seconds
 from hailq.backends.base import (
     AutoscaleListParams,
     AutoscaleRecordParams,
@@ -15,8 +16,8 @@ from hailq.backends.base import (
     QueueDescribeParams,
     QueueSaveParams,
     ScheduleDeclareParams,
+    ScheduleDeleteParams,
     SchedulePauseParams,
-    ScheduleRemoveParams,
     TopicDeleteParams,
     TopicSaveParams,
     WaitParams,
@@ -202,23 +203,24 @@ class Broker:
             raise TopicNotFound(f"no topic named {name!r}; declare it with broker.topic()")
         return Topic(self, name)
 
-    def topics(self) -> list[str]:
-        return self.backend.topic_list()
+    def topics(self) -> list[Topic]:
+        """Every declared topic, by name (like ``queues``, the objects themselves)."""
+        return [Topic(self, name) for name in self.backend.topic_list()]
 
     def workers(self) -> list[WorkerInfo]:
         """Workers as they last reported (a read: nothing is written or forgotten here;
         ``maintain`` forgets workers long silent)."""
         return self.backend.worker_list()
 
-    def maintain(self, forget_workers_after: float = 86400.0) -> None:
+    def maintain(self, forget_workers_after: Duration = 86400.0) -> None:
         """The upkeep that consumers do as they claim, for every queue, as an explicit
         step: due messages become ready, ended leases return their message or kill it
         after its last attempt (rule 13), and workers silent for
         ``forget_workers_after`` seconds are forgotten. Reads never do this themselves."""
+        after = seconds(forget_workers_after, "forget_workers_after")
         for queue in self.queues():
             queue.maintain()
-        self.backend.worker_prune(WorkerPruneParams(
-            self.backend.clock_now() - forget_workers_after))
+        self.backend.worker_prune(WorkerPruneParams(self.backend.clock_now() - after))
 
     def now(self) -> float:
         """The broker's clock (the database's on PostgreSQL), in epoch seconds."""
@@ -229,10 +231,10 @@ class Broker:
         one this hailq migrates to. Writes nothing."""
         return self.backend.schema_version(), self.backend.schema_latest()
 
-    def wait(self, queues: Sequence[str], timeout: float) -> None:
+    def wait(self, queues: Sequence[str], timeout: Duration) -> None:
         """Block until a message may have become receivable in one of ``queues``, or
         ``timeout`` seconds; may return early (callers receive again and wait again)."""
-        self.backend.message_wait(WaitParams(queues, timeout))
+        self.backend.message_wait(WaitParams(queues, seconds(timeout, "timeout")))
 
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
@@ -271,7 +273,7 @@ class Broker:
         """Store a periodic schedule (or update the one of that name) for producers: any
         running scheduler (every worker, or ``hailq scheduler``) sends ``body`` to
         ``queue`` at each slot of ``cron`` in ``timezone``, or every ``every`` seconds,
-        once per slot however many run. It stays until ``remove_schedule``. Slots from
+        once per slot however many run. It stays until ``delete_schedule``. Slots from
         before it existed never fire; after downtime the latest missed slot is sent
         once, with ``catch_up=N`` also up to N missed slots before it. Bad values raise
         InvalidArgument before anything is written. See docs/guides/periodic.md."""
@@ -331,11 +333,17 @@ class Broker:
         if not self.backend.schedule_pause(SchedulePauseParams(name, False, self.now())):
             raise ScheduleNotFound(f"no schedule named {name!r}")
 
-    def remove_schedule(self, name: str) -> None:
+    def delete_schedule(self, name: str) -> None:
         """Forget ``name``. A worker whose app still declares it stores it again when it
         starts (as new: slots from before never fire)."""
-        if not self.backend.schedule_remove(ScheduleRemoveParams(name)):
+        if not self.backend.schedule_delete(ScheduleDeleteParams(name)):
             raise ScheduleNotFound(f"no schedule named {name!r}")
+
+    def remove_schedule(self, name: str) -> None:
+        """Deprecated: ``delete_schedule`` (this name goes in the next release)."""
+        warnings.warn("Broker.remove_schedule is deprecated; use Broker.delete_schedule",
+                      DeprecationWarning, stacklevel=2)
+        self.delete_schedule(name)
 
     def close(self) -> None:
         """Close this broker's database connections. Using it again afterwards opens new
@@ -377,6 +385,17 @@ class Broker:
         from hailq.backends.base import LevelsRecordParams
 
         return self.backend.levels_record(LevelsRecordParams())
+
+    def take_maintenance_turn(self, duty: str, every: float) -> bool:
+        """Take maintenance ``duty``'s turn if it is due, making the next due ``every``
+        seconds on; False if another process has it (hailq/runtime/maintenance.py)."""
+        return self.backend.maintenance_claim(duty, every)
+
+    def prune(self, duty: str, keep: float = 0.0) -> int:
+        """Run one maintenance duty's deletes in bounded batches; how many rows went."""
+        from hailq.backends.upkeep import PruneParams
+
+        return self.backend.maintenance_prune(PruneParams(duty, keep))
 
 
 def _queue(backend: Backend, record: QueueRecord,

@@ -47,8 +47,8 @@ class _Failures:
 
 
 @dataclass(frozen=True)
-class DeadMessage(_Failures):
-    """A dead message with the error of every failed attempt."""
+class _Message:
+    """What every stored message carries, however it is looked at."""
 
     id: str
     queue: str
@@ -58,24 +58,22 @@ class DeadMessage(_Failures):
     ordering_key: str | None
     attempt: int
     enqueued_at: float
+
+
+@dataclass(frozen=True)
+class DeadMessage(_Message, _Failures):
+    """A dead message with the error of every failed attempt."""
+
     dead_at: float
     errors: list[AttemptError] = field(default_factory=list)
     parked: bool = False
 
 
 @dataclass(frozen=True)
-class _Stored:
+class _Stored(_Message):
     """A message as stored, in the state the next receive would find it."""
 
-    id: str
-    queue: str
     state: State
-    body: Any
-    headers: dict[str, str]
-    priority: int
-    ordering_key: str | None
-    attempt: int
-    enqueued_at: float
     available_at: float
 
 

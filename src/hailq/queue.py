@@ -414,7 +414,7 @@ class Queue:
         """Look at live messages in delivery order without leasing them (a read)."""
         return self._backend.message_peek(PeekParams(self.name, check_limit(limit)))
 
-    def dead_letters(self, error_contains: str | None = None,
+    def dead_letters(self, *, error_contains: str | None = None,
                      older_than: Duration | None = None, ordering_key: str | None = None,
                      limit: int = 1000) -> list[DeadMessage]:
         """Dead messages, oldest death first, each with the error of every attempt; a
@@ -429,9 +429,9 @@ class Queue:
             check_key(ordering_key, "ordering_key"), check_limit(limit))
         return self._backend.dead_list(params)
 
-    def count_dead_letters(self, error_contains: str | None = None,
-                           older_than: Duration | None = None, limit: int = 10_000, *,
-                           ordering_key: str | None = None) -> int:
+    def count_dead_letters(self, *, error_contains: str | None = None,
+                           older_than: Duration | None = None, ordering_key: str | None = None,
+                           limit: int = 10_000) -> int:
         """How many dead letters ``dead_letters`` would list with these filters, counting
         no further than ``limit + 1`` (a result above ``limit`` means "more than
         ``limit``"); a read."""

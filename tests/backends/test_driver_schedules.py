@@ -9,9 +9,9 @@ from hailq.backends.base import (
     Backend,
     ClaimParams,
     ScheduleDeclareParams,
+    ScheduleDeleteParams,
     ScheduleFireParams,
     SchedulePauseParams,
-    ScheduleRemoveParams,
     ScheduleSaveParams,
     WaitParams,
 )
@@ -102,10 +102,10 @@ def test_a_paused_or_removed_schedule_fires_nothing_and_resume_skips_the_pause(
     [row] = backend.schedule_list()
     assert (row.paused, row.last_slot) == (False, 5000.0)
 
-    assert backend.schedule_remove(ScheduleRemoveParams("nightly"))
+    assert backend.schedule_delete(ScheduleDeleteParams("nightly"))
     assert not fire(backend, 5000.0, 5040.0)
     assert backend.schedule_list() == []
-    assert not backend.schedule_remove(ScheduleRemoveParams("nightly"))
+    assert not backend.schedule_delete(ScheduleDeleteParams("nightly"))
     assert not backend.schedule_pause(SchedulePauseParams("nightly", True, 6000.0))
     assert claim(backend, "reports", 10) == []
 

@@ -5,12 +5,8 @@ goes on, and nothing it looks at changes."""
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-import pytest
 from psycopg import sql
 
 import hailq
@@ -20,33 +16,6 @@ from .conftest import run_hailq
 
 LOOKS = [["workers"], ["queues"], ["topics"], ["stats"], ["stats", "claims"],
          ["peek", "claims"], ["dead", "claims"], ["metrics"]]
-
-
-@pytest.fixture
-def reader_url(pg_url: str) -> Iterator[str]:
-    """``pg_url`` as a new login role granted only USAGE on hailq's schema and SELECT on
-    its tables; the role is dropped afterwards."""
-    schema = pg_url.rsplit("schema=", 1)[1]
-    hailq.connect(pg_url).close()  # the schema and its tables, made by their owner
-    role = f"hailq_ro_{uuid.uuid4().hex[:12]}"
-    server = pg_url.rsplit("schema=", 1)[0].rstrip("?&")
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-            sql.Identifier(schema), sql.Identifier(role)))
-        conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
-            sql.Identifier(schema), sql.Identifier(role)))
-    parts = urlsplit(pg_url)
-    host = parts.netloc.rpartition("@")[2]
-    try:
-        yield urlunsplit(parts._replace(netloc=f"{role}@{host}"))
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            for statement in ("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}",
-                              "REVOKE ALL ON SCHEMA {} FROM {}"):
-                conn.execute(sql.SQL(statement).format(sql.Identifier(schema),
-                                                       sql.Identifier(role)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def test_rule_30_a_role_that_may_only_read_can_run_every_look(

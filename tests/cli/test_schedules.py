@@ -26,7 +26,7 @@ def test_schedules_lists_pauses_resumes_and_removes(hq_any: Hailq,
         assert text in table
     assert hq_any("schedules", "resume", "sales").code == 0
     assert not api_any.get_schedule("sales").paused
-    assert hq_any("schedules", "remove", "sales").code == 0
+    assert hq_any("schedules", "delete", "sales").code == 0
     assert [s.name for s in api_any.schedules()] == ["ping"]
 
     error = hq_any("schedules", "pause", "sales").assert_clean_error(1)

@@ -10,7 +10,7 @@ from .conftest import Hailq
 def test_subscribe_creates_topic_and_queue(hq_any: Hailq, api_any: hailq.Broker) -> None:
     result = hq_any("subscribe", "claims.events", "audit", "--json").json()
     assert result == {"topic": "claims.events", "subscription": "audit", "filter": None}
-    assert api_any.topics() == ["claims.events"]
+    assert [t.name for t in api_any.topics()] == ["claims.events"]
     assert [q.name for q in api_any.queues()] == ["audit"]
 
 

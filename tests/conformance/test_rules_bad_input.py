@@ -30,8 +30,8 @@ def snapshot(broker: hailq.Broker) -> tuple[Any, ...]:
     stats = [(s.sent, s.ready, s.scheduled, s.in_flight, s.dead, s.acked, s.nacked)
              for s in (q.stats() for q in broker.queues())]
     peeks = [[(p.id, p.state, p.attempt) for p in q.peek(100)] for q in broker.queues()]
-    subs = [sorted(s.queue for s in broker.topic(t).subscriptions()) for t in broker.topics()]
-    return queues, stats, peeks, broker.topics(), subs
+    subs = [sorted(s.queue for s in t.subscriptions()) for t in broker.topics()]
+    return queues, stats, peeks, [t.name for t in broker.topics()], subs
 
 
 def rejected(broker: hailq.Broker, call: Callable[[], object],

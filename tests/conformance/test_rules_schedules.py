@@ -150,7 +150,7 @@ def test_rule_35_a_paused_schedule_sends_nothing_and_resumes_from_now(
     assert scheduler.run_once() == 0  # the slots of the pause are skipped
     clock.now += 60
     assert scheduler.run_once() == 1
-    timed.remove_schedule("ping")
+    timed.delete_schedule("ping")
     clock.now += 600
     assert scheduler.run_once() == 0
     with pytest.raises(ScheduleNotFound):
@@ -313,3 +313,10 @@ def test_rule_35_new_schedules_downtime_and_catch_up_on_the_database_clock(
     assert len(latest) == 1 and latest[0] >= slot["latest"] + 4
     assert three == [three[-1] - 2, three[-1] - 1, three[-1]] and three[-1] == latest[0]
     assert broker.get_queue("daily").stats().sent == 0
+
+
+def test_remove_schedule_is_a_deprecated_name_of_delete_schedule(broker: hailq.Broker) -> None:
+    broker.schedule(every=60, queue="pings", name="ping", body="ping")
+    with pytest.warns(DeprecationWarning, match="delete_schedule"):
+        broker.remove_schedule("ping")
+    assert broker.schedules() == []

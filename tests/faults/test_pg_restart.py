@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 import hailq
+from waiting import wait_for, wait_until
 
 from .conftest import Figure, effect_store_for
 from .ledger import EffectStore, Ledger, check_queue
@@ -48,16 +49,13 @@ def _effect_of(store: EffectStore, n: int) -> float | None:
 
 
 def _wait_effect(store: EffectStore, n: int, timeout: float = 60) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def effect() -> float | None:
         try:
-            at = _effect_of(store, n)
+            return _effect_of(store, n)
         except psycopg.OperationalError:
-            at = None  # the server is still coming back
-        if at is not None:
-            return at
-        time.sleep(0.02)
-    raise AssertionError(f"no effect of message {n} within {timeout} s")
+            return None  # the server is still coming back
+
+    return float(wait_for(effect, timeout, f"the effect of message {n}"))
 
 
 def _send_retrying(q: hailq.Queue, ledger: Ledger, n: int, errors: list[BaseException],
@@ -76,9 +74,7 @@ def _send_retrying(q: hailq.Queue, ledger: Ledger, n: int, errors: list[BaseExce
 
 
 def _drain(q: hailq.Queue, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while unfinished(q) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not unfinished(q), timeout, step=0.05)
 
 
 class Producer(threading.Thread):
@@ -147,7 +143,7 @@ def test_workers_recover_by_themselves_lose_nothing_and_wake_up_after(
 
             producer = Producer(url, ledger, 1, 400, rate=150)
             producer.start()
-            time.sleep(1.0)
+            wait_for(lambda: len(ledger) >= 150, 30, "the producer under way")
             t_fault = time.monotonic()
             FAULTS[fault](pg)
             outage = pg.wait_ready(60) + (time.monotonic() - t_fault)

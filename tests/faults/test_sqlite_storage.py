@@ -22,6 +22,7 @@ import pytest
 
 import hailq
 from needs import unavailable
+from waiting import wait_until
 
 from .conftest import Figure
 from .ledger import EffectStore, Ledger, check_queue, sqlite_integrity
@@ -113,9 +114,7 @@ def _scenario(disk: Path, effects: EffectStore, tmp_path: Path, figure: Figure, 
             # The same broker, never reopened: sends work again at once.
             ledger.add([q.send({"n": 9000})], [9000])
             f.restart_dead()
-            deadline = time.monotonic() + 30
-            while unfinished(q) and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_until(lambda: not unfinished(q), 30, step=0.1)
             recovered = time.monotonic() - t_repair
             codes = f.stop()
             tail = f.log_tail()

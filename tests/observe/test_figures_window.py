@@ -11,6 +11,7 @@ import pytest
 
 import hailq
 from hailq.backends.base import FiguresRecordParams, FiguresWindowParams, RateAdd, RateSlot
+from hailq.backends.upkeep import PruneParams
 from hailq.errors import QueueNotFound
 from hailq.url import parse_url
 
@@ -57,7 +58,8 @@ def test_rule_26_rate_slots_are_kept_a_day_and_pruned_past_it(sqlite_url: str) -
             clock[0] = at  # a slot two days ago, one just inside the day, one 3 h ago
             b.backend.figures_record(FiguresRecordParams(rates=[row]))
         clock[0] = time.time()
-        b.backend.figures_record(FiguresRecordParams(rates=[row], prune=True))
+        b.backend.figures_record(FiguresRecordParams(rates=[row]))
+        b.backend.maintenance_prune(PruneParams("figures"))
         kept = b.backend.figures_window(FiguresWindowParams("jobs", 0.0))
         assert len(kept) == 3  # the one two days old went, the one a day old stays
         assert min(s.slot for s in kept) > time.time() - 86400
@@ -66,9 +68,7 @@ def test_rule_26_rate_slots_are_kept_a_day_and_pruned_past_it(sqlite_url: str) -
 
 
 def test_rule_26_pruning_is_bounded_and_catches_up_on_postgres(
-        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hailq.backends import figures as store
-
+        pg_url: str) -> None:
     b = hailq.connect(pg_url)
     try:
         b.queue("jobs")
@@ -78,9 +78,9 @@ def test_rule_26_pruning_is_bounded_and_catches_up_on_postgres(
             conn.execute(f'INSERT INTO "{schema}".rates (queue, slot, priority, started) '
                          "SELECT 'jobs', %s - g, 0, 1 FROM generate_series(0, 24) AS g",
                          (old,))
-        monkeypatch.setattr(store, "PRUNE_LIMIT", 10)  # three statements for 25 rows
-        b.backend.figures_record(FiguresRecordParams(
-            rates=[RateAdd("jobs", 0, 1, 0, 0, 0, 0.0)], prune=True))
+        b.backend.figures_record(FiguresRecordParams(rates=[RateAdd("jobs", 0, 1, 0, 0, 0, 0.0)]))
+        # Three statements of 10 rows for 25 rows.
+        assert b.backend.maintenance_prune(PruneParams("figures", limit=10)) == 25
         kept = b.backend.figures_window(FiguresWindowParams("jobs", 0.0))
         assert [s.started for s in kept] == [1]
     finally:

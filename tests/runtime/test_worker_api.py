@@ -113,3 +113,15 @@ def test_bad_worker_arguments_fail_before_anything_runs(broker: hailq.Broker) ->
         Worker(broker, {"a": handle}, weights={"a": 1, "b": 2})
     with pytest.raises(hailq.InvalidArgument, match="grace"):
         Worker(broker, {"a": handle}, grace=-1)
+
+
+def test_every_duration_a_worker_takes_may_be_a_timedelta(broker: hailq.Broker) -> None:
+    from datetime import timedelta
+
+    worker = Worker(broker, {"a": lambda m: None}, grace=timedelta(seconds=5),
+                    poll=timedelta(milliseconds=200), registry_interval=timedelta(seconds=2),
+                    time_limit=timedelta(minutes=1))
+    assert (worker.grace, worker.poll, worker.registry_interval, worker.time_limit) == (
+        5.0, 0.2, 2.0, 60.0)
+    with pytest.raises(hailq.InvalidArgument, match="time_limit"):
+        Worker(broker, {"a": lambda m: None}, time_limit=timedelta(0))

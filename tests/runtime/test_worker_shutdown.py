@@ -28,7 +28,8 @@ def test_sigkill_mid_handler_loses_nothing_and_the_effect_happens_once(
 
     start_worker("handlers:app", "--queue", "claims")
     wait_for(lambda: done(effects), timeout=30, what="the redelivered message to be done")
-    time.sleep(0.5)
+    # Acked: nothing can deliver it again, so what happened is all that will.
+    wait_for(lambda: claims.stats().acked == 1, 30, "its ack")
     assert done(effects) == [1]
     assert [attempt for _, attempt, *_ in started(effects)] == [1, 2]
     stats = claims.stats()
@@ -54,7 +55,7 @@ def test_sigterm_finishes_in_flight_work_and_exits_0_within_grace(
 
     start_worker("handlers:app", "-q", "claims", "--concurrency", "4")
     wait_for(lambda: len(done(effects)) == 8, what="the rest to be done")
-    time.sleep(0.5)
+    wait_for(lambda: claims.stats().acked == 8, 30, "their acks")  # none can come back
     starts = started(effects)
     assert sorted(n for n, *_ in starts) == list(range(8))  # nothing finished came back
     assert all(attempt == 1 for _, attempt, *_ in starts)
@@ -113,7 +114,8 @@ def test_second_signal_gives_back_at_once(
     worker = start_worker("handlers:work", "--queue", "slow", "--grace", "120")
     wait_for(lambda: started(effects), what="the handler to start")
     worker.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
+    wait_for(lambda: [w for w in broker.workers() if w.pid == worker.pid
+                      and w.state == "draining"], 30, "the worker to drain")
     worker.send_signal(signal.SIGINT)
     assert worker.wait(10) == 0
     assert len(slow.receive(wait=2)) == 1

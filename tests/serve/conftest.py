@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ import uvicorn
 import hailq
 from hailq.serve import Tokens, create_app
 from hailq.serve.app import close_app
+from needs import unavailable
 from ports import free_port
 from waiting import wait_until
 
@@ -92,3 +94,44 @@ def server(start: Start) -> Server:
 @pytest.fixture
 def admin(server: Server) -> httpx.Client:
     return server.client(ADMIN)
+
+
+# -- a real headless Chromium, for the browser tests ------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Debian's ``/usr/bin/chromium`` driven by Playwright (no browser download)."""
+    if not os.path.exists(CHROMIUM):
+        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)",
+                    "the dashboard's browser tests")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_page(chromium: Any, server: Server) -> Iterator[Callable[..., Any]]:
+    """A fresh browser context logged in with a token (admin unless told)."""
+    contexts: list[Any] = []
+
+    def open_(path: str = "/", token: str = ADMIN) -> Any:
+        context = chromium.new_context(viewport={"width": 1400, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(f"{server.base}/login?token={token}")
+        if path != "/":
+            page.goto(server.base + path)
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()

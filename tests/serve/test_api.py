@@ -354,7 +354,7 @@ def test_a_topic_deleted_while_the_topics_are_listed_is_left_out(
         admin: httpx.Client, broker: hailq.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
     broker.topic("kept").subscribe("audit")
     broker.topic("gone")
-    listed = broker.topics()  # the names, read just before an operator deletes one
+    listed = broker.topics()  # the topics, read just before an operator deletes one
     broker.delete_topic("gone")
     monkeypatch.setattr(type(broker), "topics", lambda self: listed)
     r = admin.get("/api/topics")

@@ -13,23 +13,19 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import hailq
-from needs import unavailable
 from waiting import wait_for, wait_past
 
-from .conftest import ADMIN, CLIENT, READ, Server
+from .conftest import ADMIN, CHROMIUM, CLIENT, READ, Server
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 HAILQ = str(Path(sys.executable).with_name("hailq"))
 
 APP = textwrap.dedent('''
@@ -42,39 +38,6 @@ APP = textwrap.dedent('''
         with open("done.txt", "a") as out:
             out.write(f"{message.body}\\n")
 ''')
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)",
-                    "the dashboard's browser tests")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def open_page(chromium: Any, server: Server) -> Iterator[Callable[..., Any]]:
-    """A fresh browser context logged in with a token (admin unless told)."""
-    contexts: list[Any] = []
-
-    def open_(path: str = "/", token: str = ADMIN) -> Any:
-        context = chromium.new_context(viewport={"width": 1400, "height": 900})
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        page.goto(f"{server.base}/login?token={token}")
-        if path != "/":
-            page.goto(server.base + path)
-        return page
-
-    yield open_
-    for context in contexts:
-        context.close()
 
 
 def chart_last(page: Any, chart: str) -> dict[str, float]:

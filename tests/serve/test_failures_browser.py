@@ -5,60 +5,22 @@ frames folded, shown once however many attempts had it."""
 
 from __future__ import annotations
 
-import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import hailq
 from hailq.runtime import Worker
-from needs import unavailable
 from waiting import wait_until
-
-from .conftest import ADMIN, Server
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 LETTERS = 6
 ATTEMPTS = 3
 COMPACT = 1400  # px: the issue measured 2,560 for six dead letters
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)",
-                    "the dashboard's browser tests")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def open_page(chromium: Any, server: Server) -> Iterator[Callable[[str], Any]]:
-    contexts: list[Any] = []
-
-    def open_(path: str) -> Any:
-        context = chromium.new_context(viewport={"width": 1400, "height": 900})
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        page.goto(f"{server.base}/login?token={ADMIN}")
-        page.goto(server.base + path)
-        return page
-
-    yield open_
-    for context in contexts:
-        context.close()
 
 
 def _validate(invoice: dict[str, Any]) -> None:

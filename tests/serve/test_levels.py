@@ -9,14 +9,11 @@ import logging
 import sqlite3
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from psycopg import sql
 
 import hailq
 from hailq.backends.base import KEEP, SLOT, LevelsRecordParams
@@ -154,28 +151,6 @@ def test_hailq_serve_records_levels(url: str, broker: hailq.Broker) -> None:
         serve.finish()
     [row] = broker.levels()
     assert (row.queue, row.ready, row.sent) == ("jobs", 2, 2)
-
-
-@pytest.fixture
-def reader_url(pg_url: str) -> Iterator[str]:
-    """``pg_url`` as a login role that may only read hailq's tables (rule 30)."""
-    schema = pg_url.rsplit("schema=", 1)[1]
-    hailq.connect(pg_url).close()
-    role = f"hailq_ro_{uuid.uuid4().hex[:12]}"
-    server = pg_url.rsplit("?", 1)[0]
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-            sql.Identifier(schema), sql.Identifier(role)))
-        conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
-            sql.Identifier(schema), sql.Identifier(role)))
-    parts = urlsplit(pg_url)
-    try:
-        yield urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rpartition('@')[2]}"))
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def test_a_role_that_may_only_read_skips_recording_and_sees_what_was_recorded(

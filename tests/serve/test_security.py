@@ -31,7 +31,7 @@ def _snapshot(broker: hailq.Broker) -> dict[str, Any]:
             "live": [(m.id, m.state, m.attempt) for m in q.peek(1000)],
             "dead": [m.id for m in q.dead_letters()]}
     return {"queues": queues, "schedules": [(s.name, s.paused) for s in broker.schedules()],
-            "topics": {t: [(s.queue, s.filter) for s in broker.get_topic(t).subscriptions()]
+            "topics": {t.name: [(s.queue, s.filter) for s in t.subscriptions()]
                        for t in broker.topics()}}
 
 

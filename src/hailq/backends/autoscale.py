@@ -1,5 +1,6 @@
 """The decisions of ``hailq autoscale`` (rule 24) in the broker's database: a mixin of
-``SqlBackend`` over ``self.dialect``. One row per tick of each autoscaler, kept an hour."""
+``SqlBackend`` over ``self.dialect``. One row per tick of each autoscaler, kept an hour
+(the maintenance service prunes them: ``hailq/backends/upkeep.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from hailq.models import AutoscalerInfo
 if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
 
-KEEP = 3600.0  # seconds decisions are kept
 
 
 class AutoscaleStore:
@@ -28,12 +28,8 @@ class AutoscaleStore:
                 "minimum": info.minimum, "maximum": info.maximum,
                 "throughput": info.throughput, "handler_time": info.handler_time}
 
-        def record(tx: Tx) -> None:
-            with tx.atomic():
-                tx.exec("autoscale_record", {**args, "now": tx.now})
-                tx.exec("autoscale_prune", {"keep": KEEP, "now": tx.now})
-
-        self.dialect.work(record, durable=False)
+        self.dialect.work(lambda tx: tx.exec("autoscale_record", {**args, "now": tx.now}),
+                          durable=False)
 
     def autoscale_list(self, params: AutoscaleListParams) -> list[AutoscalerInfo]:
         """With ``limit``: the last decisions newest first; without: each autoscaler's

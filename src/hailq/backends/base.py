@@ -27,9 +27,9 @@ from hailq.backends.base_parts import LevelsRecordParams as LevelsRecordParams
 from hailq.backends.base_parts import OverviewParams as OverviewParams
 from hailq.backends.base_parts import QueueGlanceRows as QueueGlanceRows
 from hailq.backends.base_parts import ScheduleDeclareParams as ScheduleDeclareParams
+from hailq.backends.base_parts import ScheduleDeleteParams as ScheduleDeleteParams
 from hailq.backends.base_parts import ScheduleFireParams as ScheduleFireParams
 from hailq.backends.base_parts import SchedulePauseParams as SchedulePauseParams
-from hailq.backends.base_parts import ScheduleRemoveParams as ScheduleRemoveParams
 from hailq.backends.base_parts import ScheduleRow as ScheduleRow
 from hailq.backends.base_parts import ScheduleSaveParams as ScheduleSaveParams
 from hailq.backends.figure_rows import BucketAdd as BucketAdd
@@ -45,6 +45,9 @@ from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
 from hailq.backends.history import HistoryBackend
+from hailq.backends.upkeep import PruneParams as PruneParams
+from hailq.backends.upkeep import Turn as Turn
+from hailq.backends.upkeep import UpkeepBackend
 from hailq.models import (
     AutoscalerInfo,
     DeadMessage,
@@ -338,7 +341,8 @@ class PublishParams:
     connection: Any = None
 
 
-class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, Protocol):
+class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, UpkeepBackend,
+              Protocol):
     """Storage for hailq. Times are seconds since the epoch on the backend's clock.
     The parts for periodic schedules, the overview and queue levels (their params,
     rows and Protocols): ``hailq/backends/base_parts.py``."""

@@ -65,7 +65,7 @@ class SchedulePauseParams:
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleRemoveParams:
+class ScheduleDeleteParams:
     name: str
 
 
@@ -108,7 +108,7 @@ class ScheduleBackend(Protocol):
         pause are not sent). False if there is no such schedule."""
         ...
 
-    def schedule_remove(self, params: ScheduleRemoveParams) -> bool:
+    def schedule_delete(self, params: ScheduleDeleteParams) -> bool:
         """Forget a schedule; False if there was none."""
         ...
 

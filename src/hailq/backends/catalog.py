@@ -112,5 +112,11 @@ class CatalogStore:
 
     def worker_prune(self, params: WorkerPruneParams) -> int:
         before = params.before
-        return self.dialect.work(lambda tx: tx.exec("worker_prune", {"before": before}),
-                                 durable=False)
+        total = 0
+        while True:  # bounded statements, each its own short transaction
+            deleted = self.dialect.work(
+                lambda tx: tx.exec("worker_prune", {"before": before, "limit": 1000}),
+                durable=False)
+            total += deleted
+            if deleted < 1000:
+                return total

@@ -53,6 +53,7 @@ from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
 from hailq.backends.schedules import ScheduleStore
+from hailq.backends.upkeep import UpkeepStore
 from hailq.errors import (
     LeaseLost,
     MessageTooLarge,
@@ -68,7 +69,6 @@ MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and pr
 # Seconds a process keeps a queue's stored settings before it reads them again: an
 # operator's change (a lease, a cap, attempts) reaches running consumers within this.
 SETTINGS_FOR = 0.5
-_PRUNE_EVERY = 1000  # sends between prunes of expired dedup records
 # What a send whose outcome a broken or dropped connection left unknown tells its caller
 # (rule 31): a rerun under the same dedup_id finds the first try's record (rule 4).
 MAYBE_STORED = ("the message may have been stored all the same; a retry with the same "
@@ -97,7 +97,7 @@ class Live(NamedTuple):
 
 
 class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, FiguresStore,
-                 OverviewStore, AutoscaleStore, LevelsStore, HistoryStore):
+                 OverviewStore, AutoscaleStore, LevelsStore, HistoryStore, UpkeepStore):
     """The ``Backend`` seam over a SQL dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
@@ -106,7 +106,6 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
         self._pruned: dict[str, float] = {}
-        self._sends = 0
         self._place: joined.Place | None = None
 
     # -- schema and clock ----------------------------------------------------------------
@@ -240,10 +239,6 @@ class SqlBackend(OperatorStore, CancelStore, CatalogStore, ScheduleStore, Figure
                     # A queue without a row, or a body over its queue's limit, inserts
                     # nothing; otherwise a re-run found its first try's rows.
                     self._too_large(tx, fresh, published)
-            if not plain:  # only dedup ids make records to prune
-                self._sends += 1
-                if self._sends % _PRUNE_EVERY == 1:
-                    tx.exec("dedup_prune", {"now": tx.now})
         return ids
 
     def _too_large(self, tx: Tx, messages: Sequence[NewMessage], published: bool) -> None:

@@ -73,7 +73,6 @@ class FiguresRecordParams:
     buckets: Sequence[BucketAdd] = ()
     rates: Sequence[RateAdd] = ()
     sampled: Sequence[str] = ()
-    prune: bool = False  # forget slots and samples past their retention too
     sketches: Sequence[SketchAdd] = ()
     ranges: Sequence[RangeAdd] = ()
 

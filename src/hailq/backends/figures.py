@@ -2,9 +2,9 @@
 
 Every process's broker counts waits at claims and handler times at acks in
 memory and flushes once a second (``hailq/observe/recorder.py``); this mixin of
-``SqlBackend`` writes such a batch in one short transaction, prunes by age in
-bounded statements, and reads a queue's figures in the same snapshot as its
-stats. Nothing here runs per message.
+``SqlBackend`` writes such a batch in one short transaction (the maintenance service
+prunes by age: ``hailq/backends/upkeep.py``), and reads a queue's figures in the same
+snapshot as its stats. Nothing here runs per message.
 """
 
 from __future__ import annotations
@@ -40,10 +40,6 @@ def _json_rows(rows: Iterable[dict[str, Any]]) -> str:
 SLOT = 10.0  # seconds per stored slot of rates and sketches (queries.sql)
 SHORT, LONG = 300.0, 3600.0  # the percentiles' windows (hailq/observe/figures.py)
 RATE_WINDOWS = (60.0, 300.0, 3600.0)  # the rates' windows
-PRUNE_LIMIT = 5000  # rows one prune statement deletes at most
-PRUNE_ROUNDS = 20  # statements of one table per prune, each its own short transaction
-_PRUNED = ("figures_prune_rates", "figures_prune_sketches", "figures_prune_ranges",
-           "figures_prune_samples", "figures_prune_sends")
 
 
 def rate_slot(row: Any) -> RateSlot:
@@ -90,20 +86,6 @@ class FiguresStore:
 
         with self.dialect.briefly():  # housekeeping gives way to a user's call
             self.dialect.work(record, durable=False)
-        if params.prune:
-            self._figures_prune()
-
-    def _figures_prune(self) -> None:
-        """Forget slots and samples past their retention, a bounded range at a time, each
-        in its own short transaction (other processes' flushes go in between)."""
-        for name in _PRUNED:
-            for _ in range(PRUNE_ROUNDS):
-                deleted = self.dialect.work(
-                    lambda tx, name=name: tx.exec(name, {"now": tx.now,  # type: ignore[misc]
-                                                         "limit": PRUNE_LIMIT}),
-                    durable=False)
-                if deleted < PRUNE_LIMIT:
-                    break
 
     def figures_read(self, params: FiguresReadParams) -> FigureRows:
         queue = params.queue

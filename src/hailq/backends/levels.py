@@ -37,7 +37,9 @@ class LevelsStore:
                 now = float(tx.one("levels_now", {"now": tx.now})[0])
                 if tx.one("levels_taken", {"slot": _slot(now)}) is not None:
                     return now, []  # another process recorded this slot
-                return now, tx.run("levels_count", {"cap": cap, "now": now})
+                # The overview's counts (each a range of its state's index, stopping
+                # at the cap) and counters: one statement counts for both.
+                return now, tx.run("overview_queues", {"cap": cap, "now": now})
 
         now, found = self.dialect.read(count)
         if not found:
@@ -66,9 +68,10 @@ def _slot(at: float) -> int:
 
 
 def _levels(row: Any, cap: int) -> dict[str, Any]:
-    """One ``levels_count`` row as the levels a chart reads, counted as ``stats`` counts
+    """One ``overview_queues`` row as the levels a chart reads, counted as ``stats`` counts
     them (due delays ready, ended leases ready again or, after the last attempt, dead)."""
-    name, ready, scheduled, due, leased, ended, killed, blocked, dead, sent, purged = row
+    name, sent, purged = row[0], row[13], row[15]
+    ready, scheduled, due, leased, ended, killed, blocked, dead = (int(v) for v in row[4:12])
     raw = (ready, scheduled, due, leased, ended, killed, blocked, dead)
     capped = cap in raw
     present = ready + scheduled + leased + blocked + dead

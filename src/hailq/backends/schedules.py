@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from hailq.backends.base_parts import (
     ScheduleDeclareParams,
+    ScheduleDeleteParams,
     ScheduleFireParams,
     SchedulePauseParams,
-    ScheduleRemoveParams,
     ScheduleRow,
     ScheduleSaveParams,
 )
@@ -67,8 +67,8 @@ class ScheduleStore:
         return bool(self.dialect.work(lambda tx: tx.exec("schedule_pause", {
             "name": params.name, "paused": params.paused, "now": params.now}), durable=True))
 
-    def schedule_remove(self, params: ScheduleRemoveParams) -> bool:
-        return bool(self.dialect.work(lambda tx: tx.exec("schedule_remove", {
+    def schedule_delete(self, params: ScheduleDeleteParams) -> bool:
+        return bool(self.dialect.work(lambda tx: tx.exec("schedule_delete", {
             "name": params.name}), durable=True))
 
 

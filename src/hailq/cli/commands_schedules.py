@@ -76,7 +76,7 @@ def _change(verb: str, name: str) -> None:
         app.out.emit_json({"schedule": name, "done": verb})
     else:
         app.out.line(f"schedule {name!r}: {verb}d" if verb != "pause" else
-                     f"schedule {name!r}: paused")
+                     f"schedule {name!r}: paused")  # resumed, deleted
 
 
 @schedules.command("pause")
@@ -95,13 +95,21 @@ def resume(name: str) -> None:
     _change("resume", name)
 
 
-@schedules.command("remove")
+@schedules.command("delete")
+@click.argument("name")
+@common_options
+def delete(name: str) -> None:
+    """Forget NAME. A worker whose app still declares it stores it again (as new)
+    when it starts: remove the declaration from the code first."""
+    _change("delete", name)
+
+
+@schedules.command("remove", hidden=True, deprecated=True)
 @click.argument("name")
 @common_options
 def remove(name: str) -> None:
-    """Forget NAME. A worker whose app still declares it stores it again (as new)
-    when it starts: remove the declaration from the code first."""
-    _change("remove", name)
+    """Deprecated: 'hailq schedules delete' (this name goes in the next release)."""
+    _change("delete", name)
 
 
 @click.command("scheduler")

@@ -69,6 +69,8 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
 
     from hailq.errors import InvalidArgument
     from hailq.runtime.levels import LevelsRecorder
+    from hailq.runtime.maintenance import Maintenance
+    from hailq.runtime.service import Services
     from hailq.serve import Tokens, create_app
     from hailq.serve.app import close_app
     from hailq.serve.protocol import server_config
@@ -108,12 +110,13 @@ def serve(host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
             click.echo(f"Scripts send: Authorization: Bearer {made}")
         config = server_config(app, read_timeout=read_timeout, ssl_certfile=certfile,
                                ssl_keyfile=keyfile, timeout_graceful_shutdown=5)
-        levels = LevelsRecorder(broker)  # the dashboard's charts' history
-        levels.start()
+        # The dashboard's charts' history, and the broker's housekeeping.
+        services = Services([LevelsRecorder(broker), Maintenance(broker)])
+        services.start()
         try:
             uvicorn.Server(config).run(sockets=[sock])
         finally:
-            levels.close()
+            services.close()
             close_app(app)  # the figures of the last second (lifespan is off)
 
 

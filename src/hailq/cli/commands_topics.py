@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from hailq import Topic
 from hailq.cli.context import check_queue_name, common_options, current_app
 from hailq.cli.output import key, text
 from hailq.cli.sending import BODY_HELP, envelope, message_options, pairs, read_body
@@ -26,7 +25,7 @@ def topics() -> None:
     """List every topic with its subscriptions and their header filters."""
     app = current_app()
     with app.broker() as broker:
-        found = {name: Topic(broker, name).subscriptions() for name in broker.topics()}
+        found = {t.name: t.subscriptions() for t in broker.topics()}
     if app.out.json:
         app.out.emit_json([{"topic": name, "subscriptions": [
             {"subscription": s.queue, "filter": s.filter} for s in subs]}

@@ -186,7 +186,7 @@ class App:
 
     def topic(self, broker: hailq.Broker, name: str) -> hailq.Topic:
         """An existing topic; a clear error when it was never declared."""
-        if name not in broker.topics():
+        if name not in {t.name for t in broker.topics()}:
             raise click.ClickException(
                 f"no topic named {name!r} at {broker.url}; 'hailq topics' lists them, "
                 "'hailq subscribe' creates one")

@@ -7,7 +7,7 @@ of the exact ones, ``hailq/observe/sketch.py``), its workers and the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hailq.backends.base import FigureRows
@@ -44,25 +44,13 @@ class Spread:
 
 
 @dataclass(frozen=True)
-class PriorityFigures:
-    """One priority's figures over the last ``window`` seconds (5 minutes; ``hour``: the
-    same over the last hour), with its target ``slo``. ``breaches_total`` counts every
-    breach since the queue was first measured (Prometheus' counter)."""
+class PriorityFigures(Spread):
+    """One priority's figures: its ``Spread`` over the last ``window`` seconds (5 minutes;
+    ``hour``: the same over the last hour), with its target ``slo``. ``breaches_total``
+    counts every breach since the queue was first measured (Prometheus' counter)."""
 
     priority: int
     slo: float | None
-    window: float
-    started: int  # claims in the window
-    wait_p50: float | None
-    wait_p95: float | None
-    wait_p99: float | None
-    wait_max: float | None
-    handler_p50: float | None
-    handler_p95: float | None
-    handler_p99: float | None
-    handler_max: float | None
-    breaches: int  # claims in the window that waited past ``slo``
-    compliance: float | None  # share of the window's claims within ``slo``
     started_per_second_1m: float
     breaches_5m: int  # the same as ``breaches`` (the window is 5 minutes)
     breaches_total: int
@@ -134,12 +122,11 @@ class QueueFigures:
 
     def record(self) -> dict[str, Any]:
         """As JSON: the stats' fields, then the figures; per priority a list of objects."""
-        from dataclasses import asdict
-
         s = self.stats
         return {**asdict(s), "delayed": s.delayed, "backlog": s.backlog,
                 "rates": asdict(self.rates), "window": self.window,
-                "priorities": [asdict(p) for p in self.priorities],
+                "priorities": [{"priority": p.priority, "slo": p.slo, **asdict(p)}
+                               for p in self.priorities],
                 "handler_p99": self.handler_p99, "handler_max": self.handler_max,
                 "handler_p99_1h": self.handler_p99_1h, "handler_max_1h": self.handler_max_1h,
                 "workers": self.workers, "concurrency": self.concurrency,
@@ -203,12 +190,7 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
         wh = waits.get(p)
         total = wh.count - wh.within(target) if wh is not None and target is not None else 0
         priorities.append(PriorityFigures(
-            priority=p, slo=target, window=SHORT, started=short.started,
-            wait_p50=short.wait_p50, wait_p95=short.wait_p95, wait_p99=short.wait_p99,
-            wait_max=short.wait_max, handler_p50=short.handler_p50,
-            handler_p95=short.handler_p95, handler_p99=short.handler_p99,
-            handler_max=short.handler_max, breaches=short.breaches,
-            compliance=short.compliance,
+            **asdict(short), priority=p, slo=target,
             started_per_second_1m=counts.get((p, 60.0), [0, 0])[0] / span_1m,
             breaches_5m=short.breaches, breaches_total=total, hour=hour,
             sent_per_second_1m=sent_1m.get(p, 0) / span_1m))

@@ -27,6 +27,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from hailq.observe.histogram import DEFAULT_BOUNDS
 from hailq.observe.http import PlainHandler
 from hailq.observe.prometheus import CONTENT_TYPE
+from hailq.runtime.service import Service
 
 log = logging.getLogger("hailq.worker")
 
@@ -45,7 +46,7 @@ class ProcessSeries:
     def __init__(self, concurrency: int, busy: Callable[[], int], *,
                  shared: bool = False) -> None:
         self.registry = CollectorRegistry()
-        self._stop = threading.Event()
+        self._sampler: _BusySampler | None = None
         self._handler = Histogram(
             "hailq_worker_handler_seconds", "Seconds a handler of this process ran.",
             ["queue"], buckets=DEFAULT_BOUNDS, registry=self.registry)
@@ -61,20 +62,31 @@ class ProcessSeries:
         if not shared:
             busy_gauge.set_function(lambda: float(busy()))
             return
-
-        def sample() -> None:
-            while not self._stop.wait(BUSY_EVERY):
-                busy_gauge.set(busy())
-
-        threading.Thread(target=sample, name="hailq-busy-slots", daemon=True).start()
+        self._sampler = _BusySampler(lambda: busy_gauge.set(busy()))
+        self._sampler.start()
 
     def close(self) -> None:
         """Stop sampling (a shared series)."""
-        self._stop.set()
+        if self._sampler is not None:
+            self._sampler.close(0.0)
 
     def observe(self, queue: str, handler: float, ok: bool) -> None:
         self._handler.labels(queue).observe(handler)
         self._messages.labels(queue, "ok" if ok else "failed").inc()
+
+
+class _BusySampler(Service):
+    """Samples a pool child's busy slots into its shared gauge every ``BUSY_EVERY``."""
+
+    name = "hailq-busy-slots"
+
+    def __init__(self, sample: Callable[[], None]) -> None:
+        super().__init__(BUSY_EVERY, wait_first=True)
+        self._sample = sample
+
+    def tick(self) -> float | None:
+        self._sample()
+        return None
 
 
 def shared_series(folder: str) -> Callable[[], bytes]:

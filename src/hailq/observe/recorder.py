@@ -34,6 +34,7 @@ from hailq.backends.base import (
 )
 from hailq.errors import HailqError
 from hailq.ids import receipt_claim
+from hailq.observe.flusher import FiguresFlusher
 from hailq.observe.histogram import bounds_for
 from hailq.observe.tally import Tally, take
 from hailq.observe.tally import params as rows_of
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hailq.figures")
 
-PRUNE_EVERY = 60  # flushes between prunes of slots past their retention
 CLOCK_EVERY = 60.0  # seconds between readings of the broker's clock
 Slo = Mapping[int, float] | None
 Queues = Sequence[str] | Callable[[], Sequence[str]]
@@ -92,8 +92,7 @@ class FigureRecorder:
         self._touched: set[str] = set()
         self._unwritten: FiguresRecordParams | None = None  # a failed flush, for the next
         self._flushes = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: FiguresFlusher | None = None
 
     # -- counting (any thread) ------------------------------------------------------------
 
@@ -261,13 +260,9 @@ class FigureRecorder:
                 return
             self._read_clock()
             _flush_at_exit()
-            # The thread holds the recorder weakly: a broker dropped without close() is
-            # collected with its backend (whose finalizer closes the pools), and the
-            # thread ends at its next look.
-            thread = threading.Thread(target=_flusher,
-                                      args=(weakref.ref(self), self._stop, self._interval),
-                                      name="hailq-figures", daemon=True)
-            weakref.finalize(self, self._stop.set)
+            # The flusher holds the recorder weakly (hailq/observe/flusher.py).
+            thread = FiguresFlusher(self, self._interval)
+            weakref.finalize(self, thread.close, 0.0)
             self._thread = thread
             thread.start()
 
@@ -288,8 +283,8 @@ class FigureRecorder:
         self._flushes += 1
         try:
             self._backend.figures_record(FiguresRecordParams(
-                params.buckets, params.rates, params.sampled,
-                self._flushes % PRUNE_EVERY == 0, params.sketches, params.ranges))
+                params.buckets, params.rates, params.sampled, params.sketches,
+                params.ranges))
         except HailqError as exc:
             if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 (log.debug if _exiting else log.warning)(
@@ -302,10 +297,8 @@ class FigureRecorder:
         exit call this); counting again starts a new flusher."""
         with self._flushing:
             thread, self._thread = self._thread, None
-            stop, self._stop = self._stop, threading.Event()
-        stop.set()
-        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
-            thread.join(self._interval + 5.0)
+        if thread is not None:
+            thread.close(self._interval + 5.0)
         try:
             self.flush()
         except Exception:  # the database may be gone already; figures never fail a close
@@ -329,16 +322,6 @@ class FigureRecorder:
             self.flush()
         except Exception:  # figures must never take a consumer down
             log.exception("writing the figures failed")
-
-
-def _flusher(ref: weakref.ref[FigureRecorder], stop: threading.Event, interval: float) -> None:
-    """The flusher thread: a flush every ``interval`` seconds while its recorder lives."""
-    while not stop.wait(interval):
-        recorder = ref()
-        if recorder is None:
-            return
-        recorder._tick()
-        del recorder  # no strong reference between flushes
 
 
 # Every recorder of this process: flushed at exit, emptied in a forked child.

@@ -23,40 +23,39 @@ from hailq.errors import HailqError
 from hailq.outage import covers
 from hailq.queue import Message, Queue
 from hailq.runtime.logs import about
+from hailq.runtime.service import Service
 
 log = logging.getLogger("hailq.worker")
 
 
-class AckBatcher:
+class AckBatcher(Service):
     """Coalesces acks; thread-safe. ``start()`` the flusher, ``close()`` to flush and stop."""
+
+    name = "hailq-acks"
+    IDLE = 3600.0  # seconds the flusher sleeps with nothing pending (a submit wakes it)
 
     def __init__(self, queues: Mapping[str, Queue], *, interval: float = 0.005,
                  batch: int = 100) -> None:
+        super().__init__(self.IDLE)
         self._queues = queues
         self._interval = interval
         self._batch = batch
         self._pending: list[Message] = []
-        self._wake = threading.Condition()
         self._committing = threading.Lock()  # held while a batch is being acked
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="hailq-acks", daemon=True)
         self.acked = 0
         self.late = 0
         self.lost = 0
 
-    def start(self) -> None:
-        self._thread.start()
-
     def submit(self, message: Message) -> None:
         """Ack ``message`` soon. After ``close()`` it is acked at once, in the caller's thread."""
-        with self._wake:
-            if not self._closing:
+        with self.lock:
+            if not self.closing:
                 self._pending.append(message)
                 # Wake the flusher for the first of a batch and for a full one only: woken
                 # by every ack it would commit them one by one, beside the fetch loop that
                 # sends them with its next claim anyway.
                 if len(self._pending) == 1 or len(self._pending) >= self._batch:
-                    self._wake.notify()
+                    self.wake()
                 return
         self._ack([message])
 
@@ -66,43 +65,38 @@ class AckBatcher:
         the caller reports the outcome with ``record``. Waits for a batch being committed,
         and keeps the flusher out until the block ends."""
         with self._committing:
-            with self._wake:
+            with self.lock:
                 taken, self._pending = self._pending, []
             try:
                 yield taken
             except BaseException:
-                with self._wake:  # not committed: they go out with the next batch
+                with self.lock:  # not committed: they go out with the next batch
                     self._pending[:0] = taken
                 raise
 
-    def close(self, timeout: float | None = None) -> None:
-        """Flush every pending ack, then stop the flusher."""
-        with self._wake:
-            self._closing = True
-            self._wake.notify()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+    def tick(self) -> float | None:
+        with self.lock:
+            # Give concurrent handlers a moment to join this transaction (or the fetch
+            # loop to take them all with its next claim).
+            deadline = time.monotonic() + self._interval
+            while not self.closing and 0 < len(self._pending) < self._batch:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.lock.wait(remaining)
+        self._flush()
+        return None
 
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._pending and not self._closing:
-                    self._wake.wait()
-                if self._closing and not self._pending:
-                    return
-                # Give concurrent handlers a moment to join this transaction (or the fetch
-                # loop to take them all with its next claim).
-                deadline = time.monotonic() + self._interval
-                while not self._closing and 0 < len(self._pending) < self._batch:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._wake.wait(remaining)
-            with self._committing:
-                with self._wake:
-                    taken, self._pending = self._pending, []
-                if taken:
-                    self._ack_now(taken)
+    def closed(self) -> None:
+        """Flush every pending ack (the flusher has stopped)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        with self._committing:
+            with self.lock:
+                taken, self._pending = self._pending, []
+            if taken:
+                self._ack_now(taken)
 
     def _ack(self, messages: list[Message]) -> None:
         with self._committing:

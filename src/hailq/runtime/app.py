@@ -77,7 +77,7 @@ class App:
         """The hooks added with ``hook``, in order."""
         return list(self._hooks)
 
-    def handler(self, queue: str, *, time_limit: float | None = None,
+    def handler(self, queue: str, *, time_limit: Duration | None = None,
                 **settings: Any) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of ``queue``; returns it unchanged."""
         check_name(queue)
@@ -96,7 +96,7 @@ class App:
         return register
 
     def subscriber(self, topic: str, subscription: str, *,
-                   filter: dict[str, Any] | None = None, time_limit: float | None = None,
+                   filter: dict[str, Any] | None = None, time_limit: Duration | None = None,
                    **settings: Any) -> Callable[[Handler], Handler]:
         """Register the decorated function as the consumer of ``subscription`` of ``topic``
         (seed 004): the worker declares the topic and the subscription (idempotently,
@@ -118,7 +118,7 @@ class App:
 
         return subscribe
 
-    def add(self, queue: str, function: Handler, *, time_limit: float | None = None,
+    def add(self, queue: str, function: Handler, *, time_limit: Duration | None = None,
             **settings: Any) -> None:
         """Register ``function`` for ``queue`` without the decorator."""
         self.handler(queue, time_limit=time_limit, **settings)(function)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from hailq.errors import HailqError
 from hailq.outage import covers
 from hailq.queue import Message
 from hailq.runtime.logs import about
+from hailq.runtime.service import Service
 
 log = logging.getLogger("hailq.worker")
 
@@ -42,72 +42,64 @@ class _Held:
         return self.message.source.settings.lease
 
 
-class LeaseKeeper:
+class LeaseKeeper(Service):
     """Keeps leases alive until ``release``; thread-safe. ``start()`` then ``close()``."""
+
+    name = "hailq-leases"
 
     def __init__(self, *, fraction: float = 1 / 3,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(_LOOK_EVERY)
         self._fraction = fraction
         self._now = monotonic
         self._held: dict[str, _Held] = {}
-        self._wake = threading.Condition()
-        self._closing = False
         # When the thread wakes next (it looks at every lease then): a hold due later
         # need not wake it, and no hold has to look at the others.
         self._wakes_at = -math.inf
-        self._thread = threading.Thread(target=self._run, name="hailq-leases", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
 
     def hold(self, message: Message) -> None:
         """Start renewing ``message``'s lease (its queue's lease, as stored now)."""
         due = self._now() + message.source.settings.lease * self._fraction
-        with self._wake:
+        with self.lock:
             self._held[message.receipt] = _Held(message, due)
             if due < self._wakes_at:
-                self._wake.notify()  # otherwise the thread already wakes early enough
+                self.wake()  # otherwise the thread already wakes early enough
 
     def retime(self, queue: str) -> None:
         """The queue's lease changed: renew its leases now, each to the new length, and
         time the next renewals by it."""
         now = self._now()
-        with self._wake:
+        with self.lock:
             for held in self._held.values():
                 if held.message.queue == queue:
                     held.due = min(held.due, now)
-            self._wake.notify()
+        self.wake()
 
     def release(self, message: Message) -> None:
         """Stop renewing ``message``'s lease (it is settled or given back)."""
-        with self._wake:
+        with self.lock:
             self._held.pop(message.receipt, None)
 
-    def close(self) -> None:
-        with self._wake:
-            self._closing = True
+    def close(self, deadline: float = 5.0) -> None:
+        with self.lock:
             self._held.clear()
-            self._wake.notify()
-        if self._thread.is_alive():
-            self._thread.join(5.0)
+        super().close(deadline)
 
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                if self._closing:
-                    return
-                now = self._now()
-                due = [h for h in self._held.values() if h.due <= now]
-                if not due:
-                    soonest = min((h.due for h in self._held.values()), default=math.inf)
-                    self._wakes_at = min(soonest, now + _LOOK_EVERY)
-                    self._wake.wait(max(self._wakes_at - now, 0.001))
-                    continue
-            by_queue: dict[str, list[_Held]] = {}
-            for held in due:
-                by_queue.setdefault(held.message.queue, []).append(held)
-            for group in by_queue.values():
-                self._renew(group)
+    def tick(self) -> float | None:
+        """Renew the leases due; the seconds until the next is (at most ``_LOOK_EVERY``)."""
+        with self.lock:
+            now = self._now()
+            due = [h for h in self._held.values() if h.due <= now]
+        by_queue: dict[str, list[_Held]] = {}
+        for held in due:
+            by_queue.setdefault(held.message.queue, []).append(held)
+        for group in by_queue.values():
+            self._renew(group)
+        with self.lock:
+            now = self._now()
+            soonest = min((h.due for h in self._held.values()), default=math.inf)
+            self._wakes_at = min(soonest, now + _LOOK_EVERY)
+            return max(self._wakes_at - now, 0.001)
 
     def _renew(self, group: list[_Held]) -> None:
         """Renew one queue's due leases in one transaction (one lease length each, the
@@ -126,7 +118,7 @@ class LeaseKeeper:
             return
         for held, until in zip(group, results, strict=True):
             if until is None:
-                with self._wake:
+                with self.lock:
                     released = held.message.receipt not in self._held
                 if released:
                     continue  # settled meanwhile (a time limit's nack): nothing was lost

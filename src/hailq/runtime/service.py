@@ -12,7 +12,8 @@ Subclasses keep their own state under ``self.lock`` (a ``Condition``: the one th
 sleep waits on, so a change made under it with ``notify`` wakes the thread too).
 
 ``Services`` starts a list of them in order and closes them in reverse, each within
-what is left of one deadline.
+what is left of one deadline. Parts that are not loops (a thread pool, an HTTP
+server, a last flush) join the list through ``Step``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar
 
 from hailq.outage import covers
 
@@ -90,15 +92,43 @@ class Service:
             return not self.closing
 
 
+class Duty(Protocol):
+    """What ``Services`` starts and closes: a ``Service``, or a ``Step``."""
+
+    def start(self) -> None: ...
+
+    def close(self, deadline: float = ...) -> None: ...
+
+
+class Step:
+    """A part with no loop of its own in a ``Services`` list: what to call at start and
+    at close (either may be nothing)."""
+
+    def __init__(self, start: Callable[[], object] | None = None,
+                 close: Callable[[], object] | None = None) -> None:
+        self._start, self._close = start, close
+
+    def start(self) -> None:
+        if self._start is not None:
+            self._start()
+
+    def close(self, deadline: float = 5.0) -> None:
+        if self._close is not None:
+            self._close()
+
+
+D = TypeVar("D", bound=Duty)
+
+
 class Services:
     """Services started in order and closed in reverse: the last started (which may
     lean on those before it) is the first stopped."""
 
-    def __init__(self, services: Iterable[Service] = ()) -> None:
+    def __init__(self, services: Iterable[Duty] = ()) -> None:
         self._services = list(services)
-        self._started: list[Service] = []
+        self._started: list[Duty] = []
 
-    def add(self, service: Service) -> Service:
+    def add(self, service: D) -> D:
         self._services.append(service)
         return service
 

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import timedelta
 from typing import Any, Literal
 
 from hailq.runtime.service import Service
@@ -68,11 +69,14 @@ class HandlerCancelled(HandlerInterrupted):
 
 
 def check_time_limit(value: object, what: str = "time_limit") -> float | None:
-    """``value`` as seconds (> 0, finite) or None; InvalidArgument otherwise."""
+    """``value`` (seconds or a ``timedelta``) as seconds (> 0, finite) or None;
+    InvalidArgument otherwise."""
     from hailq.errors import InvalidArgument
 
     if value is None:
         return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float) \
             or not 0 < value < float("inf"):
         raise InvalidArgument(f"{what} must be a number of seconds > 0, or None for no "

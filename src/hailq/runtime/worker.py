@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Literal
 
+from hailq._time import Duration, seconds
 from hailq.broker import Broker
 from hailq.errors import HailqError, InvalidArgument, LeaseLost
 from hailq.hooks import run_handler
@@ -47,10 +48,12 @@ from hailq.runtime.held import HeldTable
 from hailq.runtime.inflight import InFlight
 from hailq.runtime.levels import LevelsRecorder
 from hailq.runtime.logs import about
+from hailq.runtime.maintenance import Maintenance, Upkeep
 from hailq.runtime.order import Order, make_order
 from hailq.runtime.outcome import Outcome, outcome_of
 from hailq.runtime.registry import RegistryReporter, new_worker_id
 from hailq.runtime.scheduler import Scheduler
+from hailq.runtime.service import Services, Step
 from hailq.runtime.settings_watch import SettingsWatch
 from hailq.runtime.signals import STOP_SIGNALS, StopFlag, stop_on_signals
 from hailq.runtime.summary import Tally, duration
@@ -85,27 +88,27 @@ class Worker:
 
     With ``scheduler`` (the default) it also runs a scheduler that sends periodic
     messages (its app's and every other stored schedule's; ``hailq.runtime.scheduler``).
+    It runs the broker's housekeeping, taking turns with the other processes
+    (``hailq.runtime.maintenance``): ``upkeep`` names the duties (None: the usual ones;
+    an empty list: none).
     """
 
     def __init__(self, broker: Broker, handlers: App | Mapping[str, Handler] | Handler, *,
                  queues: Sequence[str] | None = None, weights: Mapping[str, int] | None = None,
                  order: str | None = None,
-                 concurrency: int = 1, grace: float = 30.0, poll: float = 1.0,
-                 registry_interval: float = 3.0, worker_id: str | None = None,
-                 time_limit: float | None = None,
+                 concurrency: int = 1, grace: Duration = 30.0, poll: Duration = 1.0,
+                 registry_interval: Duration = 3.0, worker_id: str | None = None,
+                 time_limit: Duration | None = None,
                  stuck: Literal["replace", "exit"] = "replace",
                  scheduler: bool = True,
                  metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
                  metrics_shared: bool = False,
-                 held: HeldTable | None = None) -> None:
+                 held: HeldTable | None = None,
+                 upkeep: Sequence[Upkeep] | None = None) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
                 or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
                                   f"got {concurrency!r}")
-        for value, what in ((grace, "grace"), (poll, "poll"),
-                            (registry_interval, "registry_interval")):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise InvalidArgument(f"{what} must be a number of seconds >= 0, got {value!r}")
         if queues and weights:
             raise InvalidArgument("give queues or weights, not both")
         if stuck not in ("replace", "exit"):
@@ -119,9 +122,9 @@ class Worker:
         for name in self.order.queues:
             self.app.route(name)  # every consumed queue needs a handler
         self.concurrency = concurrency
-        self.grace = float(grace)
-        self.poll = max(float(poll), 0.01)
-        self.registry_interval = max(float(registry_interval), 0.1)
+        self.grace = seconds(grace, "grace")
+        self.poll = max(seconds(poll, "poll"), 0.01)
+        self.registry_interval = max(seconds(registry_interval, "registry_interval"), 0.1)
         self.worker_id = worker_id or new_worker_id()
         self._flag = StopFlag()
         # A process pool's child notes what it holds for its supervisor (runtime/held.py).
@@ -129,6 +132,7 @@ class Worker:
         self._queues: dict[str, Queue] = {}
         self.tally = Tally()
         self.scheduler = scheduler  # run a scheduler (rule 35) beside the consumers
+        self.upkeep = upkeep
         self.metrics_address = None if metrics_port is None else (metrics_host, metrics_port)
         # A child of the process pool: its series go to the files its supervisor serves.
         self.metrics_shared = metrics_shared
@@ -345,7 +349,7 @@ class Worker:
             self._give_back(other, "the worker process ended: another handler ran past "
                                    "its time limit")
             self.tally.given_back += 1
-        services.acks.close(timeout=5.0)
+        services.acks.close(5.0)
         services.registry.set_state("stopped")
         self._log_summary(time.monotonic() - services.begun, how)
         for handler in logging.getLogger().handlers:
@@ -420,7 +424,8 @@ class Worker:
 
 
 class _Services:
-    """The worker's background duties, each its own small service, started and closed together."""
+    """The worker's background duties, each its own small service, started in the
+    order of ``all`` and closed in reverse (``hailq.runtime.service``)."""
 
     def __init__(self, worker: Worker) -> None:
         broker = worker.broker
@@ -429,18 +434,17 @@ class _Services:
         # An operator's change reaches this worker's renewals and figures within a second.
         self.settings = SettingsWatch(broker, worker._queues, self.keeper.retime)
         self.acks = AckBatcher(worker._queues)
-        self.server: ProcessServer | None = None
-        series = None
+        self.series: ProcessSeries | None = None
+        server: ProcessServer | None = None
         if worker.metrics_shared:
-            series = ProcessSeries(worker.concurrency, lambda: worker.in_flight, shared=True)
+            self.series = ProcessSeries(worker.concurrency, lambda: worker.in_flight,
+                                        shared=True)
         elif worker.metrics_address is not None:
-            series = ProcessSeries(worker.concurrency, lambda: worker.in_flight)
-            self.server = ProcessServer(
-                *worker.metrics_address, series,
+            self.series = ProcessSeries(worker.concurrency, lambda: worker.in_flight)
+            server = ProcessServer(
+                *worker.metrics_address, self.series,
                 alive=lambda: self.fetcher.alive or worker.state == "draining",
                 ready=lambda: worker.state == "running" and self.fetcher.alive)
-        self.series = series
-        self.figures = broker.figures
         self.slots = SlotPool(worker.concurrency)
         self.registry = RegistryReporter(
             broker, worker_id=worker.worker_id, queues=worker.order.queues,
@@ -455,41 +459,34 @@ class _Services:
                                    lambda: [m for m, _ in worker._inflight.running()],
                                    lambda m: worker._cancel(m, self))
         self.begun = time.monotonic()
-        self.scheduler = Scheduler(broker, worker.app.periodics) if worker.scheduler else None
-        self.levels = LevelsRecorder(broker)  # the dashboard's charts' history
+        figures = broker.figures
+        # Closed in reverse: the registry's "stopped" is written last, after the acks
+        # and the figures of the last handlers (the fetch loop has ended by then).
+        self.all = Services([
+            self.registry,
+            Step(close=self.loop.close),
+            Step(close=None if figures is None else figures.flush),
+            self.keeper,
+            self.settings,  # after the keeper, whose renewals it retimes
+            self.acks,
+            Step(close=None if self.series is None else self.series.close),
+            Step(None if server is None else server.start,
+                 None if server is None else server.close),
+            Step(self.slots.start, self.slots.close),
+            self.watchdog,
+            self.cancels,  # stops handlers through the watchdog's mechanism
+        ])
+        if worker.scheduler:
+            self.all.add(Scheduler(broker, worker.app.periodics))
+        self.all.add(LevelsRecorder(broker))  # the dashboard's charts' history
+        if worker.upkeep is None or worker.upkeep:
+            self.all.add(Maintenance(broker, worker.upkeep))
 
     def start(self) -> None:
-        self.watchdog.start()
-        self.cancels.start()
-        self.keeper.start()
-        self.settings.start()
-        self.acks.start()
-        if self.server is not None:
-            self.server.start()
-        self.slots.start()
-        self.registry.start()
-        if self.scheduler is not None:
-            self.scheduler.start()
-        self.levels.start()
+        self.all.start()
 
     def close(self) -> None:
-        self.cancels.close()
-        self.watchdog.close()
-        self.acks.close()
-        if self.figures is not None:
-            self.figures.flush()  # what the last handlers did, written now
-        if self.server is not None:
-            self.server.close()
-        if self.series is not None:
-            self.series.close()
-        self.settings.close()
-        self.keeper.close()
-        self.slots.close()
-        self.loop.close()
-        self.registry.close()
-        if self.scheduler is not None:
-            self.scheduler.close()
-        self.levels.close()
+        self.all.close()
 
 
 def _last_line(text: str | None) -> str:

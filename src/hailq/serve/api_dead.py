@@ -52,7 +52,8 @@ async def list_dead(request: Request) -> Response:
 
     def read() -> dict[str, Any]:
         if filtered:
-            rows = queue.dead_letters(error, older_than, key, COUNT_CAP + 1)
+            rows = queue.dead_letters(error_contains=error, older_than=older_than,
+                                      ordering_key=key, limit=COUNT_CAP + 1)
             count, exact = min(len(rows), COUNT_CAP), len(rows) <= COUNT_CAP
         else:
             rows = queue.dead_letters(limit=limit)
@@ -95,7 +96,8 @@ async def _chosen(request: Request, queue: Queue) -> tuple[list[str], bool]:
     older_than = number(data, "older_than")
     key = text(data, "ordering_key")
     limit = integer(data, "limit", 1000, 1, BULK_CAP)
-    found = await blocking(lambda: queue.dead_letters(error, older_than, key, limit))
+    found = await blocking(lambda: queue.dead_letters(
+        error_contains=error, older_than=older_than, ordering_key=key, limit=limit))
     return [m.id for m in found], False
 
 

@@ -39,8 +39,8 @@ def dead_groups(broker: Broker, name: str, error: str | None = None,
                 older_than: float | None = None, ordering_key: str | None = None,
                 scan: int = GROUP_SCAN) -> DeadGroups:
     """The dead letters of queue ``name`` that match the filters, grouped by error."""
-    letters = broker.get_queue(name).dead_letters(error, older_than, ordering_key,
-                                                  limit=scan + 1)
+    letters = broker.get_queue(name).dead_letters(
+        error_contains=error, older_than=older_than, ordering_key=ordering_key, limit=scan + 1)
     return DeadGroups(group_dead(letters[:scan]), min(len(letters), scan), len(letters) > scan)
 
 

@@ -226,10 +226,10 @@ class DeadPage:
 
 def dead_page(broker: Broker, name: str, chosen: DeadFilter, limit: int) -> DeadPage:
     queue = broker.get_queue(name)
-    count = queue.count_dead_letters(chosen.error, chosen.older_than, DEAD_COUNT_LIMIT,
-                                     ordering_key=chosen.ordering_key)
-    rows = queue.dead_letters(chosen.error, chosen.older_than, chosen.ordering_key,
-                              limit=limit)
+    count = queue.count_dead_letters(error_contains=chosen.error, older_than=chosen.older_than,
+                                     ordering_key=chosen.ordering_key, limit=DEAD_COUNT_LIMIT)
+    rows = queue.dead_letters(error_contains=chosen.error, older_than=chosen.older_than,
+                              ordering_key=chosen.ordering_key, limit=limit)
     return DeadPage(queue.name, chosen, min(count, DEAD_COUNT_LIMIT), count > DEAD_COUNT_LIMIT,
                     [message_row(m) for m in rows], limit, broker.now())
 
@@ -240,7 +240,7 @@ def listed_topics(broker: Broker) -> list[tuple[str, list[Subscription]]]:
     """Each topic with its subscriptions. A topic deleted while the list is read is left
     out, not an error: a look at the topics never fails because an operator acts."""
     out = []
-    for name in broker.topics():
+    for name in (t.name for t in broker.topics()):
         try:
             out.append((name, broker.get_topic(name).subscriptions()))
         except TopicNotFound:

@@ -129,7 +129,7 @@ RETURNING message_id, xmax = 0;
 
 -- name: dedup_prune
 DELETE FROM {schema}.dedup WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM {schema}.dedup WHERE expires_at <= {schema}.epoch() LIMIT 500
+    SELECT ctid FROM {schema}.dedup WHERE expires_at <= {schema}.epoch() LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED));
 
 -- name: keys_lock
@@ -412,11 +412,10 @@ WITH gone AS (
 )
 SELECT id, token, ordering_key, late FROM gone;
 
--- name: message_ack_plain
--- PostgreSQL only: acks of messages without a key, of any queues, in one autocommit
--- statement, one round trip (SQLite has no round trips to save); the receipts it does
--- not ack (a key's, or lost) go through message_ack in a transaction with the release.
-WITH gone AS (
+-- part: ack_plain_steps
+-- The acks of messages without a key, of any queues, as message_ack_plain runs them and
+-- as message_ack_claim runs them before its claim; late acks are counted per queue.
+gone AS (
     DELETE FROM {schema}.messages m
     USING unnest((SELECT %(queues)s::text[]), (SELECT %(ids)s::text[]),
                  (SELECT %(tokens)s::text[]), (SELECT %(seqs)s::bigint[]))
@@ -426,11 +425,17 @@ WITH gone AS (
       AND m.ordering_key IS NULL AND m.state <> 'blocked' AND {relaxed}
     RETURNING m.queue, m.id, m.token,
               (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
-), counted AS (
+), late_counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
 )
+
+-- name: message_ack_plain
+-- PostgreSQL only: acks of messages without a key, of any queues, in one autocommit
+-- statement, one round trip (SQLite has no round trips to save); the receipts it does
+-- not ack (a key's, or lost) go through message_ack in a transaction with the release.
+WITH {ack_plain_steps}
 SELECT queue, id, token, late FROM gone;
 
 -- name: message_ack_claim
@@ -441,21 +446,7 @@ SELECT queue, id, token, late FROM gone;
 -- where a message acked late (its lease ended, nobody received it since) is still
 -- ready, and SKIP LOCKED does not skip this transaction's own locks. Without that, such
 -- a message was handed back to the caller that had just acked it.
-WITH gone AS (
-    DELETE FROM {schema}.messages m
-    USING unnest((SELECT %(queues)s::text[]), (SELECT %(ids)s::text[]),
-                 (SELECT %(tokens)s::text[]), (SELECT %(seqs)s::bigint[]))
-          AS a(queue, id, token, seq)
-    WHERE m.id = a.id AND m.token = a.token AND m.queue = a.queue
-      AND (a.seq IS NULL OR m.seq = a.seq)
-      AND m.ordering_key IS NULL AND m.state <> 'blocked' AND {relaxed}
-    RETURNING m.id, m.queue,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late, m.token
-), late_counted AS (
-    INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
-    SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
-    ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
-), {claim_steps}
+WITH {ack_plain_steps}, {claim_steps}
 SELECT false AS acked, *, NULL::boolean FROM claimed
 UNION ALL
 -- An acked row carries its queue where a claimed one has its key.
@@ -785,7 +776,8 @@ SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, sta
 FROM {schema}.workers ORDER BY started_at, id;
 
 -- name: worker_prune
-DELETE FROM {schema}.workers WHERE last_seen < %(before)s;
+DELETE FROM {schema}.workers WHERE id IN (
+    SELECT id FROM {schema}.workers WHERE last_seen < %(before)s LIMIT %(limit)s);
 
 -- name: clock_now
 -- PostgreSQL only: the database's clock (SQLite's is the process's).
@@ -869,7 +861,7 @@ UPDATE {schema}.schedules SET paused = %(paused)s,
     last_slot = CASE WHEN %(paused)s THEN last_slot ELSE greatest(last_slot, %(now)s) END
 WHERE name = %(name)s;
 
--- name: schedule_remove
+-- name: schedule_delete
 DELETE FROM {schema}.schedules WHERE name = %(name)s;
 
 -- name: figures_histogram_add
@@ -1094,8 +1086,8 @@ SELECT q.name, q.settings, o.overrides, coalesce(o.paused, false),
                                             AND lease_until <= t.now
                                             AND attempt < q.max_attempts
                                           LIMIT %(cap)s) AS l) AS oldest),
-       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), q.created_at,
-       coalesce(c.acked, 0), t.now
+       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), coalesce(c.purged, 0),
+       q.created_at, coalesce(c.acked, 0), t.now
 FROM (SELECT {schema}.epoch() AS now) AS t
 CROSS JOIN {schema}.queues AS q
 LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
@@ -1128,7 +1120,7 @@ CROSS JOIN LATERAL (
                                   LIMIT %(cap)s) AS x) AS dead
 ) AS n
 LEFT JOIN LATERAL (SELECT sum(sent) AS sent, sum(dead_lettered) AS dead_lettered,
-                          sum(acked) AS acked
+                          sum(purged) AS purged, sum(acked) AS acked
                    FROM {schema}.counters WHERE queue = q.name) AS c ON true
 ORDER BY q.name;
 
@@ -1193,7 +1185,9 @@ VALUES (%(autoscaler)s, %(queue)s, %(host)s, %(pid)s, {schema}.epoch(), %(worker
         %(throughput)s, %(handler_time)s);
 
 -- name: autoscale_prune
-DELETE FROM {schema}.autoscale WHERE at < {schema}.epoch() - %(keep)s;
+DELETE FROM {schema}.autoscale WHERE ctid IN (
+    SELECT ctid FROM {schema}.autoscale WHERE at < {schema}.epoch() - %(keep)s
+    LIMIT %(limit)s);
 
 -- name: autoscale_list
 -- The last decisions, newest first, of one queue's autoscalers (or every queue's).
@@ -1218,44 +1212,6 @@ SELECT {schema}.epoch();
 -- name: levels_taken
 -- Whether some process recorded this slot already (it then counts nothing).
 SELECT 1 FROM {schema}.levels WHERE slot = %(slot)s LIMIT 1;
-
--- name: levels_count
--- Every queue's counts for its levels, each stopping at cap rows (a range of its state's
--- partial index), counted as ``overview_queues`` counts them, and its counters.
-SELECT q.name, n.ready, n.scheduled, n.due, n.leased, n.ended, n.killed, n.blocked, n.dead,
-       coalesce(c.sent, 0), coalesce(c.purged, 0)
-FROM {schema}.queues AS q
-CROSS JOIN LATERAL (
-    SELECT (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'ready'
-                                  LIMIT %(cap)s) AS x) AS ready,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'scheduled'
-                                  LIMIT %(cap)s) AS x) AS scheduled,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'scheduled'
-                                    AND available_at <= %(now)s LIMIT %(cap)s) AS x) AS due,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'leased'
-                                  LIMIT %(cap)s) AS x) AS leased,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'leased'
-                                    AND lease_until <= %(now)s LIMIT %(cap)s) AS x) AS ended,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'leased'
-                                    AND lease_until <= %(now)s
-                                    AND attempt >= q.max_attempts
-                                  LIMIT %(cap)s) AS x) AS killed,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND ordering_key IS NOT NULL
-                                    AND state = 'blocked' LIMIT %(cap)s) AS x) AS blocked,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'dead'
-                                  LIMIT %(cap)s) AS x) AS dead
-) AS n
-LEFT JOIN LATERAL (SELECT sum(sent) AS sent, sum(purged) AS purged
-                   FROM {schema}.counters WHERE queue = q.name) AS c ON true
-ORDER BY q.name;
 
 -- name: levels_add
 -- One slot's levels of every queue; a row some other process wrote first stays.
@@ -1372,3 +1328,17 @@ DELETE FROM {schema}.history WHERE seq = ANY(ARRAY(
     SELECT seq FROM {schema}.history
     WHERE queue = %(queue)s AND finished_at < {schema}.epoch() - %(keep)s
     ORDER BY finished_at LIMIT %(n)s));
+-- name: maintenance_claim
+-- A maintenance duty's turn (hailq/backends/upkeep.py): a row back if this call took it,
+-- none if another process's turn is not over. A second claimer waits for the first's
+-- row lock, then finds next_due moved on.
+INSERT INTO {schema}.maintenance (duty, next_due, ran_at, ran_by, runs)
+VALUES (%(duty)s, {schema}.epoch() + %(every)s, {schema}.epoch(), %(by)s, 1)
+ON CONFLICT (duty) DO UPDATE SET next_due = excluded.next_due, ran_at = excluded.ran_at,
+                                 ran_by = excluded.ran_by,
+                                 runs = {schema}.maintenance.runs + 1
+WHERE {schema}.maintenance.next_due <= {schema}.epoch()
+RETURNING runs;
+
+-- name: maintenance_list
+SELECT duty, next_due, ran_at, ran_by, runs FROM {schema}.maintenance ORDER BY duty;

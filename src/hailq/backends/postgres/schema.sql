@@ -77,6 +77,11 @@ levels dead bigint NO  NO
 levels sent bigint NO  NO
 levels acked bigint YES  NO
 levels capped boolean NO  NO
+maintenance duty text NO  NO
+maintenance next_due double precision NO  NO
+maintenance ran_at double precision NO  NO
+maintenance ran_by text NO  NO
+maintenance runs bigint NO  NO
 messages seq bigint NO  YES
 messages id text NO  NO
 messages queue text NO  NO
@@ -214,6 +219,7 @@ CREATE INDEX history_queue ON {schema}.history USING btree (queue, finished_at)
 CREATE UNIQUE INDEX instance_pkey ON {schema}.instance USING btree (one)
 CREATE UNIQUE INDEX levels_pkey ON {schema}.levels USING btree (queue, slot)
 CREATE INDEX levels_slot ON {schema}.levels USING btree (slot)
+CREATE UNIQUE INDEX maintenance_pkey ON {schema}.maintenance USING btree (duty)
 CREATE INDEX messages_dead ON {schema}.messages USING btree (queue, dead_at) WHERE (state = 'dead'::text)
 CREATE INDEX messages_key ON {schema}.messages USING btree (queue, ordering_key, seq) WHERE (ordering_key IS NOT NULL)
 CREATE INDEX messages_leased ON {schema}.messages USING btree (queue, lease_until) WHERE (state = 'leased'::text)

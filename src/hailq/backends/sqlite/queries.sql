@@ -109,7 +109,7 @@ RETURNING message_id, 1;
 
 -- name: dedup_prune
 DELETE FROM hailq_dedup WHERE (queue, dedup_id) IN (
-    SELECT queue, dedup_id FROM hailq_dedup WHERE expires_at <= :now LIMIT 500
+    SELECT queue, dedup_id FROM hailq_dedup WHERE expires_at <= :now LIMIT :limit
 );
 
 -- name: message_insert
@@ -673,7 +673,8 @@ SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, sta
 FROM hailq_workers ORDER BY started_at, id;
 
 -- name: worker_prune
-DELETE FROM hailq_workers WHERE last_seen < :before;
+DELETE FROM hailq_workers WHERE id IN (
+    SELECT id FROM hailq_workers WHERE last_seen < :before LIMIT :limit);
 
 -- name: rate_take
 -- Rule 33: a claim of a rate-limited queue takes min(:n, whole tokens) from the queue's
@@ -748,7 +749,7 @@ UPDATE hailq_schedules SET paused = :paused,
     last_slot = CASE WHEN :paused THEN last_slot ELSE max(last_slot, :now) END
 WHERE name = :name;
 
--- name: schedule_remove
+-- name: schedule_delete
 DELETE FROM hailq_schedules WHERE name = :name;
 
 -- name: figures_histogram_add
@@ -907,29 +908,16 @@ GROUP BY kind, priority;
 -- name: figures_points
 -- Where each rate window (:w0, :w1, :w2 seconds) starts (hailq/observe/figures.py): the
 -- last sample at or before its start (0), and the first after it (1).
-SELECT * FROM (SELECT :w0, 0, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot <= CAST(:now - :w0 AS INTEGER)
-               ORDER BY slot DESC LIMIT 1)
+WITH w(w) AS (VALUES (:w0), (:w1), (:w2))
+SELECT w.w, 0, s.at, s.sent, s.dead_lettered, s.acked
+FROM w JOIN hailq_samples AS s ON s.queue = :queue AND s.slot = (
+    SELECT max(slot) FROM hailq_samples
+    WHERE queue = :queue AND slot <= CAST(:now - w.w AS INTEGER))
 UNION ALL
-SELECT * FROM (SELECT :w0, 1, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot > CAST(:now - :w0 AS INTEGER)
-               ORDER BY slot LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w1, 0, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot <= CAST(:now - :w1 AS INTEGER)
-               ORDER BY slot DESC LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w1, 1, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot > CAST(:now - :w1 AS INTEGER)
-               ORDER BY slot LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w2, 0, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot <= CAST(:now - :w2 AS INTEGER)
-               ORDER BY slot DESC LIMIT 1)
-UNION ALL
-SELECT * FROM (SELECT :w2, 1, at, sent, dead_lettered, acked FROM hailq_samples
-               WHERE queue = :queue AND slot > CAST(:now - :w2 AS INTEGER)
-               ORDER BY slot LIMIT 1);
+SELECT w.w, 1, s.at, s.sent, s.dead_lettered, s.acked
+FROM w JOIN hailq_samples AS s ON s.queue = :queue AND s.slot = (
+    SELECT min(slot) FROM hailq_samples
+    WHERE queue = :queue AND slot > CAST(:now - w.w AS INTEGER));
 
 -- name: figures_queue
 -- When the queue was made (its counters start then) and its acks as flushed so far.
@@ -988,8 +976,8 @@ SELECT q.name, q.settings, o.overrides, coalesce(o.paused, 0),
                                           WHERE queue = q.name AND state = 'leased'
                                             AND lease_until <= :now
                                             AND attempt < q.max_attempts LIMIT :cap))),
-       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), q.created_at,
-       coalesce(c.acked, 0), :now
+       coalesce(c.sent, 0), coalesce(c.dead_lettered, 0), coalesce(c.purged, 0),
+       q.created_at, coalesce(c.acked, 0), :now
 FROM hailq_queues AS q
 LEFT JOIN hailq_queue_ops AS o ON o.name = q.name
 LEFT JOIN hailq_counters AS c ON c.queue = q.name
@@ -1053,7 +1041,8 @@ VALUES (:autoscaler, :queue, :host, :pid, :now, :workers, :desired, :decision, :
         :ceiling, :minimum, :maximum, :throughput, :handler_time);
 
 -- name: autoscale_prune
-DELETE FROM hailq_autoscale WHERE at < :now - :keep;
+DELETE FROM hailq_autoscale WHERE rowid IN (
+    SELECT rowid FROM hailq_autoscale WHERE at < :now - :keep LIMIT :limit);
 
 -- name: autoscale_list
 -- The last decisions, newest first, of one queue's autoscalers (or every queue's).
@@ -1079,36 +1068,6 @@ SELECT :now;
 -- name: levels_taken
 -- Whether some process recorded this slot already (it then counts nothing).
 SELECT 1 FROM hailq_levels WHERE slot = :slot LIMIT 1;
-
--- name: levels_count
--- Every queue's counts for its levels, each stopping at :cap rows (a range of its state's
--- partial index), counted as ``overview_queues`` counts them, and its counters.
-SELECT q.name,
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'ready' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'scheduled' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'scheduled'
-                                AND available_at <= :now LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'leased' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'leased'
-                                AND lease_until <= :now LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'leased'
-                                AND lease_until <= :now AND attempt >= q.max_attempts
-                              LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND ordering_key IS NOT NULL
-                                AND state = 'blocked' LIMIT :cap)),
-       (SELECT count(*) FROM (SELECT 1 FROM hailq_messages
-                              WHERE queue = q.name AND state = 'dead' LIMIT :cap)),
-       coalesce(c.sent, 0), coalesce(c.purged, 0)
-FROM hailq_queues AS q
-LEFT JOIN hailq_counters AS c ON c.queue = q.name
-ORDER BY q.name;
 
 -- name: levels_add
 -- One slot's levels of every queue; a row some other process wrote first stays.
@@ -1221,3 +1180,15 @@ ORDER BY seq DESC LIMIT :limit;
 DELETE FROM hailq_history WHERE seq IN (
     SELECT seq FROM hailq_history WHERE queue = :queue AND finished_at < :now - :keep
     ORDER BY finished_at LIMIT :n);
+-- name: maintenance_claim
+-- A maintenance duty's turn (hailq/backends/upkeep.py): a row back if this call took it,
+-- none if another process's turn is not over.
+INSERT INTO hailq_maintenance (duty, next_due, ran_at, ran_by, runs)
+VALUES (:duty, :now + :every, :now, :by, 1)
+ON CONFLICT (duty) DO UPDATE SET next_due = excluded.next_due, ran_at = excluded.ran_at,
+                                 ran_by = excluded.ran_by, runs = runs + 1
+WHERE hailq_maintenance.next_due <= :now
+RETURNING runs;
+
+-- name: maintenance_list
+SELECT duty, next_due, ran_at, ran_by, runs FROM hailq_maintenance ORDER BY duty;

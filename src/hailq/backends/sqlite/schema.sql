@@ -151,6 +151,15 @@ CREATE TABLE hailq_levels (
     PRIMARY KEY (queue, slot)
 ) WITHOUT ROWID;
 
+-- table hailq_maintenance
+CREATE TABLE hailq_maintenance (
+    duty TEXT PRIMARY KEY,
+    next_due REAL NOT NULL,        -- the broker's clock: the next turn may be claimed then
+    ran_at REAL NOT NULL,          -- when the last turn was claimed
+    ran_by TEXT NOT NULL,          -- by whom (host:pid)
+    runs INTEGER NOT NULL          -- turns claimed so far
+) WITHOUT ROWID;
+
 -- table hailq_messages
 CREATE TABLE hailq_messages (
     seq INTEGER PRIMARY KEY,
