@@ -45,6 +45,26 @@ from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
 from hailq.backends.history import HistoryBackend
+from hailq.backends.operator_params import AutoscaleListParams as AutoscaleListParams
+from hailq.backends.operator_params import AutoscaleRecordParams as AutoscaleRecordParams
+from hailq.backends.operator_params import CancelOutcome as CancelOutcome
+from hailq.backends.operator_params import MessageCancelParams as MessageCancelParams
+from hailq.backends.operator_params import MessageDeleteParams as MessageDeleteParams
+from hailq.backends.operator_params import MessageGetParams as MessageGetParams
+from hailq.backends.operator_params import QueueConfigureParams as QueueConfigureParams
+from hailq.backends.operator_params import QueueDeleteParams as QueueDeleteParams
+from hailq.backends.operator_params import QueueDescribeParams as QueueDescribeParams
+from hailq.backends.operator_params import QueueGetParams as QueueGetParams
+from hailq.backends.operator_params import QueueMaintainParams as QueueMaintainParams
+from hailq.backends.operator_params import QueuePauseParams as QueuePauseParams
+from hailq.backends.operator_params import QueueStatsParams as QueueStatsParams
+from hailq.backends.operator_params import SubscriptionDeleteParams as SubscriptionDeleteParams
+from hailq.backends.operator_params import SubscriptionListParams as SubscriptionListParams
+from hailq.backends.operator_params import SubscriptionSaveParams as SubscriptionSaveParams
+from hailq.backends.operator_params import TopicDeleteParams as TopicDeleteParams
+from hailq.backends.operator_params import TopicSaveParams as TopicSaveParams
+from hailq.backends.operator_params import WorkerPruneParams as WorkerPruneParams
+from hailq.backends.operator_params import WorkerSaveParams as WorkerSaveParams
 from hailq.backends.upkeep import PruneParams as PruneParams
 from hailq.backends.upkeep import Turn as Turn
 from hailq.backends.upkeep import UpkeepBackend
@@ -205,63 +225,6 @@ class WaitParams:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueDescribeParams:
-    names: Sequence[str] | None = None  # None: every queue
-
-
-@dataclass(frozen=True, slots=True)
-class QueueConfigureParams:
-    """An operator's overrides: ``changes`` (JSON values, checked) are laid over the
-    stored overrides, after clearing them all with ``reset``."""
-
-    name: str
-    changes: str  # a JSON object
-    reset: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class QueuePauseParams:
-    name: str
-    paused: bool
-
-
-@dataclass(frozen=True, slots=True)
-class QueueDeleteParams:
-    name: str
-    force: bool = False  # delete its messages too; without it a queue holding any is kept
-
-
-@dataclass(frozen=True, slots=True)
-class TopicDeleteParams:
-    name: str
-    force: bool = False  # remove its subscriptions too (their queues stay)
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionDeleteParams:
-    topic: str
-    queue: str
-
-
-@dataclass(frozen=True, slots=True)
-class MessageGetParams:
-    queue: str
-    id: str
-
-
-@dataclass(frozen=True, slots=True)
-class MessageDeleteParams:
-    queue: str
-    id: str
-
-
-@dataclass(frozen=True, slots=True)
-class MessageCancelParams:
-    queue: str
-    id: str
-
-
-@dataclass(frozen=True, slots=True)
 class CancelledParams:
     """Leases of one queue whose messages may have been cancelled (rule 40)."""
 
@@ -269,66 +232,9 @@ class CancelledParams:
     receipts: Sequence[Receipt]
 
 
-# What a cancel found (rule 40): a waiting message was removed and never starts; a
-# running one is marked and its handler asked to stop.
-CancelOutcome = Literal["waiting", "running"]
-
-
-@dataclass(frozen=True, slots=True)
-class QueueGetParams:
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueueMaintainParams:
-    queue: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatsParams:
-    queue: str
-
-
 @dataclass(frozen=True, slots=True)
 class AckTransactionParams:
     receipt: Receipt
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSaveParams:
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionSaveParams:
-    subscription: Subscription
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionListParams:
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSaveParams:
-    worker: WorkerInfo  # its last_seen is set to the backend's clock
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerPruneParams:
-    before: float  # forget workers not seen since
-
-
-@dataclass(frozen=True, slots=True)
-class AutoscaleRecordParams:
-    info: AutoscalerInfo  # its ``at`` is set to the backend's clock
-
-
-@dataclass(frozen=True, slots=True)
-class AutoscaleListParams:
-    queue: str | None  # None: every queue
-    since: float
-    limit: int | None = None  # None: each autoscaler's last decision
 
 
 BuildCopies = Callable[[list[Subscription]], list[NewMessage]]

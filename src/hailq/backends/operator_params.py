@@ -1,0 +1,124 @@
+"""The params objects of the seam's operator, catalog and lookup calls (one object per
+call, rule 39), apart from ``base.py`` to keep it readable; ``base`` re-exports them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from hailq.models import AutoscalerInfo, Subscription, WorkerInfo
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDescribeParams:
+    names: Sequence[str] | None = None  # None: every queue
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfigureParams:
+    """An operator's overrides: ``changes`` (JSON values, checked) are laid over the
+    stored overrides, after clearing them all with ``reset``."""
+
+    name: str
+    changes: str  # a JSON object
+    reset: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePauseParams:
+    name: str
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeleteParams:
+    name: str
+    force: bool = False  # delete its messages too; without it a queue holding any is kept
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleteParams:
+    name: str
+    force: bool = False  # remove its subscriptions too (their queues stay)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionDeleteParams:
+    topic: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageGetParams:
+    queue: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDeleteParams:
+    queue: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCancelParams:
+    queue: str
+    id: str
+
+
+# What a cancel found (rule 40): a waiting message was removed and never starts; a
+# running one is marked and its handler asked to stop.
+CancelOutcome = Literal["waiting", "running"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGetParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMaintainParams:
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatsParams:
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSaveParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSaveParams:
+    subscription: Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionListParams:
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSaveParams:
+    worker: WorkerInfo  # its last_seen is set to the backend's clock
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPruneParams:
+    before: float  # forget workers not seen since
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleRecordParams:
+    info: AutoscalerInfo  # its ``at`` is set to the backend's clock
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleListParams:
+    queue: str | None  # None: every queue
+    since: float
+    limit: int | None = None  # None: each autoscaler's last decision
