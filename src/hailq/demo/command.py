@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 from rich.console import Console
@@ -88,16 +90,8 @@ def demo_command(claims: int, checkers: int, scale: float, seed: int,
         _slo(ctx, url, keep, scale, seed, as_json, steps)
         return
     plan = Plan(claims=claims, checkers=checkers, scale=scale, seed=seed)
-    try:
-        workspace = Workspace.create(url, keep)
-    except HailqError as exc:  # a URL or --keep it cannot use: exit 2, as for any bad input
-        raise click.UsageError(str(exc)) from None
-    try:
+    with _workspace(url, keep) as workspace:
         report = _run(plan, workspace, as_json)
-    except HailqError as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        workspace.close()
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -119,18 +113,10 @@ def _slo(ctx: click.Context, url: str | None, keep: str | None, scale: float, se
         scale = DEFAULT_SCALE
     if ctx.get_parameter_source("seed") is ParameterSource.DEFAULT:
         seed = 1
-    try:
-        workspace = Workspace.create(url, keep)
-    except HailqError as exc:
-        raise click.UsageError(str(exc)) from None
     console = Console(stderr=as_json)
-    try:
+    with _workspace(url, keep) as workspace:
         report = run_slo(workspace.url, workspace.display_url.split(":", 1)[0], scale, seed,
                          None if as_json else console.print, steps)
-    except HailqError as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        workspace.close()
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -159,3 +145,19 @@ def _run(plan: Plan, workspace: Workspace, as_json: bool) -> Report:
 
 if __name__ == "__main__":
     demo_command()
+
+
+@contextmanager
+def _workspace(url: str | None, keep: str | None) -> Iterator[Workspace]:
+    """The demo's workspace, closed after the run; a URL or --keep it cannot use exits 2,
+    as any bad input does, a failure of the run itself exits 1."""
+    try:
+        workspace = Workspace.create(url, keep)
+    except HailqError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        yield workspace
+    except HailqError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        workspace.close()
