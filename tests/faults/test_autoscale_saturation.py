@@ -21,9 +21,13 @@ import hailq  # noqa: E402
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("order", ["priority", "deadline"])
 @pytest.mark.parametrize("backend_name", ["sqlite", "postgres"])
 def test_rule_24_a_downstream_that_serves_four_settles_the_pool_near_four_not_at_max(
-        url: str, tmp_path: Path) -> None:
+        url: str, tmp_path: Path, order: str) -> None:
+    """In deadline order (rule 41) the target is the largest useful pool (the backlog is
+    late at once: 20,000 runs of 0.1 s due within 5 s), and the downstream stops it the
+    same way."""
     downstream = tmp_path / "downstream"
     downstream.mkdir()
     for n in range(4):
@@ -31,7 +35,8 @@ def test_rule_24_a_downstream_that_serves_four_settles_the_pool_near_four_not_at
     broker = hailq.connect(url)
     pool = None
     try:
-        jobs = broker.queue("jobs", slo={0: 5})
+        ordered = {"order": "deadline"} if order == "deadline" else {}
+        jobs = broker.queue("jobs", slo={0: 5}, **ordered)
         jobs.send_many([{"n": i} for i in range(20_000)])
         pool = Pool(url, tmp_path, "--queue", "jobs", "--min", "1", "--max", "8",
                     "--interval", "2", "--reprobe", "20", "--grace", "20", "--poll", "0.2",
@@ -51,6 +56,10 @@ def test_rule_24_a_downstream_that_serves_four_settles_the_pool_near_four_not_at
         assert pool.most <= 6 < 8  # never grown towards --max
         assert sum(3 <= n <= 5 for n in later) >= 0.9 * len(later)
         assert broker.get_queue("jobs").figures().desired_workers <= 5  # capped by the point
+        if order == "deadline":  # it wanted more than the downstream takes, and said why
+            assert any("no pool meets every deadline target (late: " in d.reason
+                       for d in found)
+            assert (broker.get_queue("jobs").figures().deadline_pool or 0) > 5
     finally:
         if pool is not None:
             print(pool.close()[-3000:])

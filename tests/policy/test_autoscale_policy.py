@@ -229,3 +229,62 @@ def test_rule_24_recorded_a_backlog_grows_the_pool_and_the_empty_queue_shrinks_i
     top = sizes.index(4)
     assert sizes[:top + 1] == sorted(sizes[:top + 1])  # grew without stepping back
     assert any("queue empty" in d["reason"] for d in made[top:])
+
+
+# A queue in deadline order (rule 41): the target is the figures' smallest pool that meets
+# every target (Observation.target), not the backlog's figure; a saturation point still
+# stops growth below it.
+
+def run_deadline(target: int, reason: str | None, curve: Any, ticks: int = 40,
+                 maximum: int = 20) -> list[Decision]:
+    """Ticks of 5 s at 0.5 s handlers; ``curve(n)`` is completions a second at n workers.
+    A backlog the backlog's own figure would serve with one worker (its target is 600 s)."""
+    limits = Limits(1, maximum)
+    n, state, changed, made = 1, State(), False, []
+    for _ in range(ticks):
+        obs = Observation(workers=n, settled=not changed, elapsed=5.0,
+                          completed=round(curve(n) * 5.0), sent=0, handler_time=0.5,
+                          ready=50, in_flight=n, slo=(600.0,), target=target,
+                          target_reason=reason)
+        d = decide(state, obs, limits)
+        made.append(d)
+        changed, n, state = d.workers != n, d.workers, d.state
+    return made
+
+
+def test_rule_41_autoscale_grows_to_the_smallest_pool_that_meets_every_target() -> None:
+    made = run_deadline(6, None, lambda n: 10.0 * n)  # linear: every probe pays
+    run = sizes(made)
+    assert all(b - a in (0, 1) for a, b in itertools.pairwise(run))
+    assert run[-1] == 6 and max(run) == 6  # the target, not --max 20 nor the backlog's 1
+    assert all(d.desired == 6 for d in made)
+    assert "6 meet every deadline target" in made[0].reason
+    assert made[-1].action == "hold" and "6 meet every deadline target" in made[-1].reason
+
+
+def test_rule_41_autoscale_still_stops_at_a_saturated_downstream_below_the_target() -> None:
+    made = run_deadline(8, None, lambda n: 10.0 * min(n, 3))  # flat past 3
+    run = sizes(made)
+    assert max(run) == 4 and run[-1] == 3  # probed one above the point, no further
+    assert any(d.reason.startswith("saturated at 3") for d in made)
+    held = [d for d in made if d.workers == 3 and d.action == "hold"]
+    assert held and "8 meet every deadline target (backlog 50), at the saturation point 3" \
+        in held[-1].reason
+    assert held[-1].desired == 3 and held[-1].ceiling == 3  # capped at the point
+
+
+def test_rule_41_where_no_pool_meets_the_targets_autoscale_grows_to_the_largest_useful(
+        ) -> None:
+    made = run_deadline(5, "late: 2 ready message(s) already past their deadline",
+                        lambda n: 10.0 * n)
+    assert sizes(made)[-1] == 5
+    assert "no pool meets every deadline target (late: 2 ready message(s)" in \
+        made[0].reason and "the largest useful is 5" in made[0].reason
+    # Fewer asked later: it scales in to the new target after the calm ticks.
+    limits = Limits(1, 20)
+    obs = Observation(workers=5, settled=True, elapsed=5.0, completed=50, sent=0,
+                      handler_time=0.5, ready=10, in_flight=5, slo=(600.0,), target=2)
+    first = decide(made[-1].state, obs, limits)
+    second = decide(first.state, obs, limits)
+    assert (first.action, second.action, second.workers) == ("hold", "shrink", 2)
+    assert "2 meet every deadline target" in second.reason

@@ -63,7 +63,10 @@ def autoscale_command(target: str, queue: str, minimum: int, maximum: int, concu
     is kept only if throughput rose beyond noise; step back, and remember that point,
     when it did not or when handler time rose well above its minimum (a saturated
     downstream); hold at a queue's rate limit; drain back towards --min when the
-    backlog wants fewer. Scale-in sends SIGTERM: a worker finishes what it holds.
+    backlog wants fewer. A queue in deadline order wants the smallest pool that
+    meets every target (its figures' deadline_pool) instead of the backlog's figure;
+    a saturated downstream still stops it below. Scale-in sends SIGTERM: a worker
+    finishes what it holds.
     Each decision is logged (INFO when it changes the pool) and stored: 'hailq stats'
     shows the last ones. SIGTERM or SIGINT drains every worker and exits 0. Workers
     drain by themselves when the autoscaler is killed. See docs/guides/autoscaling.md.

@@ -7,7 +7,7 @@ of the exact ones, ``hailq/observe/sketch.py``), its workers and the
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hailq.backends.base import FigureRows
@@ -119,6 +119,10 @@ class QueueFigures:
     # Deadline order (rule 41): why no pool meets every target (then ``desired_workers``
     # is the largest useful pool); None where one does, or in priority order.
     desired_workers_reason: str | None = None
+    # Deadline order: the smallest pool that meets every target (else the largest useful
+    # one) before any saturation point caps it: ``hailq autoscale``'s target, which it
+    # caps with its own point (one it may probe above). None in priority order.
+    deadline_pool: int | None = None
 
     def record(self) -> dict[str, Any]:
         """As JSON: the stats' fields, then the figures; per priority a list of objects."""
@@ -212,13 +216,15 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
         concurrency=concurrency, slo=tuple(slo.values()),
         max_in_flight=settings.max_in_flight, rate=settings.rate_per_second,
         ceiling=ceiling([a for a in autoscalers or [] if a.at >= now - CEILING_FOR]))
-    desired, reason = desired_workers(demand), None
+    desired, reason, pool = desired_workers(demand), None, None
     if settings.order == "deadline" and slo and rows.ready_first is not None:
         # The arrival rate of each priority as recorded by the sends (rule 41).
         arrivals = {f.priority: f.sent_per_second_1m for f in priorities
                     if f.sent_per_second_1m > 0}
-        answer = deadline_workers(demand, Backlog(now, slo, rows.ready_first, arrivals))
-        desired, reason = answer.workers, answer.reason
+        answer = deadline_workers(replace(demand, ceiling=None),
+                                  Backlog(now, slo, rows.ready_first, arrivals))
+        pool, reason = answer.workers, answer.reason
+        desired = pool if demand.ceiling is None else min(pool, max(demand.ceiling, 1))
     every = {w: _merged(sketches, w, "handler") for w in (SHORT, LONG)}
     return QueueFigures(queue=s.queue, at=now, stats=s, settings=settings, rates=rates,
                         priorities=priorities, workers=len(alive), concurrency=concurrency,
@@ -229,7 +235,8 @@ def build(rows: FigureRows, settings: QueueSettings, workers: list[WorkerInfo],
                                for start, (f, t) in sorted(series.items())],
                         handler_p99=every[SHORT].quantile(0.99), handler_max=every[SHORT].hi,
                         handler_p99_1h=every[LONG].quantile(0.99),
-                        handler_max_1h=every[LONG].hi, desired_workers_reason=reason)
+                        handler_max_1h=every[LONG].hi, desired_workers_reason=reason,
+                        deadline_pool=pool)
 
 
 def ceiling(latest: list[AutoscalerInfo]) -> int | None:

@@ -23,6 +23,11 @@ hill climbing, as a thread pool that probes its own size does:
   ``rate x handler time / concurrency`` processes are wanted.
 - Fewer workers are run once the backlog wants fewer for ``calm_ticks`` ticks in a row;
   an empty queue returns to ``minimum``.
+- A queue in deadline order (rule 41) wants ``Observation.target`` instead: the smallest
+  pool that meets every target (``policy/pool.py``, read from the queue's figures), or,
+  where no pool can, the largest useful one, ``target_reason`` saying why. The same
+  probes, saturation point and rate limit cap it: past a saturated downstream more
+  workers would not make the targets either.
 
 Every decision carries a reason in words, logged and stored by the loop.
 """
@@ -89,6 +94,11 @@ class Observation:
     slo: tuple[float, ...] = ()
     max_in_flight: int | None = None
     paused: bool = False  # an operator paused the queue (rule 32): no one receives
+    # Deadline order (rule 41): the smallest pool that meets every target, before any
+    # saturation point (None: priority order, the backlog's figure instead), and why
+    # no pool meets them where none can (then ``target`` is the largest useful pool).
+    target: int | None = None
+    target_reason: str | None = None
 
     @property
     def throughput(self) -> float | None:
@@ -141,7 +151,7 @@ def decide(state: State, obs: Observation, limits: Limits) -> Decision:
     state = replace(state, min_handler=lowest, min_age=min_age, ceiling_age=age)
 
     rate_cap = _rate_cap(obs, handler if handler is not None else lowest, limits)
-    wanted = desired_workers(Demand(
+    wanted = obs.target if obs.target is not None else desired_workers(Demand(
         ready=obs.ready, in_flight=obs.in_flight, oldest_ready_age=obs.oldest_ready_age,
         arrival_rate=obs.sent / obs.elapsed if obs.elapsed > 0 else None,
         handler_time=handler if handler is not None else lowest, workers=n,
@@ -208,6 +218,8 @@ def decide(state: State, obs: Observation, limits: Limits) -> Decision:
         if calm >= limits.calm_ticks:
             why = "queue empty" if obs.ready == 0 and obs.in_flight == 0 else \
                 f"backlog {obs.ready} with {obs.in_flight} in flight needs {desired}"
+            if obs.target is not None and not (obs.ready == 0 and obs.in_flight == 0):
+                why = _wants(obs, desired)
             if rate_cap is not None and desired == rate_cap and wanted > rate_cap:
                 why = f"the rate limit of {obs.rate:g}/s keeps {rate_cap} busy"
             return out(desired, "shrink", f"{why}: {n} -> {desired}", replace(state, calm=0))
@@ -227,8 +239,10 @@ def _grow_or_hold(out: Callable[..., Decision], state: State, obs: Observation,
         return out(n, "hold", f"{prefix}{sep}rate-limited: {tput:.3g}/s at the queue's "
                    f"limit of {obs.rate:g}/s; more workers would only wait", state)
     if wanted <= n:
-        return out(n, "hold", prefix or f"steady: {tput:.3g}/s, backlog {obs.ready}",
-                   state)
+        steady = f"steady: {tput:.3g}/s, backlog {obs.ready}"
+        if obs.target is not None:
+            steady = f"{steady}; {_wants(obs, wanted)}"
+        return out(n, "hold", prefix or steady, state)
     if n >= cap or desired <= n:
         if state.ceiling is not None and n >= state.ceiling \
                 and state.ceiling_age <= limits.reprobe_after:
@@ -238,13 +252,23 @@ def _grow_or_hold(out: Callable[..., Decision], state: State, obs: Observation,
             why = f"at --max {limits.maximum}"
         else:
             why = f"the rate limit of {obs.rate:g}/s keeps {cap} busy"
-        return out(n, "hold", f"{prefix}{sep}backlog {obs.ready} wants {wanted}, {why}",
-                   state)
+        return out(n, "hold", f"{prefix}{sep}{_wants(obs, wanted)}, {why}", state)
     if n == 0:
         return out(1, "grow", f"{prefix}{sep}backlog {obs.ready}: starting one", state)
-    return out(n + 1, "grow", f"{prefix}{sep}probing {n + 1}: backlog {obs.ready} wants "
-               f"{wanted}, {tput:.3g}/s at {n}",
+    return out(n + 1, "grow", f"{prefix}{sep}probing {n + 1}: {_wants(obs, wanted)}, "
+               f"{tput:.3g}/s at {n}",
                replace(state, probe_from=n, baseline=(obs.completed, obs.elapsed)))
+
+
+def _wants(obs: Observation, wanted: int) -> str:
+    """What the queue asks for, in words: the backlog's figure, or in deadline order the
+    pool that meets every target (or the largest useful one, and why none can)."""
+    if obs.target is None:
+        return f"backlog {obs.ready} wants {wanted}"
+    if obs.target_reason is None:
+        return f"{wanted} meet every deadline target (backlog {obs.ready})"
+    return (f"no pool meets every deadline target ({obs.target_reason}); the largest "
+            f"useful is {wanted} (backlog {obs.ready})")
 
 
 def _no_probe(state: State) -> State:

@@ -78,7 +78,7 @@ class _Child:
 
 
 @dataclass(frozen=True)
-class _Counters:
+class Counters:
     """What one tick read, for the difference with the next."""
 
     at: float  # monotonic
@@ -106,7 +106,7 @@ class Autoscaler(ChildrenRunner):
         self._flag = StopFlag()
         self._children: list[_Child] = []
         self._state = State()
-        self._last: _Counters | None = None
+        self._last: Counters | None = None
         self._settled_since: float | None = None  # every child registered and running
         self.id = f"{socket.gethostname()}:{os.getpid()}:{queue}"
         self.decisions: list[Decision] = []
@@ -146,30 +146,19 @@ class Autoscaler(ChildrenRunner):
             self._record_stop()
         return 0
 
-    def _read(self, now: float) -> _Counters:
-        return _counters(self.broker.get_queue(self.queue).figures(), now)
+    def _read(self, now: float) -> Counters:
+        return counters_of(self.broker.get_queue(self.queue).figures(), now)
 
     def _tick(self) -> None:
         figures = self.broker.get_queue(self.queue).figures()
         now = self._clock()
-        counters = _counters(figures, now)
+        counters = counters_of(figures, now)
         last, self._last = self._last, counters
         live = self._live()
         if last is None:
             return  # the first window starts now
         settled = self._settled_since is not None and self._settled_since <= last.at
-        handled = counters.handler_count - last.handler_count
-        settings = figures.settings
-        s = figures.stats
-        obs = Observation(
-            workers=len(live), settled=settled, elapsed=max(counters.at - last.at, 1e-3),
-            completed=max(counters.completed - last.completed, 0),
-            sent=max(counters.sent - last.sent, 0),
-            handler_time=(counters.handler_total - last.handler_total) / handled
-            if handled > 0 else None,
-            ready=s.ready, in_flight=s.in_flight, oldest_ready_age=s.oldest_ready_age,
-            rate=settings.rate_per_second, slo=tuple((settings.slo or {}).values()),
-            max_in_flight=settings.max_in_flight, paused=s.paused)
+        obs = observe(figures, last, counters, workers=len(live), settled=settled)
         decision = decide(self._state, obs, self.limits)
         self._state = decision.state
         self.decisions.append(decision)
@@ -298,11 +287,30 @@ class Autoscaler(ChildrenRunner):
             child.process.join(5.0)
 
 
-def _counters(figures: QueueFigures, at: float) -> _Counters:
+def observe(figures: QueueFigures, last: Counters, counters: Counters, *, workers: int,
+            settled: bool) -> Observation:
+    """The window from ``last`` to ``counters`` and the queue as ``figures`` show it now:
+    the backlog, the settings, and for a queue in deadline order its target pool."""
+    handled = counters.handler_count - last.handler_count
+    settings = figures.settings
+    s = figures.stats
+    return Observation(
+        workers=workers, settled=settled, elapsed=max(counters.at - last.at, 1e-3),
+        completed=max(counters.completed - last.completed, 0),
+        sent=max(counters.sent - last.sent, 0),
+        handler_time=(counters.handler_total - last.handler_total) / handled
+        if handled > 0 else None,
+        ready=s.ready, in_flight=s.in_flight, oldest_ready_age=s.oldest_ready_age,
+        rate=settings.rate_per_second, slo=tuple((settings.slo or {}).values()),
+        max_in_flight=settings.max_in_flight, paused=s.paused,
+        target=figures.deadline_pool, target_reason=figures.desired_workers_reason)
+
+
+def counters_of(figures: QueueFigures, at: float) -> Counters:
     s = figures.stats
     count = sum(h.count for h in figures.handler.values())
     total = sum(h.total for h in figures.handler.values())
-    return _Counters(at=at, completed=s.acked + s.nacked, sent=s.sent,
+    return Counters(at=at, completed=s.acked + s.nacked, sent=s.sent,
                      handler_count=count, handler_total=total)
 
 
