@@ -34,6 +34,8 @@ SYNC_ONLY = {
     "test_rule_41_a_late_message_names_the_largest_useful_pool": "reads the backend",
     "test_rule_41_the_doctor_names": "the doctor reads the backend",
     "test_rule_41_the_fused_ack_and_claim": "reads the backend",
+    "test_rule_41_sends_record_each_priority": "reads the backend",
+    "test_rule_41_sends_per_priority_are_kept": "prunes through the backend",
     "test_rule_32_a_pause_reaches_a_running_worker": "runs a worker on the broker",
     "test_rule_35_scheduler_processes": "runs schedulers on the broker",
     "test_rule_35_new_schedules_downtime": "runs a scheduler on the broker",

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import hailq
-from hailq.backends.base import FiguresRecordParams, RateAdd
+from hailq.backends.base import FiguresRecordParams, PruneParams, RateAdd
 
 from .helpers import RawDatabase
 
@@ -132,8 +132,7 @@ def test_rule_41_sends_per_priority_are_kept_an_hour_and_pruned_past_it(
     for back in (400, 300):  # slots of 10 s: one past an hour and a minute, one within
         raw.execute(f"INSERT INTO {sends} ({columns}) VALUES (?, ?, ?, ?"
                     + ("" if raw.is_sqlite else ", 0") + ")", ("claims", slot - back, 0, 5))
-    broker.backend.figures_record(FiguresRecordParams(
-        rates=[RateAdd("claims", 9, 1, 0, 0, 0, 0.0)], prune=True))
+    broker.backend.maintenance_prune(PruneParams("figures"))  # the maintenance duty's turn
     kept = sorted(int(s) for (s,) in raw.execute(f"SELECT slot FROM {sends}"))
     assert kept == [slot - 300, slot]
     # The old slot is outside every window; the one within the hour is not in the minute.
