@@ -1,13 +1,22 @@
 """The recorder's folding (``hailq/observe/recorder.py``): a second's values per (queue,
 priority) into Prometheus buckets, log-bucket sketches and the rate slot's figures, and
-those into the rows one flush writes (``FiguresRecordParams``)."""
+those into the rows one flush writes (``FiguresRecordParams``).
+
+Consumers put a few values per message in flat lists; ``fold`` groups them by (queue, priority)
+in one pass that looks a key up only where it changes from the tuple before, and each
+group is counted in bulk: bucket indices in one comprehension, counted by ``Counter``,
+each distinct log bucket placed in its Prometheus bucket once (a cached table per set
+of bounds), values one by one only where a bound (a target) falls inside their log
+bucket. Breaches are read off the Prometheus counts: every target is a bound."""
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
-from collections import Counter, deque
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from typing import Any, TypeVar
 
 from hailq.backends.base import (
     BucketAdd,
@@ -16,7 +25,137 @@ from hailq.backends.base import (
     RateAdd,
     SketchAdd,
 )
+from hailq.ids import receipt_claim
 from hailq.observe import sketch
+from hailq.observe.histogram import bounds_for
+
+Slo = Mapping[int, float] | None
+# What a consumer puts in the recorder's flat lists (hailq/observe/recorder.py), so many
+# values per message:
+CLAIM = 5  # queue, its targets, priority, wait (s), attempt (1 the first)
+ACK = 5  # an ack in time or late of a Message, no inbox: its Queue, priority, claim
+#          time, end, the ack's result (False in time, True late): folded in C
+SETTLED = 7  # any other ack or nack: the Queue, the priority or a receipt (read here),
+#              claim time or None, end, ok, inbox, result: folded one by one
+HANDLED = 6  # a whole handler time: queue, targets, priority, seconds, ok, inbox
+INBOX = 3  # an inbox run: queue, targets, priority
+T = TypeVar("T")
+
+
+def taken(items: list[T]) -> list[T]:
+    """The values put in so far, taken out; values racing this land after them and stay
+    (two calls, each atomic under the GIL: consumers extend the same list)."""
+    n = len(items)
+    out = items[:n]
+    del items[:n]
+    return out
+
+
+def _columns(flat: list[Any], size: int) -> list[list[Any]]:
+    return [flat[i::size] for i in range(size)]
+
+
+def _split(first: list[Any], second: list[Any], *columns: list[Any],
+           ) -> Iterator[tuple[Any, Any, list[list[Any]]]]:
+    """Each distinct (first, second) with the values of ``columns`` at its places: in C,
+    a pass per distinct value, and none where there is one (one queue, one priority)."""
+    for a, (seconds, *rest) in _by(first, second, *columns):
+        for b, values in _by(seconds, *rest):
+            yield a, b, values
+
+
+def _by(keys: list[Any], *columns: list[Any]) -> Iterator[tuple[Any, list[list[Any]]]]:
+    if keys.count(keys[0]) == len(keys):  # one key: in C, by identity mostly
+        yield keys[0], list(columns)
+        return
+    for key in dict.fromkeys(keys):
+        chosen = list(map(operator.eq, keys, repeat(key)))  # a Queue: the same one
+        yield key, [list(compress(c, chosen)) for c in columns]
+
+
+class _Group:
+    """One (queue, priority)'s values of one flush, before they become a ``Tally``."""
+
+    __slots__ = ("again", "failed", "inbox", "late", "ok", "waits")
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.ok: list[float] = []
+        self.failed: list[float] = []
+        self.again = self.inbox = self.late = 0
+
+
+def fold(claims: list[Any], acks: list[Any], settled: list[Any], handled: list[Any],
+         inboxes: list[Any], slos: dict[str, Slo]) -> dict[tuple[str, int], Tally]:
+    """Consumers' values as tallies per (queue, priority), column by column where they
+    come in numbers; ``slos`` is updated with each queue's targets as last counted."""
+    groups: dict[tuple[str, int], _Group] = {}
+
+    def group(queue: str, priority: int) -> _Group:
+        found = groups.get((queue, priority))
+        if found is None:
+            found = groups[queue, priority] = _Group()
+        return found
+
+    if claims:
+        queues, targets, priorities, waits, attempts = _columns(claims, CLAIM)
+        for queue, priority, (t, w, a) in _split(queues, priorities, targets, waits,
+                                                 attempts):
+            slos[queue] = t[-1]  # its targets as last counted
+            g = group(queue, priority)
+            g.waits += w
+            g.again += len(a) - a.count(1)  # redeliveries: every attempt after the first
+    if acks:
+        sources, priorities, starts, ends, results = _columns(acks, ACK)
+        handler = list(map(operator.sub, ends, starts))  # below zero: 0 (``_Sketch``)
+        for source, priority, (h, r) in _split(sources, priorities, handler, results):
+            slos[source.name] = source.settings.slo
+            g = group(source.name, priority)
+            g.ok += h
+            g.late += r.count(True)  # acked after its lease ended (rule 26)
+    for source, of, began, end, ok, inbox, result in _each(settled, SETTLED):
+        if type(of) is str:  # a receipt: its priority and claim time are in it
+            claim = receipt_claim(of)
+            if claim is None:
+                continue  # a receipt made before claims were written in it
+            priority, began = claim
+        elif began is None:
+            continue  # a message whose claim time is not known
+        else:
+            priority = of
+        slos[source.name] = source.settings.slo
+        _ended(group(source.name, priority), end - began, ok, inbox, result)
+    for queue, slo, priority, seconds, ok, inbox in _each(handled, HANDLED):
+        slos[queue] = slo
+        _ended(group(queue, priority), seconds, ok, inbox, False)
+    for queue, slo, priority in _each(inboxes, INBOX):
+        slos[queue] = slo
+        group(queue, priority).inbox += 1
+    tallies: dict[tuple[str, int], Tally] = {}
+    for key, g in groups.items():
+        slo = slos.get(key[0])
+        tally = tallies[key] = Tally(bounds_for(slo), None if slo is None else slo.get(key[1]))
+        if g.waits:
+            tally.waits(g.waits, g.again)
+        tally.ends(g.ok + g.failed if g.failed else g.ok, len(g.failed), g.inbox, g.late)
+    return tallies
+
+
+def _ended(g: _Group, handler: float, ok: bool, inbox: bool, result: object) -> None:
+    if ok:
+        g.ok.append(handler)
+        if result is True:  # acked after its lease ended (rule 26)
+            g.late += 1
+    else:
+        g.failed.append(handler)
+    if inbox:
+        g.inbox += 1
+
+
+def _each(flat: list[Any], size: int) -> Iterator[tuple[Any, ...]]:
+    """``flat`` in tuples of ``size`` values, made by ``zip`` (no Python per tuple)."""
+    it = iter(flat)
+    return zip(*[it] * size, strict=False)
 
 
 class Tally:
@@ -37,35 +176,55 @@ class Tally:
         self.rate: list[float] = [0, 0, 0, 0, 0.0, 0, 0, 0]
 
     def waits(self, values: list[float], redelivered: int) -> None:
-        self.wait_sketch.add(values, self.bounds, self.wait_n, self.wait_s)
         rate = self.rate
+        target, bounds = self.target, self.bounds
+        if target is not None and target in bounds:
+            # values over the target: those in the buckets past the target's bound
+            past = bounds.index(target) + 1
+            before = sum(self.wait_n[past:])
+            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s)
+            rate[3] += sum(self.wait_n[past:]) - before
+        else:
+            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s)
+            if target is not None:
+                rate[3] += sum(map(operator.gt, values, repeat(target)))
         rate[0] += len(values)
-        target = self.target
-        if target is not None:
-            rate[3] += sum(1 for v in values if v > target)
         rate[5] += redelivered
 
     def ends(self, values: list[float], failed: int, inbox: int, late: int = 0) -> None:
         """``values``: handler times, the ``failed`` ones last; ``late`` acks came after
         their lease ended."""
+        rate = self.rate
         if values:
             self.handler.add(values, self.bounds, self.handler_n, self.handler_s)
-        rate = self.rate
+            rate[4] += self.handler.last
         rate[1] += len(values) - failed
         rate[2] += failed
-        rate[4] += sum(values)
         rate[6] += inbox
         rate[7] += late
+
+
+# Per set of Prometheus bounds: each log bucket's Prometheus bucket, -1 where a bound
+# falls inside it (its values are then placed one by one). Bounded: a few sets of bounds
+# (the defaults with each queue's targets) times the log buckets seen.
+_PLACES: dict[tuple[float, ...], dict[int, int]] = {}
+
+
+def _place(bounds: tuple[float, ...], index: int) -> int:
+    low, high = sketch.span(index)
+    first = bisect_left(bounds, low * (1 - 1e-9) if low > 0 else low)
+    return first if first == bisect_left(bounds, high * (1 + 1e-9)) else -1
 
 
 class _Sketch:
     """Log-bucket counts (``hailq/observe/sketch.py``) with count, sum, min and max."""
 
-    __slots__ = ("counts", "hi", "lo", "n", "total")
+    __slots__ = ("counts", "hi", "last", "lo", "n", "total")
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
         self.n, self.total, self.lo, self.hi = 0, 0.0, float("inf"), 0.0
+        self.last = 0.0  # the sum of the values of the last ``add``
 
     def add(self, values: list[float], bounds: tuple[float, ...], n: list[int],
             sums: list[float]) -> None:
@@ -73,39 +232,44 @@ class _Sketch:
         ``sums``): a log bucket with no bound inside goes whole into the Prometheus
         bucket of its largest value; the values of one with a bound inside (a target,
         say) are placed one by one, so a value on a bound is within it (``le``)."""
-        indices = sketch.buckets(values)
-        found = Counter(indices)
+        lo, hi = min(values), max(values)
+        if lo < 0.0:  # clocks apart: no wait or handler time is below zero
+            values = [v if v > 0.0 else 0.0 for v in values]
+            lo, hi = min(values), max(values)
         counts = self.counts
-        straddling = set()
+        if hi <= sketch.FLOOR:  # all within 1 ms (quick handlers): one bucket, no count
+            indices, found = None, {sketch.LOW: len(values)}
+        else:
+            indices = sketch.buckets(values, lo, hi)
+            found = Counter(indices)
+        places = _PLACES.get(bounds)
+        if places is None:
+            places = _PLACES[bounds] = {}
+        straddling = None
         for index, k in found.items():
             counts[index] = counts.get(index, 0) + k
-            low, high = sketch.span(index)
-            first = bisect_left(bounds, low * (1 - 1e-9))
-            if first == bisect_left(bounds, high * (1 + 1e-9)):
-                n[first] += k
+            place = places.get(index)
+            if place is None:
+                place = places[index] = _place(bounds, index)
+            if place >= 0:
+                n[place] += k
+            elif straddling is None:
+                straddling = {index}
             else:
                 straddling.add(index)
-        if straddling:
-            for v, index in zip(values, indices, strict=True):
-                if index in straddling:
-                    n[bisect_left(bounds, v)] += 1
-        total = sum(values)
+        if straddling is not None:  # only their values, picked out in C
+            if indices is None:
+                indices = [sketch.LOW] * len(values)
+            for v in compress(values, map(straddling.__contains__, indices)):
+                n[bisect_left(bounds, v)] += 1
+        total = self.last = sum(values)
         sums[-1] += total  # only their sum is read (Prometheus' _sum), not per bucket
         self.n += len(values)
         self.total += total
-        self.lo = min(self.lo, min(values))
-        self.hi = max(self.hi, max(values))
-
-
-def take(counted: dict[str, dict[int, deque[float]]]) -> dict[tuple[str, int], list[float]]:
-    """Every value in ``counted``'s deques as of now, by (queue, priority), taken out."""
-    out: dict[tuple[str, int], list[float]] = {}
-    for queue, per in list(counted.items()):
-        for priority, found in list(per.items()):
-            if found:
-                take = found.popleft
-                out[queue, priority] = [take() for _ in range(len(found))]
-    return out
+        if lo < self.lo:
+            self.lo = lo
+        if hi > self.hi:
+            self.hi = hi
 
 
 def params(tallies: Mapping[tuple[str, int], Tally], sampled: list[str],
