@@ -7,7 +7,9 @@ Wall-clock rates on a shared machine move by a third between runs; an instructio
 does not. Each loop runs twice under ``valgrind --tool=callgrind`` (hash seed fixed),
 once with one cycle and once with ``--cycles`` more, on a database filled the same way
 both times; the difference divided by the messages cycled is the cost of one message's
-claim and ack, Python included, without start-up, fill and first calls. With figures,
+claim and ack, Python included, without start-up, fill and first calls (and without
+the upkeep a claim runs every 50 ms of wall time, which callgrind's slowness and the
+machine's load would make a varying share: see ``run_child``). With figures,
 both runs flush once (at exit), so the difference holds the folding of each message's
 values but not a flush's own statements, which at full speed are shared by the
 thousands of messages of a second: ``--flushes N`` adds N flushes to the longer run
@@ -34,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlite_floor import RawLeases, fill  # noqa: E402
 
+from hailq.backends import core  # noqa: E402
 from hailq.bench.raw import RawSQLite  # noqa: E402
 
 LOOPS = ("raw", "raw, same job", "hailq", "hailq, no figures")
@@ -44,6 +47,10 @@ def run_child(loop: str, batch: int, cycles: int, fill_to: int, flushes: int = 0
     (with ``flushes`` flushes of the figures spread over them)."""
     with tempfile.TemporaryDirectory(prefix="hailq-instr-") as folder:
         if loop.startswith("hailq"):
+            # Upkeep and settings reads come every so many milliseconds of wall time,
+            # so under callgrind's slowness (and a neighbour's load) every few messages:
+            # once each here, so that both runs count the same work.
+            core.MAINTAIN_EVERY = core.SETTINGS_FOR = float("inf")
             queue = fill(folder, fill_to, figures=loop == "hailq")
             if queue.recorder is not None:
                 # One flush (at exit) for all the cycles: at full speed a flush a second

@@ -203,8 +203,8 @@ class Queue:
         for item, result in zip(items, results, strict=True):
             if isinstance(item, Message) and result is not None:
                 item.settled = True
-        if self.recorder is not None and leases:
-            self._ended(items, results, ok=True)
+        if self.recorder is not None and leases:  # no _ended: a call less per ack
+            self.recorder.settled(self, items, results, True)
         return results
 
     def _ended(self, items: Sequence[str | Message], results: Sequence[bool | None], *,
@@ -231,7 +231,7 @@ class Queue:
         in_run = inbox_use.note(lease.message_id)
         with self._backend.message_ack_transaction(lease) as conn:
             yield conn
-        self._ended([receipt], [True], ok=True, inbox=not in_run)
+        self._ended([receipt], [False], ok=True, inbox=not in_run)  # acked, not late
 
     def nack(self, receipt: str | Message, delay: Duration | None = None,
              error: str | None = None, *, attempt: int | None = None) -> None:

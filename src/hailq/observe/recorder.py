@@ -142,6 +142,13 @@ class FigureRecorder:
         if self._thread is None:
             self._start()
         plain = ok and not inbox  # tally.ACK, folded in C; the rest tally.SETTLED
+        if plain and len(items) == 1:  # one message acked: the usual, and the tightest
+            item, result = items[0], results[0]
+            if result is not None and type(item) is not str \
+                    and (began := item.received_at) is not None:  # type: ignore[union-attr]
+                self._acks.extend((item._queue, item.priority,  # type: ignore[union-attr]
+                                   began, item._ended or now, result))  # type: ignore[union-attr]
+                return
         acks, settled = self._acks, self._settled  # no zip, no bound method: per call
         for i in range(len(items)):  # as long as ``results``, the backend's answer per item
             result = results[i]
