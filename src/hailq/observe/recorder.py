@@ -136,8 +136,7 @@ class FigureRecorder:
         ``queue``: count the handler time of each whose ``result`` is not None, from its
         claim time (kept in the ``Message``, or carried by the receipt, any process's)
         to now, or to when a worker said its handling ended. One clock reading per call
-        and five values per message (a plain ack); the flusher reads receipts and
-        subtracts."""
+        and four values per message (a plain ack); the flusher reads receipts."""
         now = _time() + self._offset if self._clock is None else self._clock()
         if self._thread is None:
             self._start()
@@ -147,7 +146,7 @@ class FigureRecorder:
             if result is not None and type(item) is not str \
                     and (began := item.received_at) is not None:  # type: ignore[union-attr]
                 self._acks.extend((item._queue, item.priority,  # type: ignore[union-attr]
-                                   began, item._ended or now, result))  # type: ignore[union-attr]
+                                   (item._ended or now) - began, result))  # type: ignore[union-attr]
                 return
         acks, settled = self._acks, self._settled  # no zip, no bound method: per call
         for i in range(len(items)):  # as long as ``results``, the backend's answer per item
@@ -160,8 +159,8 @@ class FigureRecorder:
                 continue
             began = item.received_at  # type: ignore[union-attr]
             if plain and began is not None:
-                acks.extend((item._queue, item.priority, began,  # type: ignore[union-attr]
-                             item._ended or now, result))  # type: ignore[union-attr]
+                acks.extend((item._queue, item.priority,  # type: ignore[union-attr]
+                             (item._ended or now) - began, result))  # type: ignore[union-attr]
             else:
                 settled.extend((item._queue, item.priority, began,  # type: ignore[union-attr]
                                 item._ended or now, ok, inbox, result))  # type: ignore[union-attr]

@@ -33,8 +33,9 @@ Slo = Mapping[int, float] | None
 # What a consumer puts in the recorder's flat lists (hailq/observe/recorder.py), so many
 # values per message:
 CLAIM = 5  # queue, its targets, priority, wait (s), attempt (1 the first)
-ACK = 5  # an ack in time or late of a Message, no inbox: its Queue, priority, claim
-#          time, end, the ack's result (False in time, True late): folded in C
+ACK = 4  # an ack in time or late of a Message, no inbox: its Queue, priority, handler
+#          time (below zero: 0, see _Sketch), the ack's result (False in time, True
+#          late): folded in C
 SETTLED = 7  # any other ack or nack: the Queue, the priority or a receipt (read here),
 #              claim time or None, end, ok, inbox, result: folded one by one
 HANDLED = 6  # a whole handler time: queue, targets, priority, seconds, ok, inbox
@@ -106,8 +107,7 @@ def fold(claims: list[Any], acks: list[Any], settled: list[Any], handled: list[A
             g.waits += w
             g.again += len(a) - a.count(1)  # redeliveries: every attempt after the first
     if acks:
-        sources, priorities, starts, ends, results = _columns(acks, ACK)
-        handler = list(map(operator.sub, ends, starts))  # below zero: 0 (``_Sketch``)
+        sources, priorities, handler, results = _columns(acks, ACK)
         for source, priority, (h, r) in _split(sources, priorities, handler, results):
             slos[source.name] = source.settings.slo
             g = group(source.name, priority)
@@ -182,10 +182,10 @@ class Tally:
             # values over the target: those in the buckets past the target's bound
             past = bounds.index(target) + 1
             before = sum(self.wait_n[past:])
-            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s)
+            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s, target)
             rate[3] += sum(self.wait_n[past:]) - before
         else:
-            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s)
+            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s, None)
             if target is not None:
                 rate[3] += sum(map(operator.gt, values, repeat(target)))
         rate[0] += len(values)
@@ -196,7 +196,7 @@ class Tally:
         their lease ended."""
         rate = self.rate
         if values:
-            self.handler.add(values, self.bounds, self.handler_n, self.handler_s)
+            self.handler.add(values, self.bounds, self.handler_n, self.handler_s, None)
             rate[4] += self.handler.last
         rate[1] += len(values) - failed
         rate[2] += failed
@@ -204,16 +204,21 @@ class Tally:
         rate[7] += late
 
 
-# Per set of Prometheus bounds: each log bucket's Prometheus bucket, -1 where a bound
-# falls inside it (its values are then placed one by one). Bounded: a few sets of bounds
-# (the defaults with each queue's targets) times the log buckets seen.
-_PLACES: dict[tuple[float, ...], dict[int, int]] = {}
+# Per set of Prometheus bounds and target: each log bucket's Prometheus bucket, -1 where
+# the target falls inside it (its values are then placed one by one). Bounded: a few sets
+# of bounds (the defaults with each queue's targets) times the log buckets seen.
+_PLACES: dict[tuple[tuple[float, ...], float | None], dict[int, int]] = {}
 
 
-def _place(bounds: tuple[float, ...], index: int) -> int:
+def _place(bounds: tuple[float, ...], target: float | None, index: int) -> int:
+    """Where log bucket ``index`` goes whole: the Prometheus bucket of its largest value,
+    so that no value is counted below its own bucket (one within 4 % above a default
+    bound is counted in the next: the default bounds are a scale, not a promise); -1
+    where ``target`` lies inside it, within rounding: a target's share is exact."""
     low, high = sketch.span(index)
-    first = bisect_left(bounds, low * (1 - 1e-9) if low > 0 else low)
-    return first if first == bisect_left(bounds, high * (1 + 1e-9)) else -1
+    if target is not None and low * (1 - 1e-9) < target <= high * (1 + 1e-9):
+        return -1
+    return bisect_left(bounds, high)
 
 
 class _Sketch:
@@ -227,11 +232,11 @@ class _Sketch:
         self.last = 0.0  # the sum of the values of the last ``add``
 
     def add(self, values: list[float], bounds: tuple[float, ...], n: list[int],
-            sums: list[float]) -> None:
+            sums: list[float], target: float | None) -> None:
         """Count ``values`` here, and in the Prometheus buckets of ``bounds`` (``n``,
-        ``sums``): a log bucket with no bound inside goes whole into the Prometheus
-        bucket of its largest value; the values of one with a bound inside (a target,
-        say) are placed one by one, so a value on a bound is within it (``le``)."""
+        ``sums``): a log bucket goes whole into the Prometheus bucket of its largest
+        value (``_place``), but for the one with ``target`` inside, whose values are
+        placed one by one, so a value on the target is within it (``le``)."""
         lo, hi = min(values), max(values)
         if lo < 0.0:  # clocks apart: no wait or handler time is below zero
             values = [v if v > 0.0 else 0.0 for v in values]
@@ -242,15 +247,15 @@ class _Sketch:
         else:
             indices = sketch.buckets(values, lo, hi)
             found = Counter(indices)
-        places = _PLACES.get(bounds)
+        places = _PLACES.get((bounds, target))
         if places is None:
-            places = _PLACES[bounds] = {}
+            places = _PLACES[bounds, target] = {}
         straddling = None
         for index, k in found.items():
             counts[index] = counts.get(index, 0) + k
             place = places.get(index)
             if place is None:
-                place = places[index] = _place(bounds, index)
+                place = places[index] = _place(bounds, target, index)
             if place >= 0:
                 n[place] += k
             elif straddling is None:
