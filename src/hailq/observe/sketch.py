@@ -18,16 +18,14 @@ About 460 buckets span 1 ms to a day; a slot stores only those that saw a value.
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import repeat
 
 ALPHA = 0.02  # relative accuracy of a bucket's representative
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 # log2, not log: the same buckets (but for a value within a rounding of an edge), and a
-# call without an argument tuple (a flush takes thousands)
+# cheaper call (one per distinct bucket of each flush)
 _LOG_GAMMA = math.log2(GAMMA)
 FLOOR = 0.001  # values up to 1 ms share one bucket
 LOW = math.floor(math.log2(FLOOR) / _LOG_GAMMA)  # that bucket: gamma**LOW <= 1 ms
@@ -42,29 +40,26 @@ def bucket(value: float) -> int:
 
 
 _INVERSE = 1.0 / _LOG_GAMMA
+_TOP = math.ceil(math.log2(_CEILING) * _INVERSE)  # the bucket of the largest values
 
 
-def buckets(values: Sequence[float], lo: float | None = None, hi: float | None = None,
-            ) -> list[int]:
-    """``bucket`` of each value, without a Python call per value (a recorder's flush
-    folds thousands at once): all in C where every value is above 1 ms and below the
-    ceiling (waits, mostly), else one comprehension. ``lo``, ``hi``: their minimum and
-    maximum, where the caller has them."""
-    if not values:
-        return []
-    if lo is None or hi is None:
-        lo, hi = min(values), max(values)
-    try:
-        if lo > FLOOR and hi < _CEILING:
-            return list(map(math.ceil, map(operator.mul, map(math.log2, values),
-                                           repeat(_INVERSE))))
-    except ValueError:  # a NaN that min and max stepped over: one by one below
-        pass
-    if hi <= FLOOR and lo == lo:  # all quick (handler times, often), no NaN first
-        return [LOW] * len(values)
-    log, ceil, floor, low, top = math.log2, math.ceil, FLOOR, LOW, _CEILING
-    return [ceil(log(v if v < top else top) * _INVERSE) if v > floor else low
-            for v in values]
+def _edge(index: int) -> float:
+    """The largest value ``bucket`` puts in bucket ``index``: ``GAMMA ** index``, moved
+    by a rounding or two where the logarithm rounds the other way."""
+    edge = GAMMA ** index
+    while bucket(edge) > index:
+        edge = math.nextafter(edge, 0.0)
+    while bucket(math.nextafter(edge, math.inf)) <= index:
+        edge = math.nextafter(edge, math.inf)
+    return edge
+
+
+_UPPER = [FLOOR, *(_edge(i) for i in range(LOW + 1, _TOP)), math.inf]
+
+
+def upper(index: int) -> float:
+    """The largest value bucket ``index`` holds (the buckets' edges, computed once)."""
+    return _UPPER[min(max(index, LOW), _TOP) - LOW]
 
 
 def span(index: int) -> tuple[float, float]:
