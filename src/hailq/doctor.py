@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hailq._time import Duration, seconds
-from hailq.backends.base import FiguresWindowParams
+from hailq.backends.base import DeadListParams, FiguresWindowParams
 from hailq.broker import Broker
 from hailq.errors import InvalidArgument
 from hailq.policy.diagnosis import (
@@ -22,7 +22,7 @@ from hailq.policy.diagnosis import (
     window_text,
 )
 
-DEAD_LETTERS_READ = 1000  # the dead letters read per queue for poison messages
+DEAD_LETTERS_READ = 1000  # the newest dead letters read per queue for poison messages
 
 
 def examine(broker: Broker, queues: Sequence[str] | None = None,
@@ -42,7 +42,11 @@ def examine(broker: Broker, queues: Sequence[str] | None = None,
         figures = q.figures()
         rows = broker.backend.figures_window(FiguresWindowParams(q.name,
                                                                  reach(figures, window)))
-        evidence = evidence_of(figures, q.dead_letters(limit=DEAD_LETTERS_READ), workers,
-                               since=window, window=rows)
+        # The newest: a window's dead letters are read however many older ones the
+        # queue keeps (those are a note; the oldest past the limit are not read). The
+        # evidence lists them oldest first, as ``hailq dead`` does.
+        newest = broker.backend.dead_list(DeadListParams(q.name, limit=DEAD_LETTERS_READ,
+                                                         newest_first=True))
+        evidence = evidence_of(figures, newest[::-1], workers, since=window, window=rows)
         results.append(diagnose(evidence, thresholds))
     return results

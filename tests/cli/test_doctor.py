@@ -282,3 +282,37 @@ def test_rule_26_examine_from_python_reads_the_same_window(api_any: hailq.Broker
             examine(api_any, since=bad)
     with pytest.raises(hailq.QueueNotFound):
         examine(api_any, ["nope"])
+
+
+def test_rule_26_doctor_reads_the_newest_dead_letters_behind_a_thousand_older(
+        hq_any: Hailq, api_any: hailq.Broker, url: str) -> None:
+    """More than the 1,000 dead letters the doctor reads, all an hour old but one: the
+    newest, inside the window, is read first and named; the listing's newest-first order
+    holds on each backend."""
+    from hailq.backends.base import DeadListParams
+
+    q = api_any.queue("claims", max_attempts=1)
+    old = 1_050
+    q.send_many([{"n": n} for n in range(old)])
+    while got := q.receive(100, lease=0.1):  # their only attempt ends with the lease
+        last = got[-1]
+    wait_past(api_any.now, last.lease_until)
+    q.maintain()  # dead (rule 13), each with its lease's end as its death
+    assert q.stats().dead == old
+    _move_back(url, 3600)  # an hour ago: before the window
+    q.send_many([{"n": "new"}, {"n": "newer"}])
+    new = q.receive(2)
+    for m in new:  # two with one error: poison
+        m.nack(error="Traceback (most recent call last):\nKeyError: 'policy'")
+    listing = api_any.backend.dead_list(DeadListParams("claims", limit=3, newest_first=True))
+    assert [d.body for d in listing][:2] == [{"n": "newer"}, {"n": "new"}]
+    assert listing[0].dead_at >= listing[1].dead_at > listing[2].dead_at
+    assert q.dead_letters(limit=1)[0].body == {"n": 0}  # the oldest first by default
+    [found] = examine(api_any, ["claims"])
+    [poison] = [f for f in found.findings if f.kind == "poison"]
+    assert poison.evidence["error"] == "KeyError: 'policy'"
+    assert poison.evidence["message_ids"] == [m.id for m in new]
+    [note] = found.notes
+    assert note.kind == "earlier_dead_letters" and note.evidence["dead_letters"] == 998
+    _flush(api_any)
+    assert hq_any("doctor", "--json").code == 3

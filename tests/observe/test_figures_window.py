@@ -41,6 +41,7 @@ def test_rule_26_a_window_has_claims_redeliveries_breaches_and_inbox_runs(
     for p in (0, 9):
         assert (total[p].started, total[p].acked, total[p].failed) == (2, 1, 1)
         assert (total[p].redelivered, total[p].inbox) == (1, 1)
+        assert total[p].late_acks == 0  # an ack transaction within its lease is in time
         assert total[p].handler_total > 0
     assert total[9].breaches == 2 and total[0].breaches == 0  # 0 has no target
     assert broker.backend.figures_window(FiguresWindowParams("jobs", broker.now() + 60)) == []

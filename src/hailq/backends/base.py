@@ -204,6 +204,7 @@ class DeadListParams:
     older_than: float | None = None
     ordering_key: str | None = None
     limit: int = 1000
+    newest_first: bool = False  # the latest deaths first (hailq doctor reads its window)
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,7 +180,7 @@ class OperatorStore:
         found = self.dialect.read(lambda tx: tx.run("dead_list", {
             "queue": params.queue, "ordering_key": params.ordering_key, "now": tx.now,
             "older_than": params.older_than, "error": params.error_contains,
-            "limit": params.limit}))
+            "limit": params.limit, "newest": params.newest_first}))
         return [rows.dead_letter(params.queue, r) for r in found]
 
     def dead_redrive(self, params: RedriveParams) -> int:

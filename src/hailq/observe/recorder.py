@@ -8,10 +8,12 @@ handler time (received -> acked or nacked), from the claim time kept with the le
 (in the ``Message``, or in the receipt string for an ack by receipt, from this
 process or another). Sends mark their queue, whose counters are then sampled.
 
-A consumer only appends a tuple to a deque per claim and per ack (no lock); a daemon
-thread, started at the first count, folds them into buckets per (queue, priority) --
-while the consumer waits on its database, mostly -- and writes them about once a
-second in one short transaction (rule 25), and at ``close()`` and at interpreter exit.
+A consumer only reads the clock once per claim and per ack and extends a flat list by
+a few values per message (no lock, no lookup, and nothing kept that the garbage
+collector would track: each message's values go in by value, not as a tuple); a daemon
+thread, started at the first count, folds them in batches into buckets per
+(queue, priority) (``hailq/observe/tally.py``) and writes them about once a second in
+one short transaction (rule 25), and at ``close()`` and at interpreter exit.
 A flush that fails is logged and its figures kept for the next one; a process that
 dies loses at most the last second's figures. After a fork the child starts empty
 (the parent writes what it counted).
@@ -25,18 +27,15 @@ import os
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hailq.backends.base import (
     FiguresRecordParams,
 )
 from hailq.errors import HailqError
-from hailq.ids import receipt_claim
 from hailq.observe.flusher import FiguresFlusher
-from hailq.observe.histogram import bounds_for
-from hailq.observe.tally import Tally, take
+from hailq.observe.tally import Tally, fold, taken
 from hailq.observe.tally import params as rows_of
 from hailq.outage import covers
 
@@ -51,6 +50,7 @@ log = logging.getLogger("hailq.figures")
 CLOCK_EVERY = 60.0  # seconds between readings of the broker's clock
 Slo = Mapping[int, float] | None
 Queues = Sequence[str] | Callable[[], Sequence[str]]
+_time = time.time
 
 
 class FigureRecorder:
@@ -80,15 +80,16 @@ class FigureRecorder:
     def _reset(self) -> None:
         """Empty, no flusher (at construction, and in a forked child)."""
         self._flushing = threading.Lock()
-        # What consumers counted, for the flusher to fold (``_count``): per queue and
-        # priority the waits and the handler times (a failure's as -1 - seconds), the
-        # (queue, priority) of each redelivery and inbox run, each queue's last targets.
-        self._waits: dict[str, dict[int, deque[float]]] = {}
-        self._ends: dict[str, dict[int, deque[float]]] = {}
-        self._again: deque[tuple[str, int]] = deque()
-        self._inboxes: deque[tuple[str, int]] = deque()
-        self._lates: deque[tuple[str, int]] = deque()  # each ack after its lease ended
-        self._slos: dict[str, Slo] = {}
+        # What consumers counted, for the flusher to fold (``tally.fold``), flat: a fixed
+        # number of values per message (``tally.CLAIM`` ...). Each list stays the same
+        # object: consumers extend it, the flusher takes the part there when it began
+        # (``taken``), so values racing a flush land in this one or the next, whole.
+        self._claims: list[Any] = []
+        self._acks: list[Any] = []  # of Messages, in time or late, no inbox: the most
+        self._settled: list[Any] = []  # every other ack or nack
+        self._handled: list[Any] = []  # whole handler times (``ended``)
+        self._inboxes: list[Any] = []
+        self._slos: dict[str, Slo] = {}  # each queue's targets as last counted
         self._touched: set[str] = set()
         self._unwritten: FiguresRecordParams | None = None  # a failed flush, for the next
         self._flushes = 0
@@ -101,25 +102,17 @@ class FigureRecorder:
         ``available_at``, handler times with the claim time)."""
         if self._clock is not None:
             return self._clock()
-        return time.time() + self._offset
+        return _time() + self._offset
 
     def claimed(self, queue: str, slo: Slo, rows: Sequence[ClaimedRow]) -> float:
         """Messages of ``queue`` were just leased: count their waits; return the claim
         time (broker clock) their handler time is measured from."""
+        now = _time() + self._offset if self._clock is None else self._clock()
         if self._thread is None:
             self._start()
-        now = time.time() + self._offset if self._clock is None else self._clock()
-        self._slos[queue] = slo
-        per = self._waits.get(queue)
-        if per is None:
-            per = self._waits.setdefault(queue, {})
+        claims = self._claims  # tally.CLAIM
         for r in rows:  # ClaimedRow: 5 priority, 7 attempt, 8 enqueued, 12 available
-            found = per.get(r[5])
-            if found is None:
-                found = per.setdefault(r[5], deque())
-            found.append(now - (r[12] or r[8]))
-            if r[7] >= 2:
-                self._again.append((queue, r[5]))
+            claims.extend((queue, slo, r[5], now - (r[12] or r[8]), r[7]))
         return now
 
     def touched(self, queue: str) -> None:
@@ -134,67 +127,42 @@ class FigureRecorder:
         ``inbox``: its handling used an inbox or an ack transaction (rule 26)."""
         if self._thread is None:
             self._start()
-        self._slos[queue] = slo
-        per = self._ends.get(queue)
-        if per is None:
-            per = self._ends.setdefault(queue, {})
-        found = per.get(priority)
-        if found is None:
-            found = per.setdefault(priority, deque())
-        if handler < 0.0:
-            handler = 0.0
-        found.append(handler if ok else -1.0 - handler)  # a failure: below zero
-        if inbox:
-            self._inboxes.append((queue, priority))
+        self._handled.extend((queue, slo, priority, handler, ok, inbox))  # tally.HANDLED
 
     def settled(self, queue: Queue, items: Sequence[str | Message],
                 results: Sequence[object], ok: bool, inbox: bool = False) -> None:
         """``items`` (messages or receipts) were acked (``ok``) or nacked through
         ``queue``: count the handler time of each whose ``result`` is not None, from its
         claim time (kept in the ``Message``, or carried by the receipt, any process's)
-        to now, or to when a worker said its handling ended. One call per ack or batch
-        of acks, a few attribute reads and an append per message."""
+        to now, or to when a worker said its handling ended. One clock reading per call
+        and four values per message (a plain ack); the flusher reads receipts."""
+        now = _time() + self._offset if self._clock is None else self._clock()
         if self._thread is None:
             self._start()
-        now = time.time() + self._offset if self._clock is None else self._clock()
-        name = queue.name
-        self._slos[name] = queue.settings.slo
-        per = self._ends.get(name)
-        if per is None:
-            per = self._ends.setdefault(name, {})
-        last, found = -1, None
-        for item, result in zip(items, results, strict=True):
+        plain = ok and not inbox  # tally.ACK, folded in C; the rest tally.SETTLED
+        if plain and len(items) == 1:  # one message acked: the usual, and the tightest
+            item, result = items[0], results[0]
+            if result is not None and type(item) is not str \
+                    and (began := item.received_at) is not None:  # type: ignore[union-attr]
+                self._acks.extend((item._queue, item.priority,  # type: ignore[union-attr]
+                                   (item._ended or now) - began, result))  # type: ignore[union-attr]
+                return
+        acks, settled = self._acks, self._settled  # no zip, no bound method: per call
+        for i in range(len(items)):  # as long as ``results``, the backend's answer per item
+            result = results[i]
             if result is None:
+                continue  # the lease was lost: not this consumer's handling
+            item = items[i]
+            if type(item) is str:  # a receipt: the flusher reads it
+                settled.extend((queue, item, None, now, ok, inbox, result))
                 continue
-            if isinstance(item, str):
-                claim = receipt_claim(item)
-                if claim is None:
-                    continue  # a receipt made before claims were written in it
-                priority, began = claim
-                end = now
+            began = item.received_at  # type: ignore[union-attr]
+            if plain and began is not None:
+                acks.extend((item._queue, item.priority,  # type: ignore[union-attr]
+                             (item._ended or now) - began, result))  # type: ignore[union-attr]
             else:
-                received = item.received_at
-                if received is None:
-                    continue
-                began = received
-                if item._queue.name != name:  # acked with another queue's claim
-                    self.settled(item._queue, [item], [result], ok, inbox)
-                    continue
-                priority = item.priority
-                end = now if item._ended is None else item._ended
-            if priority != last or found is None:
-                found = per.get(priority)
-                if found is None:
-                    found = per.setdefault(priority, deque())
-                last = priority
-            handler = end - began
-            if handler < 0.0:
-                handler = 0.0
-            found.append(handler if ok else -1.0 - handler)  # a failure: below zero
-            if inbox:
-                self._inboxes.append((name, priority))
-            if ok and result is True:  # acked after its lease ended (rule 26)
-                self._lates.append((name, priority))
+                settled.extend((item._queue, item.priority, began,  # type: ignore[union-attr]
+                                item._ended or now, ok, inbox, result))  # type: ignore[union-attr]
 
     def observe(self, queue: str, priority: int, wait: float, handler: float, ok: bool,
                 inbox: bool = False, *, slo: Slo = None, attempt: int = 1) -> None:
@@ -204,52 +172,21 @@ class FigureRecorder:
             slo = self._slo_of(queue)
         if self._thread is None:
             self._start()
-        self._slos[queue] = slo
-        per = self._waits.setdefault(queue, {})
-        per.setdefault(priority, deque()).append(wait)
-        if attempt >= 2:
-            self._again.append((queue, priority))
+        self._claims.extend((queue, slo, priority, wait, attempt))
         self.ended(queue, slo, priority, handler, ok, inbox)
 
     def inbox(self, queue: str, slo: Slo, priority: int) -> None:
         """A handler run on ``queue`` used an inbox or an ack transaction (rule 26)."""
         if self._thread is None:
             self._start()
-        self._slos[queue] = slo
-        self._inboxes.append((queue, priority))
+        self._inboxes.extend((queue, slo, priority))  # tally.INBOX
 
     def _count(self) -> dict[tuple[str, int], Tally]:
         """Fold what consumers counted into tallies per (queue, priority): the flusher's
-        work, off the consumers' path. Consumers only append floats to deques (no lock,
-        and nothing the garbage collector tracks is kept per message); the flusher takes
-        from the other end only what was there when it began."""
-        waits = take(self._waits)
-        ends = take(self._ends)
-        again: dict[tuple[str, int], int] = {}
-        for _ in range(len(self._again)):
-            key = self._again.popleft()
-            again[key] = again.get(key, 0) + 1
-        inboxes: dict[tuple[str, int], int] = {}
-        for _ in range(len(self._inboxes)):
-            key = self._inboxes.popleft()
-            inboxes[key] = inboxes.get(key, 0) + 1
-        lates: dict[tuple[str, int], int] = {}
-        for _ in range(len(self._lates)):
-            key = self._lates.popleft()
-            lates[key] = lates.get(key, 0) + 1
-        self._touched.update(q for q, _ in (*waits, *ends))
-        tallies: dict[tuple[str, int], Tally] = {}
-        for key in {*waits, *ends, *inboxes, *lates}:
-            slo = self._slos.get(key[0])
-            tally = tallies[key] = Tally(bounds_for(slo),
-                                          None if slo is None else slo.get(key[1]))
-            if key in waits:
-                values = waits[key]
-                tally.waits([v if v > 0.0 else 0.0 for v in values], again.get(key, 0))
-            values = ends.get(key, [])
-            failed = [-1.0 - v for v in values if v < 0.0]
-            tally.ends([v for v in values if v >= 0.0] + failed, len(failed),
-                       inboxes.get(key, 0), lates.get(key, 0))
+        work, off the consumers' path, in batches (``tally.fold``)."""
+        tallies = fold(taken(self._claims), taken(self._acks), taken(self._settled),
+                       taken(self._handled), taken(self._inboxes), self._slos)
+        self._touched.update(q for q, _ in tallies)
         return tallies
 
     # -- writing ---------------------------------------------------------------------------

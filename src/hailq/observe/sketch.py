@@ -24,9 +24,11 @@ from fractions import Fraction
 
 ALPHA = 0.02  # relative accuracy of a bucket's representative
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
-_LOG_GAMMA = math.log(GAMMA)
+# log2, not log: the same buckets (but for a value within a rounding of an edge), and a
+# cheaper call (one per distinct bucket of each flush)
+_LOG_GAMMA = math.log2(GAMMA)
 FLOOR = 0.001  # values up to 1 ms share one bucket
-LOW = math.floor(math.log(FLOOR) / _LOG_GAMMA)  # that bucket: gamma**LOW <= 1 ms
+LOW = math.floor(math.log2(FLOOR) / _LOG_GAMMA)  # that bucket: gamma**LOW <= 1 ms
 _CEILING = 1e9  # seconds (31 years): larger values are counted as this
 
 
@@ -34,18 +36,30 @@ def bucket(value: float) -> int:
     """The bucket of ``value`` seconds (at most 1 ms, negative or NaN: the low bucket)."""
     if not value > FLOOR:
         return LOW
-    return math.ceil(math.log(min(value, _CEILING)) / _LOG_GAMMA)
+    return math.ceil(math.log2(min(value, _CEILING)) * _INVERSE)
 
 
 _INVERSE = 1.0 / _LOG_GAMMA
+_TOP = math.ceil(math.log2(_CEILING) * _INVERSE)  # the bucket of the largest values
 
 
-def buckets(values: Iterable[float]) -> list[int]:
-    """``bucket`` of each value, in one pass without a Python call per value (a
-    recorder's flush folds thousands at once)."""
-    log, ceil, floor, low, top = math.log, math.ceil, FLOOR, LOW, _CEILING
-    return [ceil(log(v if v < top else top) * _INVERSE) if v > floor else low
-            for v in values]
+def _edge(index: int) -> float:
+    """The largest value ``bucket`` puts in bucket ``index``: ``GAMMA ** index``, moved
+    by a rounding or two where the logarithm rounds the other way."""
+    edge = GAMMA ** index
+    while bucket(edge) > index:
+        edge = math.nextafter(edge, 0.0)
+    while bucket(math.nextafter(edge, math.inf)) <= index:
+        edge = math.nextafter(edge, math.inf)
+    return edge
+
+
+_UPPER = [FLOOR, *(_edge(i) for i in range(LOW + 1, _TOP)), math.inf]
+
+
+def upper(index: int) -> float:
+    """The largest value bucket ``index`` holds (the buckets' edges, computed once)."""
+    return _UPPER[min(max(index, LOW), _TOP) - LOW]
 
 
 def span(index: int) -> tuple[float, float]:

@@ -1,13 +1,22 @@
 """The recorder's folding (``hailq/observe/recorder.py``): a second's values per (queue,
 priority) into Prometheus buckets, log-bucket sketches and the rate slot's figures, and
-those into the rows one flush writes (``FiguresRecordParams``)."""
+those into the rows one flush writes (``FiguresRecordParams``).
+
+Consumers put a few values per message in flat lists; ``fold`` splits them into
+columns and groups them by (queue, priority) in C (a pass per distinct key, none where
+there is one), and each group's values are counted with one sort and a step per
+distinct log bucket (``_Sketch.add``): nothing in Python runs per value. Each log bucket
+goes whole into one Prometheus bucket (a cached table per set of bounds and target) but
+the one holding the target, split at it. Breaches are read off the Prometheus counts:
+the target is a bound."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import Counter, deque
-from collections.abc import Mapping, Sequence
-from typing import Any
+import operator
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from typing import Any, TypeVar
 
 from hailq.backends.base import (
     BucketAdd,
@@ -16,7 +25,137 @@ from hailq.backends.base import (
     RateAdd,
     SketchAdd,
 )
+from hailq.ids import receipt_claim
 from hailq.observe import sketch
+from hailq.observe.histogram import bounds_for
+
+Slo = Mapping[int, float] | None
+# What a consumer puts in the recorder's flat lists (hailq/observe/recorder.py), so many
+# values per message:
+CLAIM = 5  # queue, its targets, priority, wait (s), attempt (1 the first)
+ACK = 4  # an ack in time or late of a Message, no inbox: its Queue, priority, handler
+#          time (below zero: 0, see _Sketch), the ack's result (False in time, True
+#          late): folded in C
+SETTLED = 7  # any other ack or nack: the Queue, the priority or a receipt (read here),
+#              claim time or None, end, ok, inbox, result: folded one by one
+HANDLED = 6  # a whole handler time: queue, targets, priority, seconds, ok, inbox
+INBOX = 3  # an inbox run: queue, targets, priority
+T = TypeVar("T")
+
+
+def taken(items: list[T]) -> list[T]:
+    """The values put in so far, taken out; values racing this land after them and stay
+    (two calls, each atomic under the GIL: consumers extend the same list)."""
+    n = len(items)
+    out = items[:n]
+    del items[:n]
+    return out
+
+
+def _columns(flat: list[Any], size: int) -> list[list[Any]]:
+    return [flat[i::size] for i in range(size)]
+
+
+def _split(first: list[Any], second: list[Any], *columns: list[Any],
+           ) -> Iterator[tuple[Any, Any, list[list[Any]]]]:
+    """Each distinct (first, second) with the values of ``columns`` at its places: in C,
+    a pass per distinct value, and none where there is one (one queue, one priority)."""
+    for a, (seconds, *rest) in _by(first, second, *columns):
+        for b, values in _by(seconds, *rest):
+            yield a, b, values
+
+
+def _by(keys: list[Any], *columns: list[Any]) -> Iterator[tuple[Any, list[list[Any]]]]:
+    if keys.count(keys[0]) == len(keys):  # one key: in C, by identity mostly
+        yield keys[0], list(columns)
+        return
+    for key in dict.fromkeys(keys):
+        chosen = list(map(operator.eq, keys, repeat(key)))  # a Queue: the same one
+        yield key, [list(compress(c, chosen)) for c in columns]
+
+
+class _Group:
+    """One (queue, priority)'s values of one flush, before they become a ``Tally``."""
+
+    __slots__ = ("again", "failed", "inbox", "late", "ok", "waits")
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.ok: list[float] = []
+        self.failed: list[float] = []
+        self.again = self.inbox = self.late = 0
+
+
+def fold(claims: list[Any], acks: list[Any], settled: list[Any], handled: list[Any],
+         inboxes: list[Any], slos: dict[str, Slo]) -> dict[tuple[str, int], Tally]:
+    """Consumers' values as tallies per (queue, priority), column by column where they
+    come in numbers; ``slos`` is updated with each queue's targets as last counted."""
+    groups: dict[tuple[str, int], _Group] = {}
+
+    def group(queue: str, priority: int) -> _Group:
+        found = groups.get((queue, priority))
+        if found is None:
+            found = groups[queue, priority] = _Group()
+        return found
+
+    if claims:
+        queues, targets, priorities, waits, attempts = _columns(claims, CLAIM)
+        for queue, priority, (t, w, a) in _split(queues, priorities, targets, waits,
+                                                 attempts):
+            slos[queue] = t[-1]  # its targets as last counted
+            g = group(queue, priority)
+            g.waits += w
+            g.again += len(a) - a.count(1)  # redeliveries: every attempt after the first
+    if acks:
+        sources, priorities, handler, results = _columns(acks, ACK)
+        for source, priority, (h, r) in _split(sources, priorities, handler, results):
+            slos[source.name] = source.settings.slo
+            g = group(source.name, priority)
+            g.ok += h
+            g.late += r.count(True)  # acked after its lease ended (rule 26)
+    for source, of, began, end, ok, inbox, result in _each(settled, SETTLED):
+        if type(of) is str:  # a receipt: its priority and claim time are in it
+            claim = receipt_claim(of)
+            if claim is None:
+                continue  # a receipt made before claims were written in it
+            priority, began = claim
+        elif began is None:
+            continue  # a message whose claim time is not known
+        else:
+            priority = of
+        slos[source.name] = source.settings.slo
+        _ended(group(source.name, priority), end - began, ok, inbox, result)
+    for queue, slo, priority, seconds, ok, inbox in _each(handled, HANDLED):
+        slos[queue] = slo
+        _ended(group(queue, priority), seconds, ok, inbox, False)
+    for queue, slo, priority in _each(inboxes, INBOX):
+        slos[queue] = slo
+        group(queue, priority).inbox += 1
+    tallies: dict[tuple[str, int], Tally] = {}
+    for key, g in groups.items():
+        slo = slos.get(key[0])
+        tally = tallies[key] = Tally(bounds_for(slo), None if slo is None else slo.get(key[1]))
+        if g.waits:
+            tally.waits(g.waits, g.again)
+        tally.ends(g.ok + g.failed if g.failed else g.ok, len(g.failed), g.inbox, g.late)
+    return tallies
+
+
+def _ended(g: _Group, handler: float, ok: bool, inbox: bool, result: object) -> None:
+    if ok:
+        g.ok.append(handler)
+        if result is True:  # acked after its lease ended (rule 26)
+            g.late += 1
+    else:
+        g.failed.append(handler)
+    if inbox:
+        g.inbox += 1
+
+
+def _each(flat: list[Any], size: int) -> Iterator[tuple[Any, ...]]:
+    """``flat`` in tuples of ``size`` values, made by ``zip`` (no Python per tuple)."""
+    it = iter(flat)
+    return zip(*[it] * size, strict=False)
 
 
 class Tally:
@@ -37,75 +176,108 @@ class Tally:
         self.rate: list[float] = [0, 0, 0, 0, 0.0, 0, 0, 0]
 
     def waits(self, values: list[float], redelivered: int) -> None:
-        self.wait_sketch.add(values, self.bounds, self.wait_n, self.wait_s)
         rate = self.rate
+        target, bounds = self.target, self.bounds
+        if target is not None and target in bounds:
+            # values over the target: those in the buckets past the target's bound
+            past = bounds.index(target) + 1
+            before = sum(self.wait_n[past:])
+            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s, target)
+            rate[3] += sum(self.wait_n[past:]) - before
+        else:
+            self.wait_sketch.add(values, bounds, self.wait_n, self.wait_s, None)
+            if target is not None:
+                rate[3] += sum(map(operator.gt, values, repeat(target)))
         rate[0] += len(values)
-        target = self.target
-        if target is not None:
-            rate[3] += sum(1 for v in values if v > target)
         rate[5] += redelivered
 
     def ends(self, values: list[float], failed: int, inbox: int, late: int = 0) -> None:
         """``values``: handler times, the ``failed`` ones last; ``late`` acks came after
         their lease ended."""
-        if values:
-            self.handler.add(values, self.bounds, self.handler_n, self.handler_s)
         rate = self.rate
+        if values:
+            self.handler.add(values, self.bounds, self.handler_n, self.handler_s, None)
+            rate[4] += self.handler.last
         rate[1] += len(values) - failed
         rate[2] += failed
-        rate[4] += sum(values)
         rate[6] += inbox
         rate[7] += late
+
+
+# Per set of Prometheus bounds and target: each log bucket's Prometheus bucket, -1 where
+# the target falls inside it (its values are then placed one by one). Bounded: a few sets
+# of bounds (the defaults with each queue's targets) times the log buckets seen.
+_PLACES: dict[tuple[tuple[float, ...], float | None], dict[int, int]] = {}
+
+
+def _place(bounds: tuple[float, ...], target: float | None, index: int) -> int:
+    """Where log bucket ``index`` goes whole: the Prometheus bucket of its largest value,
+    so that no value is counted below its own bucket (one within 4 % above a default
+    bound is counted in the next: the default bounds are a scale, not a promise); -1
+    where ``target`` lies inside it, within rounding: a target's share is exact."""
+    low, high = sketch.span(index)
+    if target is not None and low * (1 - 1e-9) < target <= high * (1 + 1e-9):
+        return -1
+    return bisect_left(bounds, high)
 
 
 class _Sketch:
     """Log-bucket counts (``hailq/observe/sketch.py``) with count, sum, min and max."""
 
-    __slots__ = ("counts", "hi", "lo", "n", "total")
+    __slots__ = ("counts", "hi", "last", "lo", "n", "total")
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
         self.n, self.total, self.lo, self.hi = 0, 0.0, float("inf"), 0.0
+        self.last = 0.0  # the sum of the values of the last ``add``
 
     def add(self, values: list[float], bounds: tuple[float, ...], n: list[int],
-            sums: list[float]) -> None:
+            sums: list[float], target: float | None) -> None:
         """Count ``values`` here, and in the Prometheus buckets of ``bounds`` (``n``,
-        ``sums``): a log bucket with no bound inside goes whole into the Prometheus
-        bucket of its largest value; the values of one with a bound inside (a target,
-        say) are placed one by one, so a value on a bound is within it (``le``)."""
-        indices = sketch.buckets(values)
-        found = Counter(indices)
-        counts = self.counts
-        straddling = set()
-        for index, k in found.items():
-            counts[index] = counts.get(index, 0) + k
-            low, high = sketch.span(index)
-            first = bisect_left(bounds, low * (1 - 1e-9))
-            if first == bisect_left(bounds, high * (1 + 1e-9)):
-                n[first] += k
-            else:
-                straddling.add(index)
-        if straddling:
-            for v, index in zip(values, indices, strict=True):
-                if index in straddling:
-                    n[bisect_left(bounds, v)] += 1
+        ``sums``): a log bucket goes whole into the Prometheus bucket of its largest
+        value (``_place``), but the one with ``target`` inside is split at the target,
+        so a value on the target is within it (``le``).
+
+        One sort (in C, and next to free for waits, which come about in order) and then
+        a step per distinct log bucket, not per value: its first value names it, a
+        bisection finds where it ends."""
+        values = sorted(values)
         total = sum(values)
+        if total != total:  # a NaN (no clock gives one): counted as 0, as sketch.bucket
+            values = sorted(v if v == v else 0.0 for v in values)
+            total = sum(values)
+        if values[0] < 0.0:  # clocks apart: no wait or handler time is below zero
+            values = [v if v > 0.0 else 0.0 for v in values]
+            total = sum(values)
+        counts = self.counts
+        places = _PLACES.get((bounds, target))
+        if places is None:
+            places = _PLACES[bounds, target] = {}
+        bucket, upper = sketch.bucket, sketch.upper
+        at, size = 0, len(values)
+        while at < size:
+            index = bucket(values[at])
+            end = max(bisect_right(values, upper(index), at), at + 1)  # at least this one
+            k = end - at
+            counts[index] = counts.get(index, 0) + k
+            place = places.get(index)
+            if place is None:
+                place = places[index] = _place(bounds, target, index)
+            if place >= 0 or target is None:
+                n[place] += k
+            else:  # the target inside: those up to it within its bucket, the rest above
+                within = bisect_right(values, target, at, end) - at
+                n[bisect_left(bounds, target)] += within
+                n[bisect_left(bounds, upper(index))] += k - within
+            at = end
+        self.last = total
         sums[-1] += total  # only their sum is read (Prometheus' _sum), not per bucket
-        self.n += len(values)
+        self.n += size
         self.total += total
-        self.lo = min(self.lo, min(values))
-        self.hi = max(self.hi, max(values))
-
-
-def take(counted: dict[str, dict[int, deque[float]]]) -> dict[tuple[str, int], list[float]]:
-    """Every value in ``counted``'s deques as of now, by (queue, priority), taken out."""
-    out: dict[tuple[str, int], list[float]] = {}
-    for queue, per in list(counted.items()):
-        for priority, found in list(per.items()):
-            if found:
-                take = found.popleft
-                out[queue, priority] = [take() for _ in range(len(found))]
-    return out
+        if values[0] < self.lo:
+            self.lo = values[0]
+        if values[-1] > self.hi:
+            self.hi = values[-1]
 
 
 def params(tallies: Mapping[tuple[str, int], Tally], sampled: list[str],

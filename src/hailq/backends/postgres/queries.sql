@@ -603,7 +603,8 @@ WHERE (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
   AND (%(error)s::text IS NULL
        OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
                   WHERE strpos(e ->> 'error', %(error)s::text) > 0))
-ORDER BY dead_at, seq
+ORDER BY CASE WHEN %(newest)s::boolean THEN dead_at END DESC,
+         CASE WHEN %(newest)s::boolean THEN seq END DESC, dead_at, seq
 LIMIT %(limit)s;
 
 -- name: dead_keys

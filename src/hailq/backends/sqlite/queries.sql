@@ -504,7 +504,8 @@ WHERE (:ordering_key IS NULL OR ordering_key = :ordering_key)
   AND (:error IS NULL OR EXISTS (
       SELECT 1 FROM json_each(errors) AS e
       WHERE instr(json_extract(e.value, '$.error'), :error) > 0))
-ORDER BY dead_at, seq
+ORDER BY CASE WHEN :newest THEN dead_at END DESC, CASE WHEN :newest THEN seq END DESC,
+         dead_at, seq
 LIMIT :limit;
 
 -- name: dead_keys

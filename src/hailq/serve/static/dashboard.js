@@ -191,16 +191,26 @@
 
   // A server-rendered page stays live: its parts marked data-live (each with an id) are
   // fetched again and swapped, values and highlights as the server renders them. A part
-  // the operator is using (an open body, a focused field) waits for the next round.
+  // the operator is using (a body or a traceback opened, a field being typed in) waits
+  // for the next round; a clicked button or summary does not hold it, nor a details the
+  // server opens itself (data-auto), which stays closed once the operator closed it.
   async function refreshParts() {
     const response = await fetch(window.location.href, {
       headers: { "Accept": "text/html" }, credentials: "same-origin", cache: "no-store" });
     if (!response.ok) throw new Error("HTTP " + response.status);
     const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    const focused = document.activeElement;
+    const typing = focused && focused.matches("input, select, textarea") ? focused : null;
     for (const part of document.querySelectorAll("[data-live][id]")) {
-      if (part.querySelector("details[open]") || part.contains(document.activeElement)) continue;
+      if (part.querySelector("details[open]:not([data-auto])")
+          || (typing && part.contains(typing))) continue;
       const next = fresh.getElementById(part.id);
-      if (next && next.outerHTML !== part.outerHTML) part.replaceWith(document.importNode(next, true));
+      if (!next || next.outerHTML === part.outerHTML) continue;
+      const node = document.importNode(next, true);
+      if (part.querySelector("details[data-auto]:not([open])")) {
+        for (const d of node.querySelectorAll("details[data-auto]")) d.open = false;
+      }
+      part.replaceWith(node);
     }
     document.dispatchEvent(new Event("hailq:refreshed"));
   }
