@@ -134,7 +134,8 @@ def _insert_postgres(place: Place, fresh: list[NewMessage], now: float | None) -
         m = fresh[0]
         done = yield _q(place, "message_insert_one", {
             "id": m.id, "queue": m.queue, "body": m.body, "kind": m.body_kind,
-            "headers": m.headers, "priority": m.priority, "delay": m.delay}, rows=True)
+            "headers": m.headers, "priority": m.priority, "delay": m.delay,
+            "dedup_id": m.dedup_id}, rows=True)
     else:
         done = yield _q(place, "message_insert", insert_args(fresh), rows=True)
     return int(done.rows[0][0])

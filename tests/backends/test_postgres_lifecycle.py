@@ -12,12 +12,25 @@ import sys
 import threading
 from typing import Any
 
+import pytest
+
 import hailq
 from waiting import wait_until
 
+# Threads another test of this process left running (a worker's, a server's) are not
+# this test's broker's: only the threads started during the test count.
+_before: set[threading.Thread] = set()
+
+
+@pytest.fixture(autouse=True)
+def _threads_before() -> None:
+    _before.clear()
+    _before.update(threading.enumerate())
+
 
 def _hailq_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("hailq-")]
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("hailq-") and t not in _before]
 
 
 def _wait_for_no_threads(timeout: float = 5.0) -> list[str]:

@@ -19,7 +19,6 @@ import hailq
 from waiting import wait_for
 
 from .conftest import READ, Server
-from .test_dashboard_browser import chromium, open_page  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +53,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def test_rule_40_cancel_by_click_removes_a_waiting_message_and_stops_a_running_one(
-        open_page: Callable[..., Any], server: Server,  # noqa: F811 - the fixture
+        open_page: Callable[..., Any], server: Server,
         broker: hailq.Broker, url: str, tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(APP)
     q = broker.queue("jobs", lease=30)
@@ -103,7 +102,7 @@ def test_rule_40_cancel_by_click_removes_a_waiting_message_and_stops_a_running_o
 
 
 def test_rule_40_the_read_role_sees_no_cancel_button(
-        open_page: Callable[..., Any], broker: hailq.Broker) -> None:  # noqa: F811
+        open_page: Callable[..., Any], broker: hailq.Broker) -> None:
     q = broker.queue("jobs")
     kept = q.send("work")
     page = open_page(f"/queues/jobs/message?id={kept}", token=READ)

@@ -11,9 +11,6 @@ import pytest
 
 import hailq
 
-from .test_dashboard_browser import chromium as chromium
-from .test_dashboard_browser import open_page as open_page
-
 pytestmark = pytest.mark.slow
 
 
