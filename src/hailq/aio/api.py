@@ -200,6 +200,14 @@ class AsyncQueue(_Face[Queue]):
         """See ``Queue.extend_many``."""
         return await self.driver.run(self.sync.extend_many, _plain(receipts), seconds)
 
+    async def cancelled(self, messages: Iterable[AsyncMessage]) -> list[str]:
+        """See ``Queue.cancelled``."""
+        return await self.driver.run(self.sync.cancelled, _plain(messages))
+
+    async def let_cancelled_go(self, messages: Iterable[AsyncMessage]) -> list[str]:
+        """See ``Queue.let_cancelled_go``."""
+        return await self.driver.run(self.sync.let_cancelled_go, _plain(messages))
+
     async def stats(self) -> QueueStats:
         """See ``Queue.stats``."""
         return await self.driver.run(self.sync.stats)
@@ -217,6 +225,9 @@ class AsyncQueue(_Face[Queue]):
     get_message = _Awaited()
     delete_message = _Awaited()
     figures = _Awaited()
+    cancel = _Awaited()
+    history = _Awaited()
+    finished = _Awaited()
 
 
 class AsyncTopic(_Face[Topic]):
@@ -341,4 +352,7 @@ class AsyncBroker(_Face[Broker]):
     pause_schedule = _Awaited()
     resume_schedule = _Awaited()
     remove_schedule = _Awaited()
+    delete_schedule = _Awaited()
     levels = _Awaited()
+    cancel = _Awaited()
+    history = _Awaited()
