@@ -7,7 +7,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from hailq.errors import InvalidArgument
+from hailq.errors import InvalidArgument, ScheduleNotFound
 from hailq.serve.api_io import blocking, body_of, broker_of, ok, text
 
 _FIELDS = frozenset({"name"})
@@ -29,6 +29,8 @@ async def resume_schedule(request: Request) -> Response:
 
 async def _name(request: Request) -> str:
     name = text(await body_of(request, _FIELDS), "name", required=True)
-    if name is None or not 1 <= len(name) <= 200 or not name.isprintable():
-        raise InvalidArgument("name must be a schedule's name: 1-200 printable characters")
+    if name is None or not 1 <= len(name) <= 200:
+        raise InvalidArgument("name must be a schedule's name, 1-200 characters")
+    if not name.isprintable():  # no schedule has one (Schedule checks); no database asked
+        raise ScheduleNotFound(f"no schedule named {name!r}")
     return name
