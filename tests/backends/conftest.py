@@ -147,7 +147,9 @@ def _postgres(loop: LoopThread | None) -> Iterator[Store]:
         drop_schema(schema)
 
 
-@pytest.fixture(params=["sqlite", "postgres", "sqlite-aio", "postgres-aio"])
+# The async drivers' runs are marked slow: .ci/run runs them after make test.
+@pytest.fixture(params=["sqlite", "postgres", pytest.param("sqlite-aio", marks=pytest.mark.slow),
+                        pytest.param("postgres-aio", marks=pytest.mark.slow)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     kind = str(request.param)
     loop = LoopThread() if kind.endswith("-aio") else None

@@ -55,7 +55,9 @@ def _sync_only(request: pytest.FixtureRequest) -> None:
                 pytest.skip(f"sync API only: {why}")
 
 
-@pytest.fixture(params=["sync", "aio"])
+# The asyncio run of every scenario is marked slow: .ci/run runs it after make test,
+# which keeps to its time with the sync run (tests/aio covers hailq.aio in make test).
+@pytest.fixture(params=["sync", pytest.param("aio", marks=pytest.mark.slow)])
 def api(request: pytest.FixtureRequest) -> str:
     """Which API the scenario runs through: the sync one, or ``hailq.aio`` behind a sync
     face (``aio_bridge.Synced``), rule 37."""
