@@ -192,10 +192,12 @@ class FigureRecorder:
     # -- writing ---------------------------------------------------------------------------
 
     def _start(self) -> None:
+        # The clock is read before the lock: on hailq.aio's event loop a read switches
+        # greenlets, and another coroutine's send would then block the loop on the lock.
+        self._read_clock()
         with self._flushing:
             if self._thread is not None:
                 return
-            self._read_clock()
             _flush_at_exit()
             # The flusher holds the recorder weakly (hailq/observe/flusher.py).
             thread = FiguresFlusher(self, self._interval)
