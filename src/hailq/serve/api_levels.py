@@ -23,8 +23,8 @@ async def levels(request: Request) -> Response:
     """``?seconds=N`` (default an hour) back from now, ``?queue=NAME`` for one queue's
     series (without: the totals and each queue's ready counts)."""
     broker = broker_of(request)
-    queue = request.query_params.get("queue") or None
-    if queue is not None:
+    queue = request.query_params.get("queue")
+    if queue is not None:  # an empty ?queue= names no queue: 400, as any bad name
         check_name(queue)
     seconds = seconds_param(request.query_params.get("seconds"))
     return ok(await blocking(lambda: levels_json(broker, queue, seconds)))
