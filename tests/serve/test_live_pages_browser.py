@@ -5,7 +5,6 @@ page's ``data-live`` parts as the overview's and the queue page's."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,30 +12,11 @@ from typing import Any
 import pytest
 
 import hailq
-from needs import unavailable
 from waiting import wait_for
 
 from .conftest import ADMIN, CLIENT, Server
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)",
-                    "the dashboard's browser tests")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
-
 
 @pytest.fixture
 def open_page(chromium: Any, server: Server) -> Iterator[Callable[[str], Any]]:
