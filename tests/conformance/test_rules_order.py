@@ -343,9 +343,6 @@ def test_rule_17_concurrent_consumers_never_lease_two_of_one_key_and_keep_its_or
 def run_worker(broker: hailq.Broker, handlers: Mapping[str, Callable[[hailq.Message], Any]],
                expected: int, handled: list[Any], **order: Any) -> None:
     """Run a real one-slot ``hailq.Worker`` until ``handled`` holds ``expected`` entries."""
-    if not isinstance(broker, hailq.Broker):  # hailq.aio behind a sync face
-        pytest.skip("a worker runs on a sync broker (its async handlers get hailq.aio's "
-                    "messages: tests/aio/test_aio_worker.py)")
     worker = hailq.Worker(broker, handlers, concurrency=1, grace=5, poll=0.2, **order)
     thread = threading.Thread(target=worker.run, kwargs={"handle_signals": False})
     thread.start()
