@@ -61,6 +61,7 @@ from hailq.settings import MIB
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 MAINTAIN_EVERY = 0.05  # seconds between claim-time upkeep runs per queue and process
+MAINTAIN_BATCH = 1000  # rows PostgreSQL settles per statement (queries.sql: LIMIT 1000)
 # Seconds a process keeps a queue's stored settings before it reads them again: an
 # operator's change (a lease, a cap, attempts) reaches running consumers within this.
 SETTINGS_FOR = 0.5
@@ -138,17 +139,21 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         return live
 
     def queue_maintain(self, params: QueueMaintainParams) -> None:
+        # PostgreSQL settles at most a batch per transaction: a short one each, as many
+        # as it takes (an operator's maintain leaves nothing for the next receive).
         queue = params.queue
-        self.dialect.work(lambda tx: self._maintain(tx, queue), durable=False)
+        while self.dialect.work(lambda tx: self._maintain(tx, queue), durable=False):
+            pass
 
-    def _maintain(self, tx: Tx, queue: str) -> None:
+    def _maintain(self, tx: Tx, queue: str) -> bool:
         """Claim-time upkeep, no sweeper needed: due messages become ready, ended leases
         give their message back or kill it after its last attempt (rule 13). The SQL
-        reads the attempts and the dead-letter policy where it runs."""
+        reads the attempts and the dead-letter policy where it runs. True when a batch
+        was full (PostgreSQL bounds each statement): more may be waiting."""
         self._maintained[queue] = _clock(tx)
         args = {"queue": queue, "now": tx.now}
         with tx.atomic():
-            tx.exec("scheduled_promote", args)
+            promoted = tx.exec("scheduled_promote", args)
             ended = tx.run("leases_expire", args)
             dead = [(key, parked) for state, key, parked, *_ in ended if state == "dead"]
             if dead:
@@ -160,6 +165,7 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
             cancelled = [(r[4], r[3], r[1]) for r in ended if r[0] == "cancelled"]
             if cancelled:  # rule 40: its lease ended before its handler said it stopped
                 self._cancel_remove(tx, queue, cancelled)
+        return max(promoted, len(ended)) >= MAINTAIN_BATCH
 
     def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None:
         """Free the next message of each key whose head just ended (rule 17)."""
