@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hailq._time import Clock, Duration, seconds
 from hailq.backends.base import (
     AutoscaleListParams,
-    AutoscaleRecordParams,
     QueueDeleteParams,
     QueueDescribeParams,
     QueueSaveParams,
-    ScheduleDeclareParams,
     ScheduleDeleteParams,
     SchedulePauseParams,
     TopicDeleteParams,
     TopicSaveParams,
     WaitParams,
     WorkerPruneParams,
-    WorkerSaveParams,
 )
 from hailq.backends.registry import lookup
 from hailq.checks import check_limit
@@ -47,7 +44,6 @@ if TYPE_CHECKING:
     from hailq.backends.base import Backend, LevelRow
     from hailq.observe.overview import QueueGlance
     from hailq.observe.recorder import FigureRecorder
-    from hailq.schedule import Periodic
 
 
 class Broker:
@@ -113,21 +109,6 @@ class Broker:
         if not found:
             raise QueueNotFound(f"no queue named {name!r}; declare it with broker.queue()")
         return _queue(self.backend, found[0], self.figures, self.hooks)
-
-    def refresh(self, queues: Iterable[Queue]) -> list[str]:
-        """Lay each queue's effective settings as stored now over ``queues`` (a worker's:
-        it times its lease renewals and figures by them, rule 39), one read for all;
-        return the names of those whose lease changed."""
-        by_name = {q.name: q for q in queues}
-        changed = []
-        for record in self.backend.queue_describe(QueueDescribeParams(list(by_name))):
-            queue = by_name[record.name]
-            overrides = parse_overrides(record.overrides)
-            settings = QueueSettings.from_json(record.declared).overlay(overrides)
-            if settings.lease != queue.settings.lease:
-                changed.append(record.name)
-            queue.settings, queue.overrides = settings, overrides
-        return changed
 
     def queues(self) -> list[Queue]:
         """Every declared queue with its effective settings."""
@@ -236,10 +217,6 @@ class Broker:
         ``timeout`` seconds; may return early (callers receive again and wait again)."""
         self.backend.message_wait(WaitParams(queues, seconds(timeout, "timeout")))
 
-    def save_worker(self, worker: WorkerInfo) -> None:
-        """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
-        self.backend.worker_save(WorkerSaveParams(worker))
-
     # -- autoscalers (rule 24) -------------------------------------------------------------
 
     def autoscalers(self, queue: str | None = None, *,
@@ -259,10 +236,6 @@ class Broker:
             raise InvalidArgument(f"limit must be an integer from 1 to 1000, got {limit!r}")
         return self.backend.autoscale_list(AutoscaleListParams(queue, self.now() - 3600.0,
                                                                limit))
-
-    def record_autoscale(self, decision: AutoscalerInfo) -> None:
-        """Store one decision of an autoscaler (its ``at`` is set to the broker's clock)."""
-        self.backend.autoscale_record(AutoscaleRecordParams(decision))
 
     # -- periodic schedules (rule 35) ----------------------------------------------------
 
@@ -299,29 +272,6 @@ class Broker:
             if found.name == name:
                 return found
         raise ScheduleNotFound(f"no schedule named {name!r}; 'hailq schedules' lists them")
-
-    def declare_schedules(self, periodics: Sequence[Periodic], now: float) -> None:
-        """Store an app's schedules as a scheduler starts (new ones with ``now`` as their
-        last slot; existing ones keep theirs) and declare their queues."""
-        for p in periodics:
-            self.queue(p.queue)
-            self.backend.schedule_save(p.save_params("app", now))
-
-    def keep_schedules_declared(self, names: Sequence[str], now: float) -> None:
-        """A running scheduler still declares these (see docs/guides/periodic.md)."""
-        self.backend.schedule_declare(ScheduleDeclareParams(names, now))
-
-    def send_slots(self, schedule: ScheduleInfo, slots: Sequence[float], now: float) -> bool:
-        """Send one message per slot of ``schedule`` (oldest first) and move its last slot
-        to the newest, in one transaction, only if its last slot is still the one it was
-        read with: False (nothing sent) if another scheduler sent them first, or it was
-        paused or removed meanwhile."""
-        from hailq.schedule import fire_params
-
-        if not slots:
-            return False
-        self.queue(schedule.queue)  # declared: its row's aging and targets key the slots
-        return self.backend.schedule_fire(fire_params(schedule, slots, now))
 
     def pause_schedule(self, name: str) -> None:
         """Stop sending ``name``'s slots until ``resume_schedule`` (every scheduler)."""
@@ -377,25 +327,6 @@ class Broker:
             raise InvalidArgument(f"seconds must be a number above 0 and at most {KEEP:g}, "
                                   f"got {seconds!r}")
         return self.backend.levels_read(LevelsReadParams(self.now() - seconds, queue))
-
-    def record_levels(self) -> bool:
-        """Record every queue's levels for the current 10 s slot unless some process did
-        already, and forget those past the hour; True if this call wrote them. The duty
-        of every worker and ``hailq serve`` (hailq/runtime/levels.py)."""
-        from hailq.backends.base import LevelsRecordParams
-
-        return self.backend.levels_record(LevelsRecordParams())
-
-    def take_maintenance_turn(self, duty: str, every: float) -> bool:
-        """Take maintenance ``duty``'s turn if it is due, making the next due ``every``
-        seconds on; False if another process has it (hailq/runtime/maintenance.py)."""
-        return self.backend.maintenance_claim(duty, every)
-
-    def prune(self, duty: str, keep: float = 0.0) -> int:
-        """Run one maintenance duty's deletes in bounded batches; how many rows went."""
-        from hailq.backends.upkeep import PruneParams
-
-        return self.backend.maintenance_prune(PruneParams(duty, keep))
 
 
 def _queue(backend: Backend, record: QueueRecord,

@@ -17,6 +17,7 @@ import click
 
 import hailq
 from hailq.cli.main import _load
+from hailq.internal import ops
 from hailq.url import parse_url
 from waiting import wait_for, wait_past
 
@@ -78,9 +79,9 @@ CHECKERS = textwrap.dedent("""
 
 def test_workers_marks_silent_ones_dead(hq: Hailq, sqlite_url: str) -> None:
     with hailq.connect(sqlite_url) as broker:
-        broker.save_worker(worker("w-alive", "img-01", 101, ["claims"], 3))
+        ops(broker).save_worker(worker("w-alive", "img-01", 101, ["claims"], 3))
     with hailq.connect(sqlite_url, clock=lambda: time.time() - 60) as broker:
-        broker.save_worker(worker("w-gone", "img-02", 202, ["claims", "audit"], 1))
+        ops(broker).save_worker(worker("w-gone", "img-02", 202, ["claims", "audit"], 1))
     found = {w["id"]: w for w in hq("workers", "--json").json()}
     assert found["w-alive"]["alive"] is True and found["w-alive"]["status"] == "running"
     assert found["w-gone"]["alive"] is False and found["w-gone"]["status"] == "dead"
@@ -96,7 +97,7 @@ def test_workers_that_stopped_cleanly_are_stopped_not_dead(
         hq_any: Hailq, api_any: hailq.Broker, url: str) -> None:
     for id, state in [("w-stopped", "stopped"), ("w-draining", "draining"),
                       ("w-running", "running")]:
-        api_any.save_worker(worker(id, "img-01", 101, ["claims"], 0, state))
+        ops(api_any).save_worker(worker(id, "img-01", 101, ["claims"], 0, state))
     age_workers(url, 60)
     found = {w["id"]: w for w in hq_any("workers", "--json").json()}
     assert (found["w-stopped"]["status"], found["w-stopped"]["alive"]) == ("stopped", False)
@@ -141,11 +142,11 @@ def test_workers_when_there_are_none(hq_any: Hailq, api_any: hailq.Broker) -> No
 
 def test_workers_only_reads_and_maintain_forgets_the_long_silent(
         hq_any: Hailq, api_any: hailq.Broker, url: str) -> None:
-    api_any.save_worker(worker("w-old", "img-01", 101, ["claims"], 0))
+    ops(api_any).save_worker(worker("w-old", "img-01", 101, ["claims"], 0))
     age_workers(url, 2 * 86400)
-    api_any.save_worker(worker("w-quiet", "img-02", 202, ["claims"], 0))
+    ops(api_any).save_worker(worker("w-quiet", "img-02", 202, ["claims"], 0))
     age_workers(url, 120)
-    api_any.save_worker(worker("w-new", "img-03", 303, ["claims"], 1))
+    ops(api_any).save_worker(worker("w-new", "img-03", 303, ["claims"], 1))
     for _ in range(2):  # looking forgets nobody, however long gone
         assert {w["id"] for w in hq_any("workers", "--json").json()} == {
             "w-old", "w-quiet", "w-new"}

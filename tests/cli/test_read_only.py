@@ -10,6 +10,7 @@ import psycopg
 from psycopg import sql
 
 import hailq
+from hailq.internal import ops
 from waiting import wait_past
 
 from .conftest import run_hailq
@@ -28,7 +29,7 @@ def test_rule_30_a_role_that_may_only_read_can_run_every_look(
         due = max(held.lease_until, broker.now() + 0.5)
         claims.send({"claim": 3}, priority=5)
         broker.topic("storms").subscribe("claims")
-        broker.save_worker(hailq.WorkerInfo(
+        ops(broker).save_worker(hailq.WorkerInfo(
             id="w-1", host="img-01", pid=101, queues=["claims"], concurrency=4, in_flight=0,
             started_at=time.time(), last_seen=0.0, state="running"))
         wait_past(broker.now, due)

@@ -15,6 +15,7 @@ from rich.console import Console
 
 import hailq
 from hailq.cli.output import key, make_table, text
+from hailq.internal import ops
 
 from .conftest import Result, run_hailq
 
@@ -48,12 +49,12 @@ def arrange(broker: hailq.Broker) -> dict[str, Any]:
         topic.subscribe(name, filter={"region": "eu-west-1"})
     broker.schedule("*/5 * * * *", queue=OTHER, body={"remind": "overdue"}, name=SCHEDULE,
                     timezone="Europe/Amsterdam")
-    broker.save_worker(hailq.WorkerInfo(
+    ops(broker).save_worker(hailq.WorkerInfo(
         id=WORKER, host="worker-host-eu-west-1a.internal", pid=48213, queues=[QUEUE, OTHER],
         concurrency=8, in_flight=3, started_at=time.time() - 7200, last_seen=0.0,
         state="running"))
     for n in range(2):
-        broker.record_autoscale(hailq.AutoscalerInfo(
+        ops(broker).record_autoscale(hailq.AutoscalerInfo(
             id=f"{AUTOSCALER_HOST}:4242:{QUEUE}", queue=QUEUE, host=AUTOSCALER_HOST,
             pid=4242, workers=3 + n, desired=4, decision="grow",
             reason="backlog 1,234 at 56.20/s needs 4 workers for the 10s target of "

@@ -29,6 +29,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import hailq
+from hailq.internal import ops
 from hailq.models import AutoscalerInfo
 from hailq.observe.prometheus import collect_figures, exposition
 from ports import free_port
@@ -186,7 +187,7 @@ def arrange(broker: hailq.Broker) -> hailq.Queue:
     claims.send_many([hailq.Envelope({"n": n}, priority=9) for n in range(10)])
     claims.send_many([{"n": n} for n in range(10)])
     claims.send("poison")
-    broker.record_autoscale(AutoscalerInfo(
+    ops(broker).record_autoscale(AutoscalerInfo(
         id="h1:41:claims", queue="claims", host="h1", pid=41, workers=2, desired=3,
         decision="grow", reason="backlog", at=0.0, minimum=1, maximum=4))
     return claims
@@ -271,7 +272,7 @@ def test_the_exporter_serves_targets_and_autoscaler_bounds(broker: hailq.Broker)
     """The limits the alerts compare with, on both backends: each priority's target, and
     the workers and --max of each running autoscaler (a stopped one is left out)."""
     arrange(broker)
-    broker.record_autoscale(AutoscalerInfo(
+    ops(broker).record_autoscale(AutoscalerInfo(
         id="h2:7:claims", queue="claims", host="h2", pid=7, workers=0, desired=0,
         decision="stop", reason="stopped", at=0.0, minimum=0, maximum=6))
     broker.queue("audit")

@@ -8,6 +8,7 @@ import pytest
 
 import hailq
 from hailq.backends.base import FiguresRecordParams, RateAdd
+from hailq.internal import ops
 from hailq.models import AutoscalerInfo, WorkerInfo
 from hailq.policy.scaling import Demand, desired_workers
 
@@ -95,12 +96,12 @@ def test_rule_25_the_postgresql_view_says_what_the_figures_say(pg_url: str,
         claims.send_many(list(range(25)))
         claims.receive(max_messages=3)
         for n in range(int(given.get("workers", 0))):  # type: ignore[call-overload]
-            broker.save_worker(WorkerInfo(f"w{n}", "host", n, ["claims"], 3, 1, 0.0, 0.0,
+            ops(broker).save_worker(WorkerInfo(f"w{n}", "host", n, ["claims"], 3, 1, 0.0, 0.0,
                                           "running"))
         broker.backend.figures_record(FiguresRecordParams(
             rates=given.get("rates", []), sampled=["claims"]))  # type: ignore[arg-type]
         for n, point in enumerate(given.get("ceilings", [])):  # type: ignore[arg-type]
-            broker.record_autoscale(AutoscalerInfo(
+            ops(broker).record_autoscale(AutoscalerInfo(
                 f"h:{n}:claims", "claims", "h", n, 3, 9, "hold", "test", 0.0, point))
         schema = pg_url.rsplit("schema=", 1)[1].split("&")[0]
         with psycopg.connect(pg_url.split("?")[0]) as conn:

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import hailq
+from hailq.internal import ops
 from hailq.models import AutoscalerInfo
 
 
@@ -36,9 +37,9 @@ def test_rule_24_each_autoscalers_last_decision_and_the_last_decisions_are_kept(
     broker.queue("jobs")
     broker.queue("other")
     for n in (1, 2, 3):
-        broker.record_autoscale(decision(n, action="grow"))
-    broker.record_autoscale(decision(5, autoscaler="g:2:jobs"))
-    broker.record_autoscale(decision(7, autoscaler="g:3:other", queue="other"))
+        ops(broker).record_autoscale(decision(n, action="grow"))
+    ops(broker).record_autoscale(decision(5, autoscaler="g:2:jobs"))
+    ops(broker).record_autoscale(decision(7, autoscaler="g:3:other", queue="other"))
     last = broker.autoscalers("jobs")
     assert [(a.id, a.workers, a.decision) for a in last] == [("g:2:jobs", 5, "hold"),
                                                              ("h:1:jobs", 3, "grow")]
@@ -58,13 +59,13 @@ def test_rule_24_a_measured_saturation_point_caps_desired_workers(
     jobs = broker.queue("jobs")
     jobs.send_many(list(range(50)))
     stale = jobs.figures()
-    broker.record_autoscale(decision(4, ceiling=4))
-    broker.record_autoscale(decision(2, autoscaler="g:2:jobs", ceiling=2))
+    ops(broker).record_autoscale(decision(4, ceiling=4))
+    ops(broker).record_autoscale(decision(2, autoscaler="g:2:jobs", ceiling=2))
     capped = jobs.figures()
     assert capped.desired_workers <= 6 and [a.ceiling for a in capped.autoscalers] == [2, 4]
     assert capped.desired_workers == min(stale.desired_workers, 6)
     # One autoscaler that found no point yet: no cap from the others either.
-    broker.record_autoscale(decision(3, autoscaler="g:3:jobs"))
+    ops(broker).record_autoscale(decision(3, autoscaler="g:3:jobs"))
     assert jobs.figures().desired_workers == stale.desired_workers
 
 
@@ -88,7 +89,7 @@ def test_rule_24_hailq_stats_shows_the_last_decisions_with_their_reasons(url: st
     with hailq.connect(url) as broker:
         broker.queue("jobs")
         broker.queue("other")
-        broker.record_autoscale(decision(4, ceiling=4, action="shrink"))
+        ops(broker).record_autoscale(decision(4, ceiling=4, action="shrink"))
     shown = hailq_cli("stats", "jobs", url=url)
     assert shown.returncode == 0, shown.stderr
     assert "autoscale decisions (jobs)" in shown.stdout and "reason 4" in shown.stdout

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 import hailq
+from hailq.internal import ops
 
 from .conftest import CLIENT, Server
 
@@ -301,7 +302,7 @@ def test_rule_25_workers_schedules_autoscalers_desired_workers(admin: httpx.Clie
                                                        broker: hailq.Broker) -> None:
     _declare(admin)
     now = broker.now()
-    broker.save_worker(hailq.models.WorkerInfo("w-1", "host-a", 123, ["jobs"], 4, 1, now, now,
+    ops(broker).save_worker(hailq.models.WorkerInfo("w-1", "host-a", 123, ["jobs"], 4, 1, now, now,
                                                "running"))
     workers = admin.get("/api/workers").json()["workers"]
     assert [(w["id"], w["host"], w["queues"]) for w in workers] == [("w-1", "host-a", ["jobs"])]
@@ -312,7 +313,7 @@ def test_rule_25_workers_schedules_autoscalers_desired_workers(admin: httpx.Clie
                                                                          60.0)]
     assert admin.get("/api/autoscalers").json() == {"autoscalers": []}
     for workers, action in ((1, "grow"), (2, "hold")):
-        broker.record_autoscale(hailq.AutoscalerInfo(
+        ops(broker).record_autoscale(hailq.AutoscalerInfo(
             "host-a:7:jobs", "jobs", "host-a", 7, workers, 2, action, f"{action} it", 0.0,
             ceiling=4, minimum=1, maximum=8, throughput=12.5, handler_time=0.2))
     [last] = admin.get("/api/autoscalers").json()["autoscalers"]

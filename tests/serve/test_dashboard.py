@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import hailq
+from hailq.internal import ops
 from hailq.serve import pages_data
 from waiting import wait_past
 
@@ -315,13 +316,13 @@ def test_topics_workers_and_autoscalers(page: httpx.Client, broker: hailq.Broker
     assert "no subscriptions" in row
     assert "No worker has reported" in page.get("/workers").text
     now = broker.now()
-    broker.save_worker(hailq.WorkerInfo("w-1", "host-a", 123, ["audit"], 4, 1, now - 60, now,
+    ops(broker).save_worker(hailq.WorkerInfo("w-1", "host-a", 123, ["audit"], 4, 1, now - 60, now,
                                         "running"))
     workers = page.get("/workers").text
     assert "w-1" in workers and "host-a" in workers and "running" in workers
     assert "No autoscaler decided" in page.get("/autoscalers").text
     broker.queue("audit")
-    broker.record_autoscale(hailq.AutoscalerInfo(
+    ops(broker).record_autoscale(hailq.AutoscalerInfo(
         "host-a:7:audit", "audit", "host-a", 7, 3, 4, "grow",
         "probing 3: backlog <b>500</b>", 0.0, ceiling=None, minimum=1, maximum=8))
     shown = page.get("/autoscalers").text

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import hailq
+from hailq.internal import ops
 from waiting import wait_for, wait_past
 
 from .conftest import ADMIN, CHROMIUM, CLIENT, READ, Server
@@ -295,14 +296,14 @@ def test_the_workers_column_refreshes(open_page: Callable[..., Any],
     cell = 'tr[data-queue="jobs"] td.f-workers'
     assert page.get_attribute(cell, "data-workers") == "0"
     stays(page)
-    broker.save_worker(hailq.WorkerInfo(
+    ops(broker).save_worker(hailq.WorkerInfo(
         id="w-live-1", host="img-01", pid=101, queues=["jobs"], concurrency=4, in_flight=0,
         started_at=time.time(), last_seen=0.0, state="running"))
     wait_for(lambda: page.get_attribute(cell, "data-workers") == "1", 30,
              "the workers column to count the new worker")
     assert page.locator(cell).inner_text().startswith("1")
     assert page.locator('[data-total="workers"]').inner_text() == "1"
-    broker.save_worker(hailq.WorkerInfo(
+    ops(broker).save_worker(hailq.WorkerInfo(
         id="w-live-1", host="img-01", pid=101, queues=["jobs"], concurrency=4, in_flight=0,
         started_at=time.time(), last_seen=0.0, state="stopped"))
     wait_for(lambda: page.get_attribute(cell, "data-workers") == "0", 30,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import hailq
+from hailq.internal import ops
 from waiting import wait_for
 
 from .conftest import ADMIN, CLIENT, Server
@@ -57,14 +58,14 @@ def worker(in_flight: int, *, id: str = "w-1") -> hailq.WorkerInfo:
 def test_the_workers_page_is_live(open_page: Callable[[str], Any],
                                   broker: hailq.Broker) -> None:
     broker.queue("jobs")
-    broker.save_worker(worker(0))
+    ops(broker).save_worker(worker(0))
     page = open_page("/workers")
     in_flight = "#workers tbody tr td:nth-child(5)"
     assert text(page, in_flight) == "0"
     assert "live" in text(page, "#live")
-    broker.save_worker(worker(3))
+    ops(broker).save_worker(worker(3))
     wait_for(lambda: text(page, in_flight) == "3", 30, "the in-flight count to refresh")
-    broker.save_worker(worker(1, id="w-2"))
+    ops(broker).save_worker(worker(1, id="w-2"))
     wait_for(lambda: page.locator("#workers tbody tr").count() == 2, 30,
              "the second worker to appear")
     assert kept(page)

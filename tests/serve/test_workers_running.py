@@ -4,6 +4,7 @@ backends."""
 from __future__ import annotations
 
 import hailq
+from hailq.internal import ops
 
 from .conftest import ADMIN, Server
 
@@ -13,9 +14,9 @@ def test_running_now_lists_each_busy_slot_of_live_workers(server: Server,
     broker.queue("claims")
     now = broker.now()
     busy = [hailq.RunningMessage("01JD0000000000000000004711", "claims", 2, 12.0)]
-    broker.save_worker(hailq.WorkerInfo("w-1", "host-a", 7, ["claims"], 4, 1, now - 60, now,
+    ops(broker).save_worker(hailq.WorkerInfo("w-1", "host-a", 7, ["claims"], 4, 1, now - 60, now,
                                         "running", busy))  # since: seconds ago, when saved
-    broker.save_worker(hailq.WorkerInfo("w-2", "host-b", 8, ["claims"], 4, 1, now - 60, now,
+    ops(broker).save_worker(hailq.WorkerInfo("w-2", "host-b", 8, ["claims"], 4, 1, now - 60, now,
                                         "stopped", [hailq.RunningMessage(
                                             "01JD0000000000000000009999", "claims", 1, 1.0)]))
     html = server.client(ADMIN).get("/workers").text

@@ -15,6 +15,7 @@ from hailq._time import Duration
 from hailq.aio.drivers import Driver
 from hailq.broker import Broker
 from hailq.codec import Body
+from hailq.hooks import Hook
 from hailq.message import Message
 from hailq.models import QueueStats
 from hailq.queue import Queue, wait_seconds
@@ -320,6 +321,11 @@ class AsyncBroker(_Face[Broker]):
         """See ``Broker.wait``; holds no thread while it waits."""
         await self.driver.wait(list(queues), timeout)
 
+    def add_hook(self, hook: Hook) -> Hook:
+        """See ``Broker.add_hook``: the hook runs around this broker's sends and
+        publishes (its list is the sync broker's; nothing is awaited)."""
+        return self.sync.add_hook(hook)
+
     async def close(self) -> None:
         """Write this process's figures, then close the broker's connections."""
         self.driver.check_loop()
@@ -344,8 +350,8 @@ class AsyncBroker(_Face[Broker]):
     maintain = _Awaited()
     now = _Awaited()
     schema_status = _Awaited()
-    save_worker = _Awaited()
     autoscalers = _Awaited()
+    autoscale_decisions = _Awaited()
     schedule = _Awaited()
     schedules = _Awaited()
     get_schedule = _Awaited()

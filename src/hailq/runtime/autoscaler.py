@@ -36,6 +36,7 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
+from hailq.internal import ops
 from hailq.models import AutoscalerInfo
 from hailq.outage import covers
 from hailq.policy.autoscale import Decision, Limits, Observation, State, decide
@@ -193,7 +194,7 @@ class Autoscaler(ChildrenRunner):
             minimum=self.limits.minimum, maximum=self.limits.maximum,
             throughput=obs.throughput, handler_time=obs.handler_time)
         try:
-            self.broker.record_autoscale(info)
+            ops(self.broker).record_autoscale(info)
         except HailqError as exc:
             if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 log.warning("could not store the autoscale decision: %s", exc)
@@ -209,7 +210,7 @@ class Autoscaler(ChildrenRunner):
             ceiling=last.ceiling if last else None, minimum=self.limits.minimum,
             maximum=self.limits.maximum)
         try:
-            self.broker.record_autoscale(info)
+            ops(self.broker).record_autoscale(info)
         except HailqError as exc:
             log.warning("could not store the autoscaler's stop: %s", exc)
 

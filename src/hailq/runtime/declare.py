@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hailq.internal import ops
 from hailq.runtime.app import App
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def declare_queues(broker: Broker, app: App,
 def declare(broker: Broker, app: App) -> Declared:
     """Declare everything the app needs: queues, subscriptions and schedules."""
     queues = declare_queues(broker, app)
-    broker.declare_schedules(app.periodics, broker.now())
+    ops(broker).declare_schedules(app.periodics, broker.now())
     return Declared(
         queues=list(queues),
         subscriptions=[(r.topic, r.queue) for r in app if r.topic is not None],

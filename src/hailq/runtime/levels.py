@@ -3,8 +3,9 @@ dashboard's charts, once per 10-second slot across all of them.
 
 At start and then just after each slot begins (with a little jitter, so processes do
 not all come at the same instant), the duty asks the broker to record the slot's
-levels (``Broker.record_levels``). The first process of a slot counts and writes; the
-others find the slot taken and count nothing (see the storage side's docstring).
+levels (``RuntimeOps.record_levels``, hailq/internal.py). The first process of a slot
+counts and writes; the others find the slot taken and count nothing (see the storage
+side's docstring).
 A write that fails (a role that may only read, rule 30; a database away for a while)
 is logged once, and tried again a minute later (its count is not repeated every slot
 for nothing): the dashboard still shows what the others recorded.
@@ -18,6 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
+from hailq.internal import ops
 from hailq.outage import covers
 from hailq.runtime.service import Service
 
@@ -46,7 +48,7 @@ class LevelsRecorder(Service):
     def record(self) -> bool:
         """One slot's turn: True if this process wrote the slot's levels."""
         try:
-            wrote = self._broker.record_levels()
+            wrote = ops(self._broker).record_levels()
         except HailqError as exc:
             if not self._failing and not covers(exc):  # an outage has lines of its own
                 log.warning("queue levels not recorded (the dashboard's charts show what "

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
+from hailq.internal import ops
 from hailq.outage import covers
 from hailq.runtime.service import Service
 
@@ -52,7 +53,7 @@ class Upkeep:
     def work(self, broker: Broker) -> int:
         if self.run is not None:
             return self.run(broker, self)
-        return broker.prune(self.name, self.keep)
+        return ops(broker).prune(self.name, self.keep)
 
 
 # The duties every maintenance service runs; a part with housekeeping of its own adds
@@ -106,7 +107,7 @@ class Maintenance(Service):
         # Whoever takes it, the next turn is ``every`` on: ask again then.
         self._asks[duty.name] = now + duty.every * random.uniform(1.0, 1.1)
         try:
-            if not self._broker.take_maintenance_turn(duty.name, duty.every):
+            if not ops(self._broker).take_maintenance_turn(duty.name, duty.every):
                 return True
         except HailqError as exc:
             # A role that may only read: leave it to the others; an outage: try later.

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.errors import HailqError
+from hailq.internal import ops
 from hailq.models import RunningMessage, WorkerInfo
 from hailq.outage import covers
 from hailq.runtime.service import Service
@@ -80,7 +81,7 @@ class RegistryReporter(Service):
             running=[RunningMessage(m.id, m.queue, m.attempt, ago)  # since: seconds ago
                      for m, ago in self._running()])
         try:
-            self._broker.save_worker(info)
+            ops(self._broker).save_worker(info)
         except HailqError as exc:
             if not covers(exc):  # the outage's lines say it (hailq/outage.py)
                 log.warning("could not record worker %s in the registry: %s", self.worker_id,

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from hailq._time import Clock
 from hailq.broker import Broker
+from hailq.internal import ops
 from hailq.models import ScheduleInfo
 from hailq.outage import covers
 from hailq.policy import slots
@@ -59,7 +60,7 @@ class Scheduler(Service):
     def declare(self) -> None:
         """Store this scheduler's schedules (new ones start now) and mark them declared."""
         now = self._clock()
-        self.broker.declare_schedules(self.periodics, now)
+        ops(self.broker).declare_schedules(self.periodics, now)
         self._declared_at = now
 
     def run_once(self) -> int:
@@ -68,7 +69,7 @@ class Scheduler(Service):
         if self._declared_at is None:
             self.declare()
         elif now - self._declared_at >= DECLARE_EVERY or now < self._declared_at:
-            self.broker.keep_schedules_declared([p.name for p in self.periodics], now)
+            ops(self.broker).keep_schedules_declared([p.name for p in self.periodics], now)
             self._declared_at = now
         sent = 0
         for schedule in self.broker.schedules():
@@ -79,7 +80,7 @@ class Scheduler(Service):
     def _fire(self, schedule: ScheduleInfo, now: float) -> int:
         due = slots.due(schedule.cron, schedule.every, schedule.timezone,
                         schedule.last_slot, now, schedule.catch_up)
-        if not due or not self.broker.send_slots(schedule, due, now):
+        if not due or not ops(self.broker).send_slots(schedule, due, now):
             return 0  # nothing due, or another scheduler sent it (or it was paused)
         log.info("schedule %s sent %d message(s) to %s for %s", schedule.name, len(due),
                  schedule.queue, ", ".join(slot_text(s) for s in due))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from hailq.internal import ops
 from hailq.runtime.service import Service
 
 if TYPE_CHECKING:
@@ -38,6 +39,6 @@ class SettingsWatch(Service):
 
     def tick(self) -> float | None:
         if self._queues:
-            for name in self._broker.refresh(list(self._queues.values())):
+            for name in ops(self._broker).refresh(list(self._queues.values())):
                 self._lease_changed(name)
         return None
