@@ -17,7 +17,7 @@ from hailq.backends.base import (
     ScheduleDeleteParams,
     SchedulePauseParams,
     TopicDeleteParams,
-    TopicSaveParams,
+    TopicRef,
     WaitParams,
     WorkerPruneParams,
 )
@@ -174,7 +174,7 @@ class Broker:
     def topic(self, name: str) -> Topic:
         """Declare a topic (idempotent) and return it."""
         check_name(name, "topic name")
-        self.backend.topic_save(TopicSaveParams(name))
+        self.backend.topic_save(TopicRef(name))
         return Topic(self, name)
 
     def get_topic(self, name: str) -> Topic:

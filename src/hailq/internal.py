@@ -102,6 +102,24 @@ class RuntimeOps:
 
         return self.broker.backend.maintenance_prune(PruneParams(duty, keep))
 
+    def prune_history(self, rounds: int = 20) -> int:
+        """Delete each retaining queue's history rows finished longer ago than its
+        retention (rule 40): batches of one short transaction each, at most ``rounds``
+        per queue (what is left waits for the next turn); how many rows went."""
+        from hailq.backends.history import PRUNE_BATCH, HistoryPruneParams
+
+        total = 0
+        for queue in self.broker.queues():
+            if queue.settings.retain is None:
+                continue
+            for _ in range(rounds):
+                gone = self.broker.backend.history_prune(
+                    HistoryPruneParams(queue.name, queue.settings.retain))
+                total += gone
+                if gone < PRUNE_BATCH:
+                    break
+        return total
+
 
 def ops(broker: Broker) -> RuntimeOps:
     """The runtime's face of ``broker`` (see the module's docstring)."""

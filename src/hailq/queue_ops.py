@@ -15,15 +15,12 @@ from hailq.backends.base import (
     CancelOutcome,
     DeadListParams,
     FiguresReadParams,
-    MessageCancelParams,
-    MessageDeleteParams,
-    MessageGetParams,
+    MessageRef,
     PeekParams,
     PurgeParams,
     QueueConfigureParams,
-    QueueMaintainParams,
     QueuePauseParams,
-    QueueStatsParams,
+    QueueRef,
     Receipt,
     RedriveParams,
 )
@@ -58,7 +55,7 @@ class QueueOperations:
         messages become ready, ended leases return their message or kill it after its
         last attempt (rule 13). Reads never need this; ``Broker.maintain`` runs it for
         every queue."""
-        self._backend.queue_maintain(QueueMaintainParams(self.name))
+        self._backend.queue_maintain(QueueRef(self.name))
 
     def peek(self, limit: int = 10) -> list[PeekedMessage]:
         """Look at live messages in delivery order without leasing them (a read)."""
@@ -142,7 +139,7 @@ class QueueOperations:
         """One message of this queue by id, as the next receive would find it: its
         state, attempts, body, headers and the error of each attempt; None if the
         queue holds no such message (acked, purged, or never sent). A read."""
-        return self._backend.message_get(MessageGetParams(self.name,
+        return self._backend.message_get(MessageRef(self.name,
                                                           check_message_id(message_id)))
 
     def history(self, **filters: Any) -> list[HistoryEntry]:
@@ -162,7 +159,7 @@ class QueueOperations:
         """Delete one message whatever its state; False if the queue holds no such
         message. A leased one's consumer then gets LeaseLost on ack; the next message
         of its ordering key becomes receivable (rule 17). Counted as purged."""
-        return self._backend.message_delete(MessageDeleteParams(self.name,
+        return self._backend.message_delete(MessageRef(self.name,
                                                                 check_message_id(message_id)))
 
     def cancel(self, message_id: str) -> CancelOutcome:
@@ -177,7 +174,7 @@ class QueueOperations:
         ordering key until its handler has stopped or its lease has ended; then the
         key's next message is free, also where the queue parks keys. Counted as purged.
         ``MessageNotFound`` (nothing written) for an unknown, acked or dead message."""
-        return self._backend.message_cancel(MessageCancelParams(
+        return self._backend.message_cancel(MessageRef(
             self.name, check_message_id(message_id)))
 
     def cancelled(self, messages: Sequence[Message]) -> list[str]:
@@ -198,7 +195,7 @@ class QueueOperations:
     def stats(self) -> QueueStats:
         """Counts and totals as the next receive would find them (an ended lease counts as
         ready, or dead after its last attempt); a read: it writes nothing."""
-        return self._backend.queue_stats(QueueStatsParams(self.name))
+        return self._backend.queue_stats(QueueRef(self.name))
 
     def figures(self) -> QueueFigures:
         """Stats, rates over the last 1 and 5 minutes, wait and handler time per priority

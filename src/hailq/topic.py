@@ -11,8 +11,8 @@ from hailq._time import Duration
 from hailq.backends.base import (
     PublishParams,
     SubscriptionDeleteParams,
-    SubscriptionListParams,
     SubscriptionSaveParams,
+    TopicRef,
 )
 from hailq.checks import Envelope, build_message, check_batch
 from hailq.codec import Body, check_plain_text
@@ -68,7 +68,7 @@ class Topic:
                 "'hailq topics' lists them")
 
     def subscriptions(self) -> list[Subscription]:
-        return self._broker.backend.subscription_list(SubscriptionListParams(self.name))
+        return self._broker.backend.subscription_list(TopicRef(self.name))
 
     @overload
     def publish(self, body: Body, priority: int = 0, ordering_key: str | None = None,

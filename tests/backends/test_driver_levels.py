@@ -13,7 +13,7 @@ from hailq.backends.base import (
     Backend,
     LevelsReadParams,
     LevelsRecordParams,
-    QueueStatsParams,
+    QueueRef,
 )
 
 from .conftest import LEASE, Store, claim, outlive, receipt, save, send, unchanged
@@ -35,7 +35,7 @@ def test_levels_count_as_stats_counts_them(backend: Backend) -> None:
     outlive()  # the lapsed lease was the last attempt: dead, though no one wrote that
     clear_of_slot_end()
     assert backend.levels_record(LevelsRecordParams())
-    stats = backend.queue_stats(QueueStatsParams("jobs"))
+    stats = backend.queue_stats(QueueRef("jobs"))
     [row] = backend.levels_read(LevelsReadParams(backend.clock_now() - 60))
     assert (row.ready, row.in_flight, row.delayed, row.dead) == \
         (stats.ready, stats.in_flight, stats.scheduled, stats.dead) == (1, 1, 1, 1)

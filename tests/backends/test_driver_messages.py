@@ -23,8 +23,7 @@ from hailq.backends.base import (
     NackOutcome,
     NackParams,
     PeekParams,
-    QueueMaintainParams,
-    QueueStatsParams,
+    QueueRef,
     RedriveParams,
     SendParams,
 )
@@ -60,7 +59,7 @@ def test_send_stores_one_message_ready_with_its_fields(backend: Backend) -> None
     assert (p.id, p.state, p.body, p.headers, p.priority, p.attempt) == (
         m.id, "ready", {"n": 1}, {"kind": "order"}, 3, 0)
     assert abs(p.enqueued_at - backend.clock_now()) < 5
-    assert backend.queue_stats(QueueStatsParams("q")).sent == 1
+    assert backend.queue_stats(QueueRef("q")).sent == 1
 
 
 def test_send_batch_returns_ids_in_order_and_claims_come_in_send_order(
@@ -69,7 +68,7 @@ def test_send_batch_returns_ids_in_order_and_claims_come_in_send_order(
     batch = [message("q", n) for n in range(5)]
     assert backend.message_send(SendParams(batch)) == [m.id for m in batch]
     assert [r.id for r in claim(backend, "q", 10)] == [m.id for m in batch]
-    assert backend.queue_stats(QueueStatsParams("q")).sent == 5
+    assert backend.queue_stats(QueueRef("q")).sent == 5
 
 
 def test_send_batch_is_all_or_nothing(backend: Backend) -> None:
@@ -79,7 +78,7 @@ def test_send_batch_is_all_or_nothing(backend: Backend) -> None:
     with pytest.raises(hailq.StorageError):
         backend.message_send(SendParams([good, broken]))
     assert backend.message_peek(PeekParams("q")) == []
-    assert backend.queue_stats(QueueStatsParams("q")).sent == 0
+    assert backend.queue_stats(QueueRef("q")).sent == 0
 
 
 def test_send_dedup_returns_the_first_id_and_inserts_nothing(backend: Backend) -> None:
@@ -89,7 +88,7 @@ def test_send_dedup_returns_the_first_id_and_inserts_nothing(backend: Backend) -
     assert backend.message_send(SendParams([first])) == [first.id]
     assert backend.message_send(SendParams([second])) == [first.id]
     assert [p.id for p in backend.message_peek(PeekParams("q"))] == [first.id]
-    assert backend.queue_stats(QueueStatsParams("q")).sent == 1
+    assert backend.queue_stats(QueueRef("q")).sent == 1
 
 
 def test_send_dedup_within_one_batch_and_only_within_its_queue(backend: Backend) -> None:
@@ -122,7 +121,7 @@ def test_send_ordering_key_blocks_the_second_until_the_first_is_acked(
     backend.message_send(SendParams([a1, a2, b1]))  # a2 behind a1 within one batch
     backend.message_send(SendParams([free]))
     assert states(backend, "q")[a2.id] == "blocked"
-    assert backend.queue_stats(QueueStatsParams("q")).blocked == 1
+    assert backend.queue_stats(QueueRef("q")).blocked == 1
     got = claim(backend, "q", 10)
     assert [r.id for r in got] == [a1.id, b1.id, free.id]  # other keys and no key flow
     assert claim(backend, "q", 10) == []
@@ -157,11 +156,11 @@ def test_a_dead_head_of_a_parking_queue_holds_its_key_until_redriven(
     [r] = claim(backend, "q", 10)
     assert backend.message_nack(NackParams(receipt("q", r), "poison", outcome="dead"))
     assert claim(backend, "q", 10) == []
-    assert backend.queue_stats(QueueStatsParams("q")).parked_keys == ["k"]
+    assert backend.queue_stats(QueueRef("q")).parked_keys == ["k"]
     [dead] = backend.dead_list(DeadListParams("q"))
     assert dead.parked
     assert backend.dead_redrive(RedriveParams("q", ids=[first])) == 1
-    assert backend.queue_stats(QueueStatsParams("q")).parked_keys == []
+    assert backend.queue_stats(QueueRef("q")).parked_keys == []
     assert [x.id for x in claim(backend, "q", 10)] == [first]  # key order kept
     assert states(backend, "q")[second] == "blocked"
 
@@ -179,7 +178,7 @@ def test_send_with_a_connection_exists_if_and_only_if_it_commits(
     with caller_transaction(store, style, commit) as conn:
         assert backend.message_send(SendParams([m], conn)) == [m.id]
     assert [p.id for p in backend.message_peek(PeekParams("q"))] == ([m.id] if commit else [])
-    assert backend.queue_stats(QueueStatsParams("q")).sent == (1 if commit else 0)
+    assert backend.queue_stats(QueueRef("q")).sent == (1 if commit else 0)
 
 
 # -- claiming -----------------------------------------------------------------------------------
@@ -227,7 +226,7 @@ def test_claim_returns_the_row_with_attempt_token_and_position(backend: Backend)
     [again] = claim(backend, "q")
     assert (again.id, again.seq, again.attempt) == (m.id, r.seq, 2)
     assert again.token != r.token  # every receive makes a new lease
-    assert backend.queue_stats(QueueStatsParams("q")).redelivered == 1
+    assert backend.queue_stats(QueueRef("q")).redelivered == 1
 
 
 def test_claim_respects_max_messages_and_leases_each_message_once(backend: Backend) -> None:
@@ -253,7 +252,7 @@ def test_claim_acks_in_the_same_call_with_an_answer_per_ack(
     send(backend, "other", "o")
     [r_other] = claim(backend, "other")
     if upkeep == "just_done":
-        backend.queue_maintain(QueueMaintainParams("q"))
+        backend.queue_maintain(QueueRef("q"))
     else:
         pass_time(0.1)
     acks = [current, stale, receipt("q", r2), receipt("other", r3), receipt("other", r_other)]
@@ -272,13 +271,13 @@ def test_claim_never_hands_back_a_message_it_acked_late(backend: Backend, upkeep
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
     # the message is ready again; nobody received it since
-    backend.queue_maintain(QueueMaintainParams("q"))
+    backend.queue_maintain(QueueRef("q"))
     if upkeep == "due":
         pass_time(0.1)
     result = backend.message_claim(ClaimParams("q", 5, acks=[receipt("q", r)]))
     assert result.acked == [True]
     assert result.rows == []
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.late_acks, stats.acked, stats.ready) == (1, 1, 0)
 
 
@@ -330,7 +329,7 @@ def test_ack_a_whole_claim_in_one_batch(backend: Backend) -> None:
     got = claim(backend, "q", 4)
     assert backend.message_ack(AckParams([receipt("q", r) for r in got])) == [False] * 4
     assert backend.message_peek(PeekParams("q")) == []
-    assert backend.queue_stats(QueueStatsParams("q")).acked == 4
+    assert backend.queue_stats(QueueRef("q")).acked == 4
 
 
 @pytest.mark.parametrize("batch", [1, 2], ids=["one by one", "one claim"])
@@ -357,7 +356,7 @@ def test_ack_of_keyed_messages_frees_each_key_once_and_in_order(
                                             a3.id: "blocked"}
     assert [r.id for r in got] == [a2.id]
     assert states(backend, "q") == {b2.id: "scheduled", a3.id: "ready"}
-    assert backend.queue_stats(QueueStatsParams("q")).acked == 4
+    assert backend.queue_stats(QueueRef("q")).acked == 4
 
 
 def test_ack_of_one_claims_keyed_messages_frees_each_successor(backend: Backend) -> None:
@@ -400,7 +399,7 @@ def test_ack_duplicates_of_one_receipt_answer_alike(backend: Backend) -> None:
     r1, r2 = (receipt("q", r) for r in claim(backend, "q", 2))
     assert backend.message_ack(AckParams([r1, r1])) == [False, False]
     assert backend.message_ack(AckParams([r2, r1, r2])) == [False, None, False]
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.acked, stats.late_acks) == (2, 0)
 
 
@@ -484,7 +483,7 @@ def test_ack_late_before_anyone_received_again_succeeds(backend: Backend) -> Non
     outlive()
     answer = backend.message_ack(AckParams([receipt("q", late), receipt("q", in_time)]))
     assert answer == [True, False]
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.late_acks, stats.acked, stats.ready, stats.in_flight) == (1, 2, 0, 0)
 
 
@@ -493,10 +492,10 @@ def test_ack_late_after_upkeep_gave_the_message_back_succeeds(backend: Backend) 
     send(backend, "q", "late")
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
-    backend.queue_maintain(QueueMaintainParams("q"))
+    backend.queue_maintain(QueueRef("q"))
     assert backend.message_ack(AckParams([receipt("q", r)])) == [True]
     assert backend.message_peek(PeekParams("q")) == []
-    assert backend.queue_stats(QueueStatsParams("q")).late_acks == 1
+    assert backend.queue_stats(QueueRef("q")).late_acks == 1
 
 
 # -- nacking ------------------------------------------------------------------------------------
@@ -509,7 +508,7 @@ def test_nack_stale_receipt_is_lost_and_changes_nothing(backend: Backend) -> Non
     assert backend.message_nack(NackParams(stale, "late")) is False
     [p] = backend.message_peek(PeekParams("q"))
     assert (p.state, p.attempt) == ("leased", 2)
-    assert backend.queue_stats(QueueStatsParams("q")).nacked == 0
+    assert backend.queue_stats(QueueRef("q")).nacked == 0
     assert backend.message_nack(NackParams(current, "now", delay=0.0)) is True
     assert backend.message_nack(NackParams(current, "twice")) is False  # its lease ended
 
@@ -525,7 +524,7 @@ def test_nack_retry_without_delay_follows_the_queues_retry_policy(backend: Backe
     assert (p.id, p.state, p.attempt) == (m, "scheduled", 1)
     assert p.available_at == pytest.approx(now + 15, abs=2)  # base
     assert claim(backend, "q") == []
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.nacked, stats.scheduled, stats.ready) == (1, 1, 0)
 
 
@@ -579,7 +578,7 @@ def test_nack_retry_on_the_last_attempt_kills(backend: Backend) -> None:
     [dead] = backend.dead_list(DeadListParams("q"))
     assert (dead.id, dead.attempt) == (m, 2)
     assert [(e.attempt, e.error) for e in dead.errors] == [(1, "first"), (2, "second")]
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.dead, stats.nacked, stats.dead_lettered) == (1, 2, 1)
 
 
@@ -593,7 +592,7 @@ def test_nack_dead_dead_letters_at_once(backend: Backend) -> None:
     [dead] = backend.dead_list(DeadListParams("q"))
     assert (dead.id, dead.attempt, dead.last_error) == (m, 1, "bad input")
     assert dead.dead_at == pytest.approx(before, abs=2)
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.dead, stats.dead_lettered, stats.nacked) == (1, 1, 1)
 
 
@@ -617,7 +616,7 @@ def test_nack_give_back_after_the_last_attempt_ended_is_lost(backend: Backend) -
     outlive()
     assert backend.message_nack(NackParams(receipt("q", r), "late", outcome="give_back",
                                            delay=0.0)) is False
-    assert backend.queue_stats(QueueStatsParams("q")).dead == 1
+    assert backend.queue_stats(QueueRef("q")).dead == 1
 
 
 def test_nack_give_back_keeps_its_place_in_line(backend: Backend) -> None:
@@ -643,11 +642,11 @@ def test_nack_after_upkeep_killed_the_last_attempt_is_lost(backend: Backend) -> 
     send(backend, "q", "x")
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
-    backend.queue_maintain(QueueMaintainParams("q"))
+    backend.queue_maintain(QueueRef("q"))
     assert backend.message_nack(NackParams(receipt("q", r), "late", delay=0.0)) is False
     [dead] = backend.dead_list(DeadListParams("q"))
     assert dead.last_error == "lease expired"
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.nacked, stats.dead_lettered) == (0, 1)
 
 
@@ -663,7 +662,7 @@ def test_nack_of_an_ended_last_attempt_is_lost_before_upkeep_too(
                                            delay=0.0)) is False
     [dead] = backend.dead_list(DeadListParams("q"))
     assert dead.last_error == "lease expired"
-    assert backend.queue_stats(QueueStatsParams("q")).nacked == 0
+    assert backend.queue_stats(QueueRef("q")).nacked == 0
 
 
 # -- extending ----------------------------------------------------------------------------------
@@ -707,9 +706,9 @@ def test_extend_ended_lease_of_the_last_attempt_is_lost(backend: Backend) -> Non
     [r] = claim(backend, "q", lease=LEASE)
     outlive()
     assert backend.message_extend(ExtendParams([receipt("q", r)], 30)) == [None]
-    backend.queue_maintain(QueueMaintainParams("q"))
+    backend.queue_maintain(QueueRef("q"))
     assert backend.message_extend(ExtendParams([receipt("q", r)], 30)) == [None]
-    assert backend.queue_stats(QueueStatsParams("q")).dead == 1
+    assert backend.queue_stats(QueueRef("q")).dead == 1
 
 
 # -- the ack that commits with an effect (rule 22) ----------------------------------------------
@@ -743,7 +742,7 @@ def test_ack_transaction_commits_the_effect_with_the_ack(store: Store) -> None:
     assert _effects(store) == 1
     assert backend.message_peek(PeekParams("q")) == []
     assert backend.message_ack(AckParams([receipt("q", r)])) == [None]
-    assert backend.queue_stats(QueueStatsParams("q")).acked == 1
+    assert backend.queue_stats(QueueRef("q")).acked == 1
 
 
 def test_ack_transaction_raising_inside_rolls_the_ack_back(store: Store) -> None:

@@ -14,20 +14,17 @@ from hailq.backends import core
 from hailq.backends.base import (
     AckParams,
     ClaimParams,
-    MessageDeleteParams,
-    MessageGetParams,
+    MessageRef,
     NackParams,
     QueueConfigureParams,
     QueueDeleteParams,
     QueueDescribeParams,
-    QueueGetParams,
     QueuePauseParams,
-    QueueStatsParams,
+    QueueRef,
     SubscriptionDeleteParams,
-    SubscriptionListParams,
     SubscriptionSaveParams,
     TopicDeleteParams,
-    TopicSaveParams,
+    TopicRef,
     WaitParams,
 )
 from hailq.errors import (
@@ -62,11 +59,11 @@ def test_a_paused_queue_leases_nothing_and_still_takes_sends(store: Store) -> No
     backend.queue_pause(QueuePauseParams("q", True))
     send(backend, "q", 2)
     assert claim(backend, "q", 10) == []
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.paused, stats.ready) == (True, 2)
     backend.queue_pause(QueuePauseParams("q", False))
     assert len(claim(backend, "q", 10)) == 2
-    assert backend.queue_stats(QueueStatsParams("q")).paused is False
+    assert backend.queue_stats(QueueRef("q")).paused is False
 
 
 def test_a_pause_reaches_a_consumer_of_another_process_within_its_settings_cache(
@@ -88,7 +85,7 @@ def test_acks_go_through_while_the_queue_is_paused(store: Store) -> None:
     backend.queue_pause(QueuePauseParams("q", True))
     result = backend.message_claim(ClaimParams("q", 5, None, [receipt("q", row)]))
     assert (result.acked, result.rows) == ([False], [])
-    assert backend.queue_stats(QueueStatsParams("q")).acked == 1
+    assert backend.queue_stats(QueueRef("q")).acked == 1
 
 
 def test_a_receiver_waiting_on_a_paused_queue_with_ready_messages_sleeps(store: Store) -> None:
@@ -128,7 +125,7 @@ def test_declaring_again_keeps_the_pause(store: Store) -> None:
     save(store.backend, "q", lease=20)  # a worker starts and declares its queue
     [record] = store.backend.queue_describe(QueueDescribeParams(["q"]))
     assert record.paused
-    assert store.backend.queue_stats(QueueStatsParams("q")).paused
+    assert store.backend.queue_stats(QueueRef("q")).paused
 
 
 def test_pausing_a_queue_that_does_not_exist_is_queue_not_found(store: Store) -> None:
@@ -171,7 +168,7 @@ def test_overridden_max_attempts_is_what_a_nack_obeys(store: Store) -> None:
     send(backend, "q", 1)
     [row] = claim(backend, "q")
     assert backend.message_nack(NackParams(receipt("q", row), "boom", delay=0.0))
-    assert backend.queue_stats(QueueStatsParams("q")).dead == 1
+    assert backend.queue_stats(QueueRef("q")).dead == 1
 
 
 def test_a_bad_override_changes_nothing(store: Store) -> None:
@@ -197,13 +194,13 @@ def test_a_queue_with_messages_is_kept_unless_forced(store: Store) -> None:
     with unchanged(store), pytest.raises(QueueNotEmpty):
         backend.queue_delete(QueueDeleteParams("q"))
     assert backend.queue_delete(QueueDeleteParams("q", force=True)) == 2
-    assert backend.queue_get(QueueGetParams("q")) is None
+    assert backend.queue_get(QueueRef("q")) is None
     with pytest.raises(QueueNotFound):
         send(backend, "q", 3)
     with pytest.raises(QueueNotFound):
         claim(backend, "q")
     with pytest.raises(QueueNotFound):
-        backend.queue_stats(QueueStatsParams("q"))
+        backend.queue_stats(QueueRef("q"))
     with pytest.raises(QueueNotFound):
         backend.queue_delete(QueueDeleteParams("q"))
 
@@ -227,7 +224,7 @@ def test_a_deleted_queue_declared_again_starts_empty_with_fresh_counters(store: 
     backend.queue_delete(QueueDeleteParams("q", force=True))
     save(backend, "q")
     send(backend, "q", 4)
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.sent, stats.acked, stats.ready, stats.paused) == (1, 0, 1, False)
     assert _live(store, "q").lease == 30
 
@@ -249,11 +246,11 @@ def test_deleting_a_subscription_queue_stops_its_copies(store: Store) -> None:
     backend = store.backend
     for name in ("a", "b"):
         save(backend, name)
-    backend.topic_save(TopicSaveParams("t"))
+    backend.topic_save(TopicRef("t"))
     backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
     backend.subscription_save(SubscriptionSaveParams(Subscription("t", "b", None)))
     backend.queue_delete(QueueDeleteParams("b"))
-    assert [s.queue for s in backend.subscription_list(SubscriptionListParams("t"))] == ["a"]
+    assert [s.queue for s in backend.subscription_list(TopicRef("t"))] == ["a"]
 
 
 # -- topics and subscriptions ---------------------------------------------------------------
@@ -262,15 +259,15 @@ def test_deleting_a_subscription_queue_stops_its_copies(store: Store) -> None:
 def test_a_topic_with_subscriptions_is_kept_unless_forced(store: Store) -> None:
     backend = store.backend
     save(backend, "a")
-    backend.topic_save(TopicSaveParams("t"))
+    backend.topic_save(TopicRef("t"))
     backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
     with pytest.raises(TopicHasSubscriptions):
         backend.topic_delete(TopicDeleteParams("t"))
     assert backend.topic_list() == ["t"]
     assert backend.topic_delete(TopicDeleteParams("t", force=True)) == 1
     assert backend.topic_list() == []
-    assert backend.subscription_list(SubscriptionListParams("t")) == []
-    assert backend.queue_get(QueueGetParams("a")) is not None  # the subscription's queue stays
+    assert backend.subscription_list(TopicRef("t")) == []
+    assert backend.queue_get(QueueRef("a")) is not None  # the subscription's queue stays
     with pytest.raises(TopicNotFound):
         backend.topic_delete(TopicDeleteParams("t"))
 
@@ -279,13 +276,13 @@ def test_unsubscribe_removes_only_that_subscription(store: Store) -> None:
     backend = store.backend
     save(backend, "a")
     save(backend, "b")
-    backend.topic_save(TopicSaveParams("t"))
+    backend.topic_save(TopicRef("t"))
     backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
     backend.subscription_save(SubscriptionSaveParams(Subscription("t", "b", None)))
     assert backend.subscription_delete(SubscriptionDeleteParams("t", "a"))
     assert not backend.subscription_delete(SubscriptionDeleteParams("t", "a"))
-    assert [s.queue for s in backend.subscription_list(SubscriptionListParams("t"))] == ["b"]
-    assert backend.queue_get(QueueGetParams("a")) is not None
+    assert [s.queue for s in backend.subscription_list(TopicRef("t"))] == ["b"]
+    assert backend.queue_get(QueueRef("a")) is not None
 
 
 # -- one message ----------------------------------------------------------------------------
@@ -296,7 +293,7 @@ def test_message_get_shows_state_attempts_and_every_error(store: Store) -> None:
     save(backend, "q", max_attempts=2)
     [sent] = send(backend, "q", {"claim": 1}, headers=json.dumps({"h": "v"}))
     with unchanged(store):
-        found = backend.message_get(MessageGetParams("q", sent))
+        found = backend.message_get(MessageRef("q", sent))
     assert found is not None
     assert (found.state, found.attempt, found.body, found.headers) == (
         "ready", 0, {"claim": 1}, {"h": "v"})
@@ -305,19 +302,19 @@ def test_message_get_shows_state_attempts_and_every_error(store: Store) -> None:
     claim(backend, "q", lease=LEASE)
     outlive()
     with unchanged(store):  # dead by rule 13 before any upkeep: shown so, nothing written
-        found = backend.message_get(MessageGetParams("q", sent))
+        found = backend.message_get(MessageRef("q", sent))
     assert found is not None
     assert (found.state, found.attempt) == ("dead", 2)
     assert [e.error for e in found.errors] == ["first failure", "lease expired"]
     assert found.dead_at is not None
-    assert backend.message_get(MessageGetParams("other", sent)) is None
+    assert backend.message_get(MessageRef("other", sent)) is None
 
 
 def test_message_get_of_a_leased_message_shows_its_lease(store: Store) -> None:
     save(store.backend, "q")
     [sent] = send(store.backend, "q", 1)
     [row] = claim(store.backend, "q", lease=30)
-    found = store.backend.message_get(MessageGetParams("q", sent))
+    found = store.backend.message_get(MessageRef("q", sent))
     assert found is not None
     assert (found.state, found.attempt, found.lease_until) == ("leased", 1, row.lease_until)
 
@@ -328,14 +325,14 @@ def test_deleting_a_leased_message_loses_its_lease_and_is_counted_as_purged(
     save(backend, "q")
     sent = send(backend, "q", 1, 2)
     [row] = claim(backend, "q")
-    assert backend.message_delete(MessageDeleteParams("q", row.id))
-    assert not backend.message_delete(MessageDeleteParams("q", row.id))
+    assert backend.message_delete(MessageRef("q", row.id))
+    assert not backend.message_delete(MessageRef("q", row.id))
     assert backend.message_ack(AckParams([receipt("q", row)])) == [None]  # LeaseLost
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.sent, stats.acked, stats.ready) == (2, 0, 1)
     [rest] = claim(backend, "q")
     backend.message_ack(AckParams([receipt("q", rest)]))
-    assert backend.queue_stats(QueueStatsParams("q")).acked == 1
+    assert backend.queue_stats(QueueRef("q")).acked == 1
     assert rest.id == sent[1]
 
 
@@ -345,7 +342,7 @@ def test_deleting_the_head_of_a_key_frees_the_next(store: Store) -> None:
     first, second = send(backend, "q", 1, 2, ordering_key="k")
     [row] = claim(backend, "q", 5)
     assert row.id == first
-    assert backend.message_delete(MessageDeleteParams("q", first))
+    assert backend.message_delete(MessageRef("q", first))
     [row] = claim(backend, "q", 5)
     assert row.id == second
 
@@ -357,6 +354,6 @@ def test_deleting_a_parked_head_frees_its_key(store: Store) -> None:
     [row] = claim(backend, "q")
     backend.message_nack(NackParams(receipt("q", row), "boom", outcome="dead"))
     assert claim(backend, "q") == []  # parked
-    assert backend.message_delete(MessageDeleteParams("q", first))
+    assert backend.message_delete(MessageRef("q", first))
     assert [r.id for r in claim(backend, "q")] == [second]
-    assert backend.queue_stats(QueueStatsParams("q")).parked_keys == []
+    assert backend.queue_stats(QueueRef("q")).parked_keys == []

@@ -19,13 +19,10 @@ from hailq.backends.base import (
     NewMessage,
     PeekParams,
     PublishParams,
-    QueueGetParams,
-    QueueMaintainParams,
-    QueueStatsParams,
+    QueueRef,
     SendParams,
-    SubscriptionListParams,
     SubscriptionSaveParams,
-    TopicSaveParams,
+    TopicRef,
     WorkerPruneParams,
     WorkerSaveParams,
 )
@@ -78,16 +75,16 @@ def test_clock_now_is_the_backends_clock_near_the_hosts(store: Store) -> None:
 
 
 def test_queue_save_get_list_round_trip(backend: Backend) -> None:
-    assert backend.queue_get(QueueGetParams("orders")) is None
+    assert backend.queue_get(QueueRef("orders")) is None
     assert backend.queue_list() == []
     orders = save(backend, "orders", lease=12, max_attempts=3)
     audit = save(backend, "audit", aging=5, on_dead="park", max_in_flight=7)
-    stored = backend.queue_get(QueueGetParams("orders"))
+    stored = backend.queue_get(QueueRef("orders"))
     assert stored is not None
     assert QueueSettings.from_json(stored) == orders
     assert backend.queue_list() == [("audit", audit.to_json()), ("orders", orders.to_json())]
     changed = save(backend, "orders", lease=20, max_attempts=3)
-    assert json.loads(backend.queue_get(QueueGetParams("orders")) or "null")["lease"] == 20
+    assert json.loads(backend.queue_get(QueueRef("orders")) or "null")["lease"] == 20
     assert [n for n, _ in backend.queue_list()] == ["audit", "orders"]
     assert QueueSettings.from_json(dict(backend.queue_list())["orders"]) == changed
 
@@ -135,8 +132,8 @@ def test_changed_max_attempts_apply_to_upkeep(store: Store) -> None:
     save(operator, "lowered", max_attempts=1)
     save(operator, "raised", max_attempts=3)
     outlive()
-    consumer.queue_maintain(QueueMaintainParams("lowered"))
-    consumer.queue_maintain(QueueMaintainParams("raised"))
+    consumer.queue_maintain(QueueRef("lowered"))
+    consumer.queue_maintain(QueueRef("raised"))
     [dead] = consumer.dead_list(DeadListParams("lowered"))
     assert (dead.id, dead.last_error) == (lowered, "lease expired")
     assert consumer.dead_list(DeadListParams("raised")) == []
@@ -152,7 +149,7 @@ def test_a_queue_never_saved_is_not_found_and_nothing_is_made_up(store: Store) -
     with pytest.raises(QueueNotFound):
         claim(backend, "undeclared")
     with pytest.raises(QueueNotFound):
-        backend.queue_stats(QueueStatsParams("undeclared"))
+        backend.queue_stats(QueueRef("undeclared"))
     assert backend.message_peek(PeekParams("undeclared")) == []
 
 
@@ -174,29 +171,29 @@ def test_a_batch_naming_a_missing_queue_writes_nothing_in_the_others(store: Stor
 def test_topic_save_is_idempotent_and_listed_in_order(backend: Backend) -> None:
     assert backend.topic_list() == []
     for name in ("orders", "audit", "orders"):
-        backend.topic_save(TopicSaveParams(name))
+        backend.topic_save(TopicRef(name))
     assert backend.topic_list() == ["audit", "orders"]
 
 
 def test_subscription_save_and_list(backend: Backend) -> None:
-    backend.topic_save(TopicSaveParams("orders"))
-    backend.topic_save(TopicSaveParams("other"))
+    backend.topic_save(TopicRef("orders"))
+    backend.topic_save(TopicRef("other"))
     backend.subscription_save(SubscriptionSaveParams(Subscription("orders", "shipping", None)))
     backend.subscription_save(SubscriptionSaveParams(
         Subscription("orders", "billing", {"region": ["eu", "us"]})))
     backend.subscription_save(SubscriptionSaveParams(Subscription("other", "elsewhere", None)))
-    assert backend.subscription_list(SubscriptionListParams("orders")) == [
+    assert backend.subscription_list(TopicRef("orders")) == [
         Subscription("orders", "billing", {"region": ["eu", "us"]}),
         Subscription("orders", "shipping", None)]
     backend.subscription_save(SubscriptionSaveParams(
         Subscription("orders", "shipping", {"kind": "parcel"})))
-    assert backend.subscription_list(SubscriptionListParams("orders"))[1] == Subscription(
+    assert backend.subscription_list(TopicRef("orders"))[1] == Subscription(
         "orders", "shipping", {"kind": "parcel"})
-    assert backend.subscription_list(SubscriptionListParams("none")) == []
+    assert backend.subscription_list(TopicRef("none")) == []
 
 
 def _subscribed(backend: Backend, *queues: str) -> None:
-    backend.topic_save(TopicSaveParams("orders"))
+    backend.topic_save(TopicRef("orders"))
     for queue in queues:
         save(backend, queue)
         backend.subscription_save(SubscriptionSaveParams(Subscription("orders", queue, None)))
@@ -221,11 +218,11 @@ def test_topic_publish_hands_build_the_subscriptions_and_inserts_the_copies(
     for queue, m in zip(("billing", "shipping"), made, strict=True):
         [p] = backend.message_peek(PeekParams(queue))
         assert (p.id, p.body, p.ordering_key, p.priority) == (m.id, {"order": 7}, "o-7", 2)
-        assert backend.queue_stats(QueueStatsParams(queue)).sent == 1
+        assert backend.queue_stats(QueueRef(queue)).sent == 1
 
 
 def test_topic_publish_without_subscriptions_inserts_nothing(backend: Backend) -> None:
-    backend.topic_save(TopicSaveParams("orders"))
+    backend.topic_save(TopicRef("orders"))
     assert backend.topic_publish(PublishParams("orders", lambda subs: [])) == []
 
 

@@ -17,9 +17,7 @@ from hailq.backends.base import (
     NackParams,
     PeekParams,
     PurgeParams,
-    QueueGetParams,
-    QueueMaintainParams,
-    QueueStatsParams,
+    QueueRef,
     RedriveParams,
     WaitParams,
 )
@@ -65,7 +63,7 @@ def test_reads_show_ended_leases_as_the_next_claim_would_and_write_nothing(
     backend = store.backend
     world = lapsed_queue(backend)
     with unchanged(store):
-        stats = backend.queue_stats(QueueStatsParams("q"))
+        stats = backend.queue_stats(QueueRef("q"))
         peeked = backend.message_peek(PeekParams("q", limit=100))
         dead = backend.dead_list(DeadListParams("q"))
     assert (stats.ready, stats.scheduled, stats.in_flight, stats.blocked, stats.dead) == (
@@ -87,10 +85,10 @@ def test_reads_of_a_queue_nobody_declared_write_nothing(store: Store) -> None:
     backend = store.backend
     with unchanged(store):
         with pytest.raises(QueueNotFound):
-            backend.queue_stats(QueueStatsParams("nobody"))
+            backend.queue_stats(QueueRef("nobody"))
         assert backend.message_peek(PeekParams("nobody")) == []
         assert backend.dead_list(DeadListParams("nobody")) == []
-        assert backend.queue_get(QueueGetParams("nobody")) is None
+        assert backend.queue_get(QueueRef("nobody")) is None
 
 
 def _timeless(stats: QueueStats) -> QueueStats:
@@ -100,12 +98,12 @@ def _timeless(stats: QueueStats) -> QueueStats:
 def test_upkeep_writes_what_stats_and_dead_list_showed_before_it(store: Store) -> None:
     backend = store.backend
     world = lapsed_queue(backend)
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     dead: list[DeadMessage] = backend.dead_list(DeadListParams("q"))
     rows = store.rows()
-    backend.queue_maintain(QueueMaintainParams("q"))
+    backend.queue_maintain(QueueRef("q"))
     assert store.rows() != rows  # upkeep wrote
-    assert _timeless(backend.queue_stats(QueueStatsParams("q"))) == _timeless(stats)
+    assert _timeless(backend.queue_stats(QueueRef("q"))) == _timeless(stats)
     assert backend.dead_list(DeadListParams("q")) == dead
     assert [p.id for p in backend.message_peek(PeekParams("q"))] == [
         world.back, world.due, world.later, world.held]
@@ -116,16 +114,16 @@ def test_upkeep_writes_what_peek_showed_before_it(store: Store) -> None:
     backend = store.backend
     lapsed_queue(backend)
     peeked: list[PeekedMessage] = backend.message_peek(PeekParams("q"))
-    backend.queue_maintain(QueueMaintainParams("q"))
+    backend.queue_maintain(QueueRef("q"))
     assert backend.message_peek(PeekParams("q")) == peeked
 
 
 def test_upkeep_returns_ended_leases_and_kills_the_last_attempt(store: Store) -> None:
     backend = store.backend
     world = lapsed_queue(backend)
-    backend.queue_maintain(QueueMaintainParams("q"))
-    backend.queue_maintain(QueueMaintainParams("q"))  # again: nothing to do, nothing counted twice
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    backend.queue_maintain(QueueRef("q"))
+    backend.queue_maintain(QueueRef("q"))  # again: nothing to do, nothing counted twice
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.ready, stats.dead, stats.dead_lettered) == (2, 1, 1)
     assert [d.id for d in backend.dead_list(DeadListParams("q"))] == [world.dead]
 
@@ -151,7 +149,7 @@ def test_dead_redrive_by_ids_then_all(backend: Backend) -> None:
     got = claim(backend, "q", 10)
     assert sorted(x.id for x in got) == sorted([a, b, c, d])
     assert {x.attempt for x in got} == {1}
-    assert backend.queue_stats(QueueStatsParams("q")).dead == 0
+    assert backend.queue_stats(QueueRef("q")).dead == 0
 
 
 def test_dead_list_filters(backend: Backend) -> None:
@@ -178,10 +176,10 @@ def test_message_purge_takes_live_or_dead_messages_of_one_queue(backend: Backend
     backend.message_extend(ExtendParams([receipt("q", leased)], 30))
     outlive()  # "dead by lease" ended its last attempt
     assert backend.message_purge(PurgeParams("q")) == 2  # "leased" and "ready"
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.ready, stats.in_flight, stats.dead) == (0, 0, 2)
     assert backend.message_purge(PurgeParams("q", dead=True)) == 2
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.dead, stats.sent, stats.acked) == (0, 4, 0)  # purged is not acked
     assert stats.dead_lettered == 2
     assert len(backend.message_peek(PeekParams("other"))) == 1
@@ -206,7 +204,7 @@ def test_counters_follow_each_outcome(backend: Backend) -> None:
     m1, m2, m3, _, _ = send(backend, "q", 1, 2, 3, 4, 5)
 
     def figures() -> tuple[int, ...]:
-        s = backend.queue_stats(QueueStatsParams("q"))
+        s = backend.queue_stats(QueueRef("q"))
         return (s.sent, s.acked, s.nacked, s.redelivered, s.dead_lettered, s.late_acks,
                 s.ready, s.dead)
 
@@ -239,7 +237,7 @@ def test_counters_count_redelivery_after_a_lease_ended(backend: Backend) -> None
     outlive()
     [r] = claim(backend, "q")
     assert r.attempt == 2
-    stats = backend.queue_stats(QueueStatsParams("q"))
+    stats = backend.queue_stats(QueueRef("q"))
     assert (stats.redelivered, stats.nacked, stats.in_flight) == (1, 0, 1)
 
 

@@ -211,22 +211,6 @@ def test_rule_40_prune_after_the_retention_in_bounded_batches(broker: hailq.Brok
     assert history_rows(raw) == 0
 
 
-def test_rule_40_upkeep_prunes_what_the_retention_let_go(broker: hailq.Broker,
-                                                  raw: RawDatabase) -> None:
-    q = broker.queue("kept", retain=60)
-    q.send_many(["a", "b"])
-    q.ack_many(q.receive(2))
-    table = raw.table("hailq_history" if raw.is_sqlite else "history")
-    if raw.is_sqlite:
-        advance(broker, 61)
-    else:
-        raw.execute(f"UPDATE {table} SET finished_at = finished_at - 61")
-    broker.backend._pruned.clear()  # type: ignore[attr-defined]
-    broker.backend._maintained.clear()  # type: ignore[attr-defined]
-    q.receive(1)  # a claim runs the queue's upkeep
-    assert history_rows(raw) == 0
-
-
 def test_rule_40_retain_setting_is_checked(broker: hailq.Broker) -> None:
     with pytest.raises(InvalidArgument, match="retain"):
         broker.queue("bad", retain="forever")

@@ -15,7 +15,7 @@ import pytest
 
 import hailq
 from hailq.backends.upkeep import PruneParams
-from hailq.runtime.maintenance import Maintenance, Upkeep
+from hailq.runtime.maintenance import UPKEEP, Maintenance, Upkeep
 from waiting import wait_for, wait_past
 
 EVERY = 0.5  # seconds between the test duties' turns
@@ -55,6 +55,28 @@ def test_rule_04_expired_dedup_records_are_pruned_in_bounded_batches(broker: hai
     assert broker.backend.maintenance_prune(PruneParams("dedup", limit=2)) == 5
     assert broker.backend.maintenance_prune(PruneParams("dedup")) == 0
     assert queue.send("again", dedup_id="d0") != ""  # the id may be used again
+
+
+def test_rule_40_history_past_its_retention_is_pruned_by_the_service_not_a_claim(
+        broker: hailq.Broker) -> None:
+    short, long = broker.queue("short", retain=0.3), broker.queue("long", retain="1d")
+    for queue in (short, long):
+        queue.send_many(["a", "b"])
+        queue.ack_many(queue.receive(2))
+    wait_past(broker.now, broker.now() + 0.35)
+    broker.backend._maintained.clear()  # type: ignore[attr-defined]
+    short.send("c")
+    assert short.receive(1)  # a claim, its queue's upkeep due: history is not its work
+    assert len(broker.history(queue="short")) == 2
+    [duty] = [d for d in UPKEEP if d.name == "history"]
+    service = Maintenance(broker, [duty], look=0.05)
+    service.start()
+    try:
+        wait_for(lambda: service.done.get("history", 0) >= 1, 30, "a history turn")
+    finally:
+        service.close()
+    assert broker.history(queue="short") == []
+    assert len(broker.history(queue="long")) == 2  # within its retention: kept
 
 
 def test_a_service_does_its_duties_on_its_turns(broker: hailq.Broker) -> None:

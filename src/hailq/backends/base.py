@@ -48,21 +48,16 @@ from hailq.backends.history import HistoryBackend
 from hailq.backends.operator_params import AutoscaleListParams as AutoscaleListParams
 from hailq.backends.operator_params import AutoscaleRecordParams as AutoscaleRecordParams
 from hailq.backends.operator_params import CancelOutcome as CancelOutcome
-from hailq.backends.operator_params import MessageCancelParams as MessageCancelParams
-from hailq.backends.operator_params import MessageDeleteParams as MessageDeleteParams
-from hailq.backends.operator_params import MessageGetParams as MessageGetParams
+from hailq.backends.operator_params import MessageRef as MessageRef
 from hailq.backends.operator_params import QueueConfigureParams as QueueConfigureParams
 from hailq.backends.operator_params import QueueDeleteParams as QueueDeleteParams
 from hailq.backends.operator_params import QueueDescribeParams as QueueDescribeParams
-from hailq.backends.operator_params import QueueGetParams as QueueGetParams
-from hailq.backends.operator_params import QueueMaintainParams as QueueMaintainParams
 from hailq.backends.operator_params import QueuePauseParams as QueuePauseParams
-from hailq.backends.operator_params import QueueStatsParams as QueueStatsParams
+from hailq.backends.operator_params import QueueRef as QueueRef
 from hailq.backends.operator_params import SubscriptionDeleteParams as SubscriptionDeleteParams
-from hailq.backends.operator_params import SubscriptionListParams as SubscriptionListParams
 from hailq.backends.operator_params import SubscriptionSaveParams as SubscriptionSaveParams
 from hailq.backends.operator_params import TopicDeleteParams as TopicDeleteParams
-from hailq.backends.operator_params import TopicSaveParams as TopicSaveParams
+from hailq.backends.operator_params import TopicRef as TopicRef
 from hailq.backends.operator_params import WorkerPruneParams as WorkerPruneParams
 from hailq.backends.operator_params import WorkerSaveParams as WorkerSaveParams
 from hailq.backends.upkeep import PruneParams as PruneParams
@@ -274,7 +269,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
 
     def queue_save(self, params: QueueSaveParams) -> None: ...
 
-    def queue_get(self, params: QueueGetParams) -> str | None:
+    def queue_get(self, params: QueueRef) -> str | None:
         """A queue's stored settings (JSON), None if it was never declared."""
         ...
 
@@ -301,12 +296,12 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
         and not ``force``; QueueNotFound if there is no queue."""
         ...
 
-    def queue_maintain(self, params: QueueMaintainParams) -> None:
+    def queue_maintain(self, params: QueueRef) -> None:
         """Upkeep without a claim: due messages become ready, ended leases return their
         message or kill it after its last attempt (rule 13)."""
         ...
 
-    def queue_stats(self, params: QueueStatsParams) -> QueueStats:
+    def queue_stats(self, params: QueueRef) -> QueueStats:
         """Counts as the next receive would find them; a read, it writes nothing."""
         ...
 
@@ -353,16 +348,16 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
 
     def message_purge(self, params: PurgeParams) -> int: ...
 
-    def message_get(self, params: MessageGetParams) -> MessageDetails | None:
+    def message_get(self, params: MessageRef) -> MessageDetails | None:
         """One message by id as the next receive would find it; a read."""
         ...
 
-    def message_delete(self, params: MessageDeleteParams) -> bool:
+    def message_delete(self, params: MessageRef) -> bool:
         """Delete one message whatever its state (counted as purged, its key's next
         message freed); False if the queue holds no such message."""
         ...
 
-    def message_cancel(self, params: MessageCancelParams) -> CancelOutcome:
+    def message_cancel(self, params: MessageRef) -> CancelOutcome:
         """Cancel one message by id (rule 40): a waiting one (ready, delayed or behind
         its key) is removed; a running one keeps its lease (its max_in_flight slot, its
         key) while no receipt acks, nacks or extends it any more. MessageNotFound,
@@ -388,7 +383,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
 
     def dead_redrive(self, params: RedriveParams) -> int: ...
 
-    def topic_save(self, params: TopicSaveParams) -> None: ...
+    def topic_save(self, params: TopicRef) -> None: ...
 
     def topic_list(self) -> list[str]: ...
 
@@ -404,7 +399,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
 
     def subscription_save(self, params: SubscriptionSaveParams) -> None: ...
 
-    def subscription_list(self, params: SubscriptionListParams) -> list[Subscription]: ...
+    def subscription_list(self, params: TopicRef) -> list[Subscription]: ...
 
     def subscription_delete(self, params: SubscriptionDeleteParams) -> bool:
         """Stop copying the topic's messages into the queue (the queue stays); False if

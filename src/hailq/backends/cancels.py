@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hailq.backends.base import CancelledParams, CancelOutcome, MessageCancelParams
+from hailq.backends.base import CancelledParams, CancelOutcome, MessageRef
 from hailq.errors import MessageNotFound
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class CancelStore:
                            messages: Sequence[tuple[str, int | None]],
                            outcome: HistoryOutcome) -> None: ...
 
-    def message_cancel(self, params: MessageCancelParams) -> CancelOutcome:
+    def message_cancel(self, params: MessageRef) -> CancelOutcome:
         def cancel(tx: Tx) -> CancelOutcome:
             with tx.atomic():
                 self._live(tx, params.queue, fresh=True)  # QueueNotFound first

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING
 
 from hailq.backends import rates
 from hailq.backends.base import (
-    QueueGetParams,
+    QueueRef,
     QueueSaveParams,
-    SubscriptionListParams,
     SubscriptionSaveParams,
-    TopicSaveParams,
+    TopicRef,
     WorkerPruneParams,
     WorkerSaveParams,
 )
@@ -54,8 +53,8 @@ class CatalogStore:
 
         self.dialect.work(save, durable=True)
 
-    def queue_get(self, params: QueueGetParams) -> str | None:
-        name = params.name
+    def queue_get(self, params: QueueRef) -> str | None:
+        name = params.queue
         found = self.dialect.read(lambda tx: tx.one("queue_get", {"name": name}))
         return None if found is None else str(found[0])
 
@@ -65,8 +64,8 @@ class CatalogStore:
 
     # -- topics --------------------------------------------------------------------------
 
-    def topic_save(self, params: TopicSaveParams) -> None:
-        topic = params.name
+    def topic_save(self, params: TopicRef) -> None:
+        topic = params.topic
         self.dialect.work(lambda tx: tx.exec("topic_save", {"name": topic, "now": tx.now}),
                           durable=True)
 
@@ -81,7 +80,7 @@ class CatalogStore:
         self.dialect.work(lambda tx: tx.exec("subscription_save", {**args, "now": tx.now}),
                           durable=True)
 
-    def subscription_list(self, params: SubscriptionListParams) -> list[Subscription]:
+    def subscription_list(self, params: TopicRef) -> list[Subscription]:
         topic = params.topic
         return self.dialect.read(lambda tx: self._subscriptions(tx, topic))
 

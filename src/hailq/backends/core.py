@@ -36,8 +36,7 @@ from hailq.backends.base import (
     ClaimResult,
     ExtendParams,
     NackParams,
-    QueueMaintainParams,
-    QueueStatsParams,
+    QueueRef,
     Receipt,
     WaitParams,
 )
@@ -97,7 +96,6 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         self.url_for_display = dialect.url_for_display
         self._maintained: dict[str, float] = {}
         self._settings: dict[str, tuple[float, Live]] = {}
-        self._pruned: dict[str, float] = {}
         self._place: joined.Place | None = None
 
     # -- schema and clock ----------------------------------------------------------------
@@ -138,7 +136,7 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         self._settings[queue] = (now, live)
         return live
 
-    def queue_maintain(self, params: QueueMaintainParams) -> None:
+    def queue_maintain(self, params: QueueRef) -> None:
         # PostgreSQL settles at most a batch per transaction: a short one each, as many
         # as it takes (an operator's maintain leaves nothing for the next receive).
         queue = params.queue
@@ -178,7 +176,7 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         else:
             tx.exec("keys_release", {"queue": queue, "keys": unique, "now": tx.now})
 
-    def queue_stats(self, params: QueueStatsParams) -> QueueStats:
+    def queue_stats(self, params: QueueRef) -> QueueStats:
         queue = params.queue
 
         def look(tx: Tx) -> QueueStats:
@@ -233,8 +231,6 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         live = self._live(tx, queue)
         if due:
             self._maintain(tx, queue)
-            if live.retain is not None:
-                self._history_upkeep(tx, queue, live.retain)
         found = self._claim_now(tx, params, live)
         if not found and not due:
             self._maintain(tx, queue)

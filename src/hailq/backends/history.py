@@ -7,14 +7,13 @@ row, and a row trigger whose WHEN reads the mark writes the history row in the s
 statement (every ack fast path of both dialects included); for an unmarked row the
 trigger does nothing. Dead and cancelled messages are not deleted: the core records
 them with ``history_record`` where they die (a nack, an ended last lease) and the
-cancel path where it cancels. Upkeep prunes each retaining queue's rows older than its
-retention, one bounded batch per transaction (``PRUNE_BATCH``), at most every
-``PRUNE_EVERY`` seconds per queue and process while a batch comes back short.
+cancel path where it cancels. The maintenance service prunes each retaining queue's rows
+older than its retention (its ``history`` duty, hailq/runtime/maintenance.py), one
+bounded batch per transaction (``PRUNE_BATCH``): no claim pays for it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
     from hailq.backends.dialect import Dialect, Tx
 
 PRUNE_BATCH = 500  # rows per prune transaction
-PRUNE_EVERY = 1.0  # seconds between a queue's prunes once a batch came back short
 
 
 class Mark(NamedTuple):
@@ -57,7 +55,6 @@ class HistoryStore:
     """Recording, searching and pruning history, over a SQL dialect."""
 
     dialect: Dialect
-    _pruned: dict[str, float]  # when each queue's next prune is due (monotonic clock)
 
     if TYPE_CHECKING:
         def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Any: ...
@@ -89,16 +86,6 @@ class HistoryStore:
     def _history_forget(self, tx: Tx, queue: str, message_id: str | None = None) -> None:
         """An operator deletes live messages (purge, delete): they were not acked."""
         tx.exec("history_forget", {"queue": queue, "id": message_id})
-
-    def _history_upkeep(self, tx: Tx, queue: str, keep: float) -> None:
-        """Claim-time upkeep of a retaining queue: one batch, when due."""
-        now = time.monotonic()
-        if now < self._pruned.get(queue, 0.0):
-            return
-        gone = tx.exec("history_prune", {"queue": queue, "keep": keep, "n": PRUNE_BATCH,
-                                         "now": tx.now})
-        # A full batch: more may be due, try again at the next upkeep.
-        self._pruned[queue] = now + (0.0 if gone >= PRUNE_BATCH else PRUNE_EVERY)
 
     def history_prune(self, params: HistoryPruneParams) -> int:
         return int(self.dialect.work(lambda tx: tx.exec("history_prune", {

@@ -11,6 +11,28 @@ from hailq.models import AutoscalerInfo, Subscription, WorkerInfo
 
 
 @dataclass(frozen=True, slots=True)
+class QueueRef:
+    """One queue by name: the params of a call about a whole queue."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRef:
+    """One topic by name."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """One message, by its queue and id."""
+
+    queue: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueueDescribeParams:
     names: Sequence[str] | None = None  # None: every queue
 
@@ -49,57 +71,14 @@ class SubscriptionDeleteParams:
     queue: str
 
 
-@dataclass(frozen=True, slots=True)
-class MessageGetParams:
-    queue: str
-    id: str
-
-
-@dataclass(frozen=True, slots=True)
-class MessageDeleteParams:
-    queue: str
-    id: str
-
-
-@dataclass(frozen=True, slots=True)
-class MessageCancelParams:
-    queue: str
-    id: str
-
-
 # What a cancel found (rule 40): a waiting message was removed and never starts; a
 # running one is marked and its handler asked to stop.
 CancelOutcome = Literal["waiting", "running"]
 
 
 @dataclass(frozen=True, slots=True)
-class QueueGetParams:
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueueMaintainParams:
-    queue: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatsParams:
-    queue: str
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSaveParams:
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
 class SubscriptionSaveParams:
     subscription: Subscription
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionListParams:
-    topic: str
 
 
 @dataclass(frozen=True, slots=True)

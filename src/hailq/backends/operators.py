@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 from hailq.backends import rates, rows
 from hailq.backends.base import (
     DeadListParams,
-    MessageDeleteParams,
-    MessageGetParams,
+    MessageRef,
     PeekParams,
     PurgeParams,
     QueueConfigureParams,
@@ -123,12 +122,12 @@ class OperatorStore:
         self._maintained.pop(params.name, None)
         return count
 
-    def message_get(self, params: MessageGetParams) -> MessageDetails | None:
+    def message_get(self, params: MessageRef) -> MessageDetails | None:
         found = self.dialect.read(lambda tx: tx.one("message_get", {
             "queue": params.queue, "id": params.id, "now": tx.now}))
         return None if found is None else rows.details(params.queue, found)
 
-    def message_delete(self, params: MessageDeleteParams) -> bool:
+    def message_delete(self, params: MessageRef) -> bool:
         args = {"queue": params.queue, "id": params.id}
 
         def delete(tx: Tx) -> bool:

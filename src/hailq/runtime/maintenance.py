@@ -2,13 +2,13 @@
 
 Every worker and ``hailq serve`` runs one. Each ``Upkeep`` duty -- expired dedup
 records, figures' slots past their retention, old autoscaler decisions, workers long
-silent, and any duty another part registers in ``UPKEEP`` -- has an interval; when it
-comes round, the process asks the database for the duty's turn
-(``Backend.maintenance_claim``: one short statement, a row lock for its transaction
-only) and does the work only if it got it, in bounded batches. So N workers do each
-duty once per interval, not N times, and a process that stops leaves the turn to the
-others. Claim-time upkeep (due messages, ended leases: rule 13) is not here: it is part
-of every claim.
+silent, history past each queue's ``retain`` (rule 40), and any duty another part
+registers in ``UPKEEP`` -- has an interval; when it comes round, the process asks the
+database for the duty's turn (``Backend.maintenance_claim``: one short statement, a
+row lock for its transaction only) and does the work only if it got it, in bounded
+batches. So N workers do each duty once per interval, not N times, and a process that
+stops leaves the turn to the others. Claim-time upkeep (due messages, ended leases:
+rule 13) is not here: it is part of every claim.
 
 A process whose role may only read (rule 30) fails at the claim: it skips every duty
 quietly, and asks again only after ``QUIET`` seconds.
@@ -56,6 +56,10 @@ class Upkeep:
         return ops(broker).prune(self.name, self.keep)
 
 
+def _prune_history(broker: Broker, duty: Upkeep) -> int:
+    return ops(broker).prune_history()
+
+
 # The duties every maintenance service runs; a part with housekeeping of its own adds
 # its duty here (with its statements in PRUNES, or a ``run`` of its own).
 UPKEEP: list[Upkeep] = [
@@ -63,6 +67,7 @@ UPKEEP: list[Upkeep] = [
     Upkeep("figures", 60.0),
     Upkeep("autoscale", 300.0, keep=AUTOSCALE_KEEP),
     Upkeep("workers", 600.0, keep=FORGET_WORKERS),
+    Upkeep("history", 60.0, run=_prune_history),  # each queue's own retention
 ]
 
 
