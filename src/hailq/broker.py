@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 from hailq._time import Clock, Duration, seconds
 from hailq.backends.base import (
     AutoscaleListParams,
-    QueueDeleteParams,
+    DeleteParams,
     QueueDescribeParams,
     QueueSaveParams,
     ScheduleDeleteParams,
     SchedulePauseParams,
-    TopicDeleteParams,
     TopicRef,
     WaitParams,
     WorkerPruneParams,
@@ -129,7 +128,7 @@ class Broker:
         QueueNotFound on send, receive and stats; declaring it again starts anew."""
         check_name(name)
         _check_flag(force, "force")
-        return self.backend.queue_delete(QueueDeleteParams(name, force))
+        return self.backend.queue_delete(DeleteParams(name, force))
 
     def cancel(self, message_id: str, queue: str | None = None) -> str:
         """Cancel one message by id (rule 40, see ``Queue.cancel``); ``queue`` spares the
@@ -150,7 +149,7 @@ class Broker:
         ``force``: their queues stay, as ordinary queues, with their messages."""
         check_name(name, "topic name")
         _check_flag(force, "force")
-        return self.backend.topic_delete(TopicDeleteParams(name, force))
+        return self.backend.topic_delete(DeleteParams(name, force))
 
     def overview(self, limit: int = 10_000) -> list[QueueGlance]:
         """Every queue at a glance, by name, in one snapshot: its figures as

@@ -13,10 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from hailq.backends.base import (
-    AutoscaleRecordParams,
     QueueDescribeParams,
     ScheduleDeclareParams,
-    WorkerSaveParams,
 )
 from hailq.settings import QueueSettings, parse_overrides
 
@@ -54,11 +52,11 @@ class RuntimeOps:
 
     def save_worker(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat (``last_seen`` is set to the broker's clock)."""
-        self.broker.backend.worker_save(WorkerSaveParams(worker))
+        self.broker.backend.worker_save(worker)
 
     def record_autoscale(self, decision: AutoscalerInfo) -> None:
         """Store one decision of an autoscaler (its ``at`` is set to the broker's clock)."""
-        self.broker.backend.autoscale_record(AutoscaleRecordParams(decision))
+        self.broker.backend.autoscale_record(decision)
 
     def declare_schedules(self, periodics: Sequence[Periodic], now: float) -> None:
         """Store an app's schedules as a scheduler starts (new ones with ``now`` as their

@@ -11,7 +11,6 @@ from hailq._time import Duration
 from hailq.backends.base import (
     PublishParams,
     SubscriptionDeleteParams,
-    SubscriptionSaveParams,
     TopicRef,
 )
 from hailq.checks import Envelope, build_message, check_batch
@@ -52,8 +51,8 @@ class Topic:
         check_name(subscription, "subscription name")
         checked = check_filter(filter)
         queue = self._broker.queue(subscription, **settings)
-        self._broker.backend.subscription_save(SubscriptionSaveParams(
-            Subscription(self.name, subscription, checked)))
+        self._broker.backend.subscription_save(
+            Subscription(self.name, subscription, checked))
         return queue
 
     def unsubscribe(self, subscription: str) -> None:

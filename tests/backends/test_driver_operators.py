@@ -14,16 +14,14 @@ from hailq.backends import core
 from hailq.backends.base import (
     AckParams,
     ClaimParams,
+    DeleteParams,
     MessageRef,
     NackParams,
     QueueConfigureParams,
-    QueueDeleteParams,
     QueueDescribeParams,
     QueuePauseParams,
     QueueRef,
     SubscriptionDeleteParams,
-    SubscriptionSaveParams,
-    TopicDeleteParams,
     TopicRef,
     WaitParams,
 )
@@ -192,8 +190,8 @@ def test_a_queue_with_messages_is_kept_unless_forced(store: Store) -> None:
     save(backend, "q")
     send(backend, "q", 1, 2)
     with unchanged(store), pytest.raises(QueueNotEmpty):
-        backend.queue_delete(QueueDeleteParams("q"))
-    assert backend.queue_delete(QueueDeleteParams("q", force=True)) == 2
+        backend.queue_delete(DeleteParams("q"))
+    assert backend.queue_delete(DeleteParams("q", force=True)) == 2
     assert backend.queue_get(QueueRef("q")) is None
     with pytest.raises(QueueNotFound):
         send(backend, "q", 3)
@@ -202,7 +200,7 @@ def test_a_queue_with_messages_is_kept_unless_forced(store: Store) -> None:
     with pytest.raises(QueueNotFound):
         backend.queue_stats(QueueRef("q"))
     with pytest.raises(QueueNotFound):
-        backend.queue_delete(QueueDeleteParams("q"))
+        backend.queue_delete(DeleteParams("q"))
 
 
 def test_a_dead_message_alone_keeps_a_queue_from_deletion(store: Store) -> None:
@@ -212,7 +210,7 @@ def test_a_dead_message_alone_keeps_a_queue_from_deletion(store: Store) -> None:
     [row] = claim(backend, "q")
     backend.message_nack(NackParams(receipt("q", row), "boom", outcome="dead"))
     with pytest.raises(QueueNotEmpty):
-        backend.queue_delete(QueueDeleteParams("q"))
+        backend.queue_delete(DeleteParams("q"))
 
 
 def test_a_deleted_queue_declared_again_starts_empty_with_fresh_counters(store: Store) -> None:
@@ -221,7 +219,7 @@ def test_a_deleted_queue_declared_again_starts_empty_with_fresh_counters(store: 
     send(backend, "q", 1, 2, 3)
     backend.queue_pause(QueuePauseParams("q", True))
     _configure(store, "q", lease=99)
-    backend.queue_delete(QueueDeleteParams("q", force=True))
+    backend.queue_delete(DeleteParams("q", force=True))
     save(backend, "q")
     send(backend, "q", 4)
     stats = backend.queue_stats(QueueRef("q"))
@@ -235,7 +233,7 @@ def test_a_consumer_in_another_process_gets_queue_not_found_after_its_cache(
     send(store.backend, "q", 1)
     other = store.open()
     assert len(claim(other, "q")) == 1
-    store.backend.queue_delete(QueueDeleteParams("q", force=True))
+    store.backend.queue_delete(DeleteParams("q", force=True))
     assert claim(other, "q") == []  # within its settings cache: nothing to lease
     time.sleep(core.SETTINGS_FOR + 0.1)  # about time: the settings cache (monotonic) runs out
     with pytest.raises(QueueNotFound):
@@ -247,9 +245,9 @@ def test_deleting_a_subscription_queue_stops_its_copies(store: Store) -> None:
     for name in ("a", "b"):
         save(backend, name)
     backend.topic_save(TopicRef("t"))
-    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
-    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "b", None)))
-    backend.queue_delete(QueueDeleteParams("b"))
+    backend.subscription_save(Subscription("t", "a", None))
+    backend.subscription_save(Subscription("t", "b", None))
+    backend.queue_delete(DeleteParams("b"))
     assert [s.queue for s in backend.subscription_list(TopicRef("t"))] == ["a"]
 
 
@@ -260,16 +258,16 @@ def test_a_topic_with_subscriptions_is_kept_unless_forced(store: Store) -> None:
     backend = store.backend
     save(backend, "a")
     backend.topic_save(TopicRef("t"))
-    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
+    backend.subscription_save(Subscription("t", "a", None))
     with pytest.raises(TopicHasSubscriptions):
-        backend.topic_delete(TopicDeleteParams("t"))
+        backend.topic_delete(DeleteParams("t"))
     assert backend.topic_list() == ["t"]
-    assert backend.topic_delete(TopicDeleteParams("t", force=True)) == 1
+    assert backend.topic_delete(DeleteParams("t", force=True)) == 1
     assert backend.topic_list() == []
     assert backend.subscription_list(TopicRef("t")) == []
     assert backend.queue_get(QueueRef("a")) is not None  # the subscription's queue stays
     with pytest.raises(TopicNotFound):
-        backend.topic_delete(TopicDeleteParams("t"))
+        backend.topic_delete(DeleteParams("t"))
 
 
 def test_unsubscribe_removes_only_that_subscription(store: Store) -> None:
@@ -277,8 +275,8 @@ def test_unsubscribe_removes_only_that_subscription(store: Store) -> None:
     save(backend, "a")
     save(backend, "b")
     backend.topic_save(TopicRef("t"))
-    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "a", None)))
-    backend.subscription_save(SubscriptionSaveParams(Subscription("t", "b", None)))
+    backend.subscription_save(Subscription("t", "a", None))
+    backend.subscription_save(Subscription("t", "b", None))
     assert backend.subscription_delete(SubscriptionDeleteParams("t", "a"))
     assert not backend.subscription_delete(SubscriptionDeleteParams("t", "a"))
     assert [s.queue for s in backend.subscription_list(TopicRef("t"))] == ["b"]

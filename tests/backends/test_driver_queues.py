@@ -21,10 +21,8 @@ from hailq.backends.base import (
     PublishParams,
     QueueRef,
     SendParams,
-    SubscriptionSaveParams,
     TopicRef,
     WorkerPruneParams,
-    WorkerSaveParams,
 )
 from hailq.errors import QueueNotFound
 from hailq.models import Subscription, WorkerInfo
@@ -178,15 +176,15 @@ def test_topic_save_is_idempotent_and_listed_in_order(backend: Backend) -> None:
 def test_subscription_save_and_list(backend: Backend) -> None:
     backend.topic_save(TopicRef("orders"))
     backend.topic_save(TopicRef("other"))
-    backend.subscription_save(SubscriptionSaveParams(Subscription("orders", "shipping", None)))
-    backend.subscription_save(SubscriptionSaveParams(
-        Subscription("orders", "billing", {"region": ["eu", "us"]})))
-    backend.subscription_save(SubscriptionSaveParams(Subscription("other", "elsewhere", None)))
+    backend.subscription_save(Subscription("orders", "shipping", None))
+    backend.subscription_save(
+        Subscription("orders", "billing", {"region": ["eu", "us"]}))
+    backend.subscription_save(Subscription("other", "elsewhere", None))
     assert backend.subscription_list(TopicRef("orders")) == [
         Subscription("orders", "billing", {"region": ["eu", "us"]}),
         Subscription("orders", "shipping", None)]
-    backend.subscription_save(SubscriptionSaveParams(
-        Subscription("orders", "shipping", {"kind": "parcel"})))
+    backend.subscription_save(
+        Subscription("orders", "shipping", {"kind": "parcel"}))
     assert backend.subscription_list(TopicRef("orders"))[1] == Subscription(
         "orders", "shipping", {"kind": "parcel"})
     assert backend.subscription_list(TopicRef("none")) == []
@@ -196,7 +194,7 @@ def _subscribed(backend: Backend, *queues: str) -> None:
     backend.topic_save(TopicRef("orders"))
     for queue in queues:
         save(backend, queue)
-        backend.subscription_save(SubscriptionSaveParams(Subscription("orders", queue, None)))
+        backend.subscription_save(Subscription("orders", queue, None))
 
 
 def test_topic_publish_hands_build_the_subscriptions_and_inserts_the_copies(
@@ -266,18 +264,18 @@ def _worker(name: str, started_at: float, **changes: Any) -> WorkerInfo:
 
 def test_worker_save_list_and_prune(backend: Backend) -> None:
     start = backend.clock_now()
-    backend.worker_save(WorkerSaveParams(_worker("w1", start)))
+    backend.worker_save(_worker("w1", start))
     [w1] = backend.worker_list()
     assert (w1.id, w1.host, w1.pid, w1.queues, w1.concurrency, w1.state) == (
         "w1", "host-1", 4242, ["a", "b"], 4, "running")
     assert w1.started_at == pytest.approx(start)
     assert w1.last_seen == pytest.approx(backend.clock_now(), abs=2)  # the backend's clock
-    backend.worker_save(WorkerSaveParams(_worker("w1", start, in_flight=3, state="draining")))
+    backend.worker_save(_worker("w1", start, in_flight=3, state="draining"))
     [again] = backend.worker_list()
     assert (again.in_flight, again.state) == (3, "draining")
     assert again.last_seen >= w1.last_seen
     pass_time(0.05)
-    backend.worker_save(WorkerSaveParams(_worker("w2", start + 1)))
+    backend.worker_save(_worker("w2", start + 1))
     [_, w2] = backend.worker_list()
     assert w2.last_seen > again.last_seen
     assert backend.worker_prune(WorkerPruneParams(w2.last_seen)) == 1

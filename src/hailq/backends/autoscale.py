@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hailq.backends.base import AutoscaleListParams, AutoscaleRecordParams
+from hailq.backends.base import AutoscaleListParams
 from hailq.models import AutoscalerInfo
 
 if TYPE_CHECKING:
@@ -20,8 +20,7 @@ class AutoscaleStore:
 
     dialect: Dialect
 
-    def autoscale_record(self, params: AutoscaleRecordParams) -> None:
-        info = params.info
+    def autoscale_record(self, info: AutoscalerInfo) -> None:
         args = {"autoscaler": info.id, "queue": info.queue, "host": info.host,
                 "pid": info.pid, "workers": info.workers, "desired": info.desired,
                 "decision": info.decision, "reason": info.reason, "ceiling": info.ceiling,

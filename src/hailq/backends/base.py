@@ -46,20 +46,16 @@ from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
 from hailq.backends.history import HistoryBackend
 from hailq.backends.operator_params import AutoscaleListParams as AutoscaleListParams
-from hailq.backends.operator_params import AutoscaleRecordParams as AutoscaleRecordParams
 from hailq.backends.operator_params import CancelOutcome as CancelOutcome
+from hailq.backends.operator_params import DeleteParams as DeleteParams
 from hailq.backends.operator_params import MessageRef as MessageRef
 from hailq.backends.operator_params import QueueConfigureParams as QueueConfigureParams
-from hailq.backends.operator_params import QueueDeleteParams as QueueDeleteParams
 from hailq.backends.operator_params import QueueDescribeParams as QueueDescribeParams
 from hailq.backends.operator_params import QueuePauseParams as QueuePauseParams
 from hailq.backends.operator_params import QueueRef as QueueRef
 from hailq.backends.operator_params import SubscriptionDeleteParams as SubscriptionDeleteParams
-from hailq.backends.operator_params import SubscriptionSaveParams as SubscriptionSaveParams
-from hailq.backends.operator_params import TopicDeleteParams as TopicDeleteParams
 from hailq.backends.operator_params import TopicRef as TopicRef
 from hailq.backends.operator_params import WorkerPruneParams as WorkerPruneParams
-from hailq.backends.operator_params import WorkerSaveParams as WorkerSaveParams
 from hailq.backends.upkeep import PruneParams as PruneParams
 from hailq.backends.upkeep import Turn as Turn
 from hailq.backends.upkeep import UpkeepBackend
@@ -290,7 +286,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
         QueueNotFound if there is no queue."""
         ...
 
-    def queue_delete(self, params: QueueDeleteParams) -> int:
+    def queue_delete(self, params: DeleteParams) -> int:
         """Delete a queue with everything it owns, its subscriptions included; return how
         many messages went with it. QueueNotEmpty (nothing deleted) if it holds messages
         and not ``force``; QueueNotFound if there is no queue."""
@@ -387,7 +383,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
 
     def topic_list(self) -> list[str]: ...
 
-    def topic_delete(self, params: TopicDeleteParams) -> int:
+    def topic_delete(self, params: DeleteParams) -> int:
         """Delete a topic; return how many subscriptions were removed with it (their
         queues stay). TopicHasSubscriptions if it has any and not ``force``;
         TopicNotFound if there is no topic."""
@@ -397,7 +393,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
         """Read the subscriptions and insert the copies ``build`` makes, atomically."""
         ...
 
-    def subscription_save(self, params: SubscriptionSaveParams) -> None: ...
+    def subscription_save(self, subscription: Subscription) -> None: ...
 
     def subscription_list(self, params: TopicRef) -> list[Subscription]: ...
 
@@ -406,7 +402,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
         it was no subscription of the topic."""
         ...
 
-    def worker_save(self, params: WorkerSaveParams) -> None:
+    def worker_save(self, worker: WorkerInfo) -> None:
         """Record a worker's heartbeat; ``last_seen`` is set to the backend's clock."""
         ...
 
@@ -429,7 +425,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
         slot; QueueNotFound if there is no queue. A read."""
         ...
 
-    def autoscale_record(self, params: AutoscaleRecordParams) -> None:
+    def autoscale_record(self, info: AutoscalerInfo) -> None:
         """Store one decision of an autoscaler (``at`` is the backend's clock) and forget
         decisions older than an hour."""
         ...

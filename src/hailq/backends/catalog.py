@@ -12,10 +12,8 @@ from hailq.backends import rates
 from hailq.backends.base import (
     QueueRef,
     QueueSaveParams,
-    SubscriptionSaveParams,
     TopicRef,
     WorkerPruneParams,
-    WorkerSaveParams,
 )
 from hailq.backends.operators import _columns
 from hailq.models import RunningMessage, Subscription, WorkerInfo
@@ -72,8 +70,7 @@ class CatalogStore:
     def topic_list(self) -> list[str]:
         return [str(r[0]) for r in self.dialect.read(lambda tx: tx.run("topic_list", {}))]
 
-    def subscription_save(self, params: SubscriptionSaveParams) -> None:
-        subscription = params.subscription
+    def subscription_save(self, subscription: Subscription) -> None:
         args = {"topic": subscription.topic, "queue": subscription.queue,
                 "filter": None if subscription.filter is None else json.dumps(
                     subscription.filter, sort_keys=True)}
@@ -90,8 +87,7 @@ class CatalogStore:
 
     # -- workers -------------------------------------------------------------------------
 
-    def worker_save(self, params: WorkerSaveParams) -> None:
-        worker = params.worker
+    def worker_save(self, worker: WorkerInfo) -> None:
         args = {"id": worker.id, "host": worker.host, "pid": worker.pid,
                 "queues": json.dumps(worker.queues), "concurrency": worker.concurrency,
                 "in_flight": worker.in_flight, "started_at": worker.started_at,

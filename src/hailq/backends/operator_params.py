@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from hailq.models import AutoscalerInfo, Subscription, WorkerInfo
-
 
 @dataclass(frozen=True, slots=True)
 class QueueRef:
@@ -54,15 +52,13 @@ class QueuePauseParams:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueDeleteParams:
-    name: str
-    force: bool = False  # delete its messages too; without it a queue holding any is kept
+class DeleteParams:
+    """A queue or a topic to delete. Without ``force`` a queue holding messages (live
+    or dead) or a topic with subscriptions is kept; with it, its messages go with the
+    queue, and a topic's subscriptions go (their queues stay)."""
 
-
-@dataclass(frozen=True, slots=True)
-class TopicDeleteParams:
     name: str
-    force: bool = False  # remove its subscriptions too (their queues stay)
+    force: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,23 +73,8 @@ CancelOutcome = Literal["waiting", "running"]
 
 
 @dataclass(frozen=True, slots=True)
-class SubscriptionSaveParams:
-    subscription: Subscription
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSaveParams:
-    worker: WorkerInfo  # its last_seen is set to the backend's clock
-
-
-@dataclass(frozen=True, slots=True)
 class WorkerPruneParams:
     before: float  # forget workers not seen since
-
-
-@dataclass(frozen=True, slots=True)
-class AutoscaleRecordParams:
-    info: AutoscalerInfo  # its ``at`` is set to the backend's clock
 
 
 @dataclass(frozen=True, slots=True)

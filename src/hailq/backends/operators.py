@@ -13,16 +13,15 @@ from typing import TYPE_CHECKING, Any
 from hailq.backends import rates, rows
 from hailq.backends.base import (
     DeadListParams,
+    DeleteParams,
     MessageRef,
     PeekParams,
     PurgeParams,
     QueueConfigureParams,
-    QueueDeleteParams,
     QueueDescribeParams,
     QueuePauseParams,
     RedriveParams,
     SubscriptionDeleteParams,
-    TopicDeleteParams,
 )
 from hailq.errors import QueueNotEmpty, QueueNotFound, TopicHasSubscriptions, TopicNotFound
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueRecord, Subscription
@@ -96,7 +95,7 @@ class OperatorStore:
         self.dialect.work(pause, durable=True)
         self._settings.pop(params.name, None)
 
-    def queue_delete(self, params: QueueDeleteParams) -> int:
+    def queue_delete(self, params: DeleteParams) -> int:
         args = {"queue": params.name}
 
         def delete(tx: Tx) -> int:
@@ -145,7 +144,7 @@ class OperatorStore:
 
         return self.dialect.work(delete, durable=True)
 
-    def topic_delete(self, params: TopicDeleteParams) -> int:
+    def topic_delete(self, params: DeleteParams) -> int:
         args = {"name": params.name}
 
         def delete(tx: Tx) -> int:
