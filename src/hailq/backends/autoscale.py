@@ -8,17 +8,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hailq.backends.base import AutoscaleListParams
+from hailq.backends.store import Store
 from hailq.models import AutoscalerInfo
 
 if TYPE_CHECKING:
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 
 
-class AutoscaleStore:
+class AutoscaleStore(Store):
     """``autoscale_record`` and ``autoscale_list`` of the Backend seam."""
-
-    dialect: Dialect
 
     def autoscale_record(self, info: AutoscalerInfo) -> None:
         args = {"autoscaler": info.id, "queue": info.queue, "host": info.host,

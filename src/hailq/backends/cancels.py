@@ -23,28 +23,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hailq.backends.base import CancelledParams, CancelOutcome, MessageRef
+from hailq.backends.store import Store
 from hailq.errors import MessageNotFound
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
 
-    from hailq.backends.core import Live
-    from hailq.backends.dialect import Dialect, Tx
-    from hailq.history import HistoryOutcome
+    from hailq.backends.dialect import Tx
 
 
-class CancelStore:
+class CancelStore(Store):
     """The cancel methods of the Backend seam, over ``self.dialect``."""
-
-    dialect: Dialect
-
-    if TYPE_CHECKING:
-        def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None: ...
-        def _maintain(self, tx: Tx, queue: str) -> bool: ...
-        def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
-        def history_record(self, tx: Tx, queue: str,
-                           messages: Sequence[tuple[str, int | None]],
-                           outcome: HistoryOutcome) -> None: ...
 
     def message_cancel(self, params: MessageRef) -> CancelOutcome:
         def cancel(tx: Tx) -> CancelOutcome:

@@ -16,19 +16,16 @@ from hailq.backends.base import (
     WorkerPruneParams,
 )
 from hailq.backends.operators import _columns
+from hailq.backends.store import Store
 from hailq.models import RunningMessage, Subscription, WorkerInfo
 from hailq.settings import QueueSettings, parse_overrides
 
 if TYPE_CHECKING:
-    from hailq.backends.core import Live
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 
-class CatalogStore:
+class CatalogStore(Store):
     """Topics, subscriptions and workers of the Backend seam, over ``self.dialect``."""
-
-    dialect: Dialect
-    _settings: dict[str, tuple[float, Live]]
 
     # -- queues --------------------------------------------------------------------------
 

@@ -26,10 +26,11 @@ from hailq.backends.figure_rows import (
     SketchRow,
 )
 from hailq.backends.operators import _no_queue
+from hailq.backends.store import Store
 from hailq.policy.scaling import READY_READ
 
 if TYPE_CHECKING:
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 
 def _json_rows(rows: Iterable[dict[str, Any]]) -> str:
@@ -49,11 +50,9 @@ def rate_slot(row: Any) -> RateSlot:
                     int(breaches), float(handler), int(redelivered), int(inbox), int(late))
 
 
-class FiguresStore:
+class FiguresStore(Store):
     """``figures_record``, ``figures_read`` and ``figures_window`` of the Backend seam,
     over ``self.dialect``."""
-
-    dialect: Dialect
 
     def figures_record(self, params: FiguresRecordParams) -> None:
         def record(tx: Tx) -> None:

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from hailq.backends.store import Store
 from hailq.history import HistoryEntry, HistoryOutcome, HistoryQuery, entry
 
 if TYPE_CHECKING:
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 PRUNE_BATCH = 500  # rows per prune transaction
 
@@ -51,13 +52,8 @@ class HistoryBackend(Protocol):
         ...
 
 
-class HistoryStore:
+class HistoryStore(Store):
     """Recording, searching and pruning history, over a SQL dialect."""
-
-    dialect: Dialect
-
-    if TYPE_CHECKING:
-        def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Any: ...
 
     def history_record(self, tx: Tx, queue: str, messages: Sequence[tuple[str, int | None]],
                        outcome: HistoryOutcome) -> None:

@@ -20,14 +20,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from hailq.backends.base_parts import SLOT, LevelRow, LevelsReadParams, LevelsRecordParams
+from hailq.backends.store import Store
 
 if TYPE_CHECKING:
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
-class LevelsStore:
+class LevelsStore(Store):
     """``levels_record`` and ``levels_read`` of the Backend seam, over ``self.dialect``."""
-
-    dialect: Dialect
 
     def levels_record(self, params: LevelsRecordParams) -> bool:
         cap = params.limit + 1

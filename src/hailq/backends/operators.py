@@ -6,7 +6,6 @@ purge. A mixin of ``SqlBackend`` over
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -23,31 +22,17 @@ from hailq.backends.base import (
     RedriveParams,
     SubscriptionDeleteParams,
 )
+from hailq.backends.store import Store
 from hailq.errors import QueueNotEmpty, QueueNotFound, TopicHasSubscriptions, TopicNotFound
-from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueRecord, Subscription
+from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueRecord
 from hailq.settings import QueueSettings, parse_overrides
 
 if TYPE_CHECKING:
-    from hailq.backends.core import Live
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 
-class OperatorStore:
+class OperatorStore(Store):
     """The operator methods of the Backend seam, over ``self.dialect``."""
-
-    dialect: Dialect
-    _settings: dict[str, tuple[float, Live]]
-    _maintained: dict[str, float]
-
-    if TYPE_CHECKING:
-        def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None: ...
-        def _maintain(self, tx: Tx, queue: str) -> bool: ...
-
-        def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
-
-        def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]: ...
-        def _history_forget(self, tx: Tx, queue: str,
-                            message_id: str | None = None) -> None: ...
 
     def queue_describe(self, params: QueueDescribeParams) -> list[QueueRecord]:
         args = {"all": params.names is None, "names": list(params.names or [])}

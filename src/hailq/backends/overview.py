@@ -16,16 +16,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hailq.backends.base_parts import DeadCountParams, OverviewParams, QueueGlanceRows
+from hailq.backends.store import Store
 from hailq.models import QueueRecord, QueueStats
 
 if TYPE_CHECKING:
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 
-class OverviewStore:
+class OverviewStore(Store):
     """``overview_read`` and ``dead_count`` of the Backend seam, over ``self.dialect``."""
-
-    dialect: Dialect
 
     def overview_read(self, params: OverviewParams) -> list[QueueGlanceRows]:
         from hailq.backends.figure_rows import FigureRows, RangeRow, SketchRow

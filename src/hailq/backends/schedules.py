@@ -21,15 +21,14 @@ from hailq.backends.base_parts import (
     ScheduleRow,
     ScheduleSaveParams,
 )
+from hailq.backends.store import Store
 
 if TYPE_CHECKING:
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 
-class ScheduleStore:
+class ScheduleStore(Store):
     """``ScheduleBackend`` over a SQL dialect (``SqlBackend`` inherits it)."""
-
-    dialect: Dialect
 
     def schedule_save(self, params: ScheduleSaveParams) -> None:
         args = {"name": params.name, "queue": params.queue, "cron": params.cron,

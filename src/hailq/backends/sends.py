@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING
 
 from hailq import joined
 from hailq.backends.base import NewMessage, PublishParams, SendParams
+from hailq.backends.store import Store
 from hailq.errors import MessageTooLarge, OutcomeUnknown, TopicNotFound
 
 if TYPE_CHECKING:
-    from hailq.backends.core import Live
-    from hailq.backends.dialect import Dialect, Tx
-    from hailq.models import Subscription
+    from hailq.backends.dialect import Tx
 
 # What a send whose outcome a broken or dropped connection left unknown tells its caller
 # (rule 31): a rerun under the same dedup_id finds the first try's record (rule 4).
@@ -25,15 +24,8 @@ MAYBE_STORED = ("the message may have been stored all the same; a retry with the
                 "dedup_id is safe (it stores the message once)")
 
 
-class SendStore:
+class SendStore(Store):
     """The send and publish methods of the Backend seam, over ``self.dialect``."""
-
-    dialect: Dialect
-    _place: joined.Place | None
-
-    if TYPE_CHECKING:
-        def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
-        def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]: ...
 
     def message_send(self, params: SendParams) -> list[str]:
         messages = params.messages

@@ -22,8 +22,10 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from hailq.backends.store import Store
+
 if TYPE_CHECKING:
-    from hailq.backends.dialect import Dialect, Tx
+    from hailq.backends.dialect import Tx
 
 # duty -> its statements; each takes :now, :limit, :keep and :before (= now - keep) and
 # deletes at most :limit rows.
@@ -74,10 +76,8 @@ class UpkeepBackend(Protocol):
         ...
 
 
-class UpkeepStore:
+class UpkeepStore(Store):
     """``maintenance_*`` of the Backend seam, over ``self.dialect``."""
-
-    dialect: Dialect
 
     def maintenance_claim(self, duty: str, every: float) -> bool:
         args = {"duty": duty, "every": every, "by": f"{socket.gethostname()}:{os.getpid()}"}

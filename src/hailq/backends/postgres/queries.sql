@@ -18,12 +18,7 @@ INSERT INTO {schema}.queues (name, settings, created_at, lease, max_attempts, ma
 VALUES (%(name)s, %(settings)s, {schema}.epoch(), %(lease)s, %(max_attempts)s,
         %(max_in_flight)s, %(aging)s, %(park)s, %(deadlines)s::jsonb, %(retry)s::jsonb,
         %(dedup_window)s, %(max_message_size)s, %(retain)s, %(retain_bodies)s)
-ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
-    max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
-    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines,
-    retry = excluded.retry, dedup_window = excluded.dedup_window,
-    max_message_size = excluded.max_message_size,
-    retain = excluded.retain, retain_bodies = excluded.retain_bodies;
+{queue_columns_update};
 
 -- name: queue_resort
 -- A queue's aging, order or targets changed (its columns hold the new ones already): give
@@ -249,11 +244,7 @@ WHERE id = ANY(ARRAY(
 -- cancelled message's ended lease (rule 40) marks it 'cancelled' instead, and the caller
 -- removes it by the seq and id returned (message_cancel_remove).
 UPDATE {schema}.messages
-SET state = CASE WHEN cancelled_at IS NOT NULL THEN 'cancelled'
-                 WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
-    dead_at = CASE WHEN cancelled_at IS NULL AND attempt >= q.max_attempts
-                   THEN lease_until END,
-    available_at = lease_until,
+{lease_end_state},
     -- In deadline order (rule 41) the deadline runs from the new available_at; priority
     -- order keeps the key (an aged message keeps its place).
     sort_key = CASE WHEN q.deadlines IS NULL THEN sort_key
@@ -573,6 +564,15 @@ ORDER BY CASE state WHEN 'ready' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'blocked' T
          ELSE 3 END, sort_key, seq
 LIMIT %(limit)s;
 
+-- part: dead_filters
+-- The filters of dead_list and overview_dead_count (rule 7), in one order.
+(%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
+  AND (%(older_than)s::float8 IS NULL
+       OR dead_at <= {schema}.epoch() - %(older_than)s::float8)
+  AND (%(error)s::text IS NULL
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
+                  WHERE strpos(e ->> 'error', %(error)s::text) > 0))
+
 -- name: dead_list
 -- Dead messages, and the ones whose lease ended on their last attempt: dead by rule 13
 -- already, shown as upkeep will mark them (same time, same "lease expired" entry).
@@ -597,12 +597,7 @@ WITH q AS (
 SELECT id, body, body_kind, headers, priority, ordering_key, attempt, enqueued_at,
        dead_at, errors, parked
 FROM dead
-WHERE (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
-  AND (%(older_than)s::float8 IS NULL
-       OR dead_at <= {schema}.epoch() - %(older_than)s::float8)
-  AND (%(error)s::text IS NULL
-       OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
-                  WHERE strpos(e ->> 'error', %(error)s::text) > 0))
+WHERE {dead_filters}
 ORDER BY CASE WHEN %(newest)s::boolean THEN dead_at END DESC,
          CASE WHEN %(newest)s::boolean THEN seq END DESC, dead_at, seq
 LIMIT %(limit)s;
@@ -943,29 +938,27 @@ ON CONFLICT (queue, slot) DO UPDATE
 SET at = excluded.at, sent = excluded.sent, dead_lettered = excluded.dead_lettered,
     acked = excluded.acked;
 
+-- part: prune_slots
+-- At most %(limit)s rows of table $1 older than $2 slots of ten seconds, a range of its
+-- slot index.
+DELETE FROM {schema}.$1 WHERE ctid IN (
+    SELECT ctid FROM {schema}.$1
+    WHERE slot < floor({schema}.epoch() / 10)::bigint - $2 LIMIT %(limit)s)
+
 -- name: figures_prune_rates
--- Rate slots are kept a day (hailq doctor's longest window) and a minute; each prune
--- deletes at most %(limit)s rows, a range of the slot index.
-DELETE FROM {schema}.rates WHERE ctid IN (
-    SELECT ctid FROM {schema}.rates
-    WHERE slot < floor({schema}.epoch() / 10)::bigint - 8646 LIMIT %(limit)s);
+-- Rate slots are kept a day (hailq doctor's longest window) and a minute.
+{prune_slots(rates, 8646)};
 
 -- name: figures_prune_sends
 -- Sends per priority are kept an hour (the longest rate window) and a minute.
-DELETE FROM {schema}.sends WHERE ctid IN (
-    SELECT ctid FROM {schema}.sends
-    WHERE slot < floor({schema}.epoch() / 10)::bigint - 366 LIMIT %(limit)s);
+{prune_slots(sends, 366)};
 
 -- name: figures_prune_sketches
 -- Sketches are kept an hour (the longest window of percentiles) and a minute.
-DELETE FROM {schema}.sketches WHERE ctid IN (
-    SELECT ctid FROM {schema}.sketches
-    WHERE slot < floor({schema}.epoch() / 10)::bigint - 366 LIMIT %(limit)s);
+{prune_slots(sketches, 366)};
 
 -- name: figures_prune_ranges
-DELETE FROM {schema}.sketch_ranges WHERE ctid IN (
-    SELECT ctid FROM {schema}.sketch_ranges
-    WHERE slot < floor({schema}.epoch() / 10)::bigint - 366 LIMIT %(limit)s);
+{prune_slots(sketch_ranges, 366)};
 
 -- name: figures_prune_samples
 -- Samples are kept an hour and a minute, and the newest of each queue always: the
@@ -1054,6 +1047,11 @@ FROM {schema}.queues AS q WHERE q.name = %(queue)s;
 -- code first, a second spent to save milliseconds; off for this transaction only.
 SELECT set_config('jit', 'off', true);
 
+-- part: capped_count
+-- How many of the queue's messages match $1, counted no further than %(cap)s.
+(SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
+                       WHERE queue = q.name AND $1 LIMIT %(cap)s) AS x)
+
 -- name: overview_queues
 -- The dashboard's overview (hailq/backends/overview.py): every queue in one statement,
 -- one row each. Each count stops at %(cap)s rows (the caller passes its limit + 1, so a
@@ -1093,32 +1091,15 @@ FROM (SELECT {schema}.epoch() AS now) AS t
 CROSS JOIN {schema}.queues AS q
 LEFT JOIN {schema}.queue_ops AS o ON o.name = q.name
 CROSS JOIN LATERAL (
-    SELECT (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'ready'
-                                  LIMIT %(cap)s) AS x) AS ready,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'scheduled'
-                                  LIMIT %(cap)s) AS x) AS scheduled,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'scheduled'
-                                    AND available_at <= t.now LIMIT %(cap)s) AS x) AS due,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'leased'
-                                  LIMIT %(cap)s) AS x) AS leased,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'leased'
-                                    AND lease_until <= t.now LIMIT %(cap)s) AS x) AS ended,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'leased'
-                                    AND lease_until <= t.now
-                                    AND attempt >= q.max_attempts
-                                  LIMIT %(cap)s) AS x) AS killed,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND ordering_key IS NOT NULL
-                                    AND state = 'blocked' LIMIT %(cap)s) AS x) AS blocked,
-           (SELECT count(*) FROM (SELECT 1 FROM {schema}.messages
-                                  WHERE queue = q.name AND state = 'dead'
-                                  LIMIT %(cap)s) AS x) AS dead
+    SELECT {capped_count(state = 'ready')} AS ready,
+           {capped_count(state = 'scheduled')} AS scheduled,
+           {capped_count(state = 'scheduled' AND available_at <= t.now)} AS due,
+           {capped_count(state = 'leased')} AS leased,
+           {capped_count(state = 'leased' AND lease_until <= t.now)} AS ended,
+           {capped_count(state = 'leased' AND lease_until <= t.now
+                         AND attempt >= q.max_attempts)} AS killed,
+           {capped_count(ordering_key IS NOT NULL AND state = 'blocked')} AS blocked,
+           {capped_count(state = 'dead')} AS dead
 ) AS n
 LEFT JOIN LATERAL (SELECT sum(sent) AS sent, sum(dead_lettered) AS dead_lettered,
                           sum(purged) AS purged, sum(acked) AS acked
@@ -1167,12 +1148,7 @@ SELECT count(*) FROM (
         WHERE m.queue = %(queue)s AND m.state = 'leased'
           AND m.lease_until <= {schema}.epoch() AND m.attempt >= q.max_attempts
     ) AS dead
-    WHERE (%(ordering_key)s::text IS NULL OR ordering_key = %(ordering_key)s::text)
-      AND (%(older_than)s::float8 IS NULL
-           OR dead_at <= {schema}.epoch() - %(older_than)s::float8)
-      AND (%(error)s::text IS NULL
-           OR EXISTS (SELECT 1 FROM jsonb_array_elements(errors) AS e
-                      WHERE strpos(e ->> 'error', %(error)s::text) > 0))
+    WHERE {dead_filters}
     LIMIT %(cap)s
 ) AS matching;
 
@@ -1296,26 +1272,23 @@ errors, consumer, enqueued_at, started_at, finished_at
   AND (%(until)s::float8 IS NULL OR finished_at < %(until)s::float8)
   AND (%(hname)s::text IS NULL OR headers::jsonb ->> %(hname)s::text = %(hvalue)s::text)
 
--- name: history_by_id
--- Each search starts from the index of its most selective filter (backends/history.py).
+-- part: history_search
+-- A search from the index of its most selective filter, $1 (backends/history.py).
 SELECT {history_columns} FROM {schema}.history
-WHERE id = %(id)s::text AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+WHERE $1 = %($2)s::text AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s
+
+-- name: history_by_id
+{history_search(id, id)};
 
 -- name: history_by_dedup
-SELECT {history_columns} FROM {schema}.history
-WHERE dedup_id = %(dedup_id)s::text AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+{history_search(dedup_id, dedup_id)};
 
 -- name: history_by_key
-SELECT {history_columns} FROM {schema}.history
-WHERE ordering_key = %(key)s::text AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+{history_search(ordering_key, key)};
 
 -- name: history_by_queue
-SELECT {history_columns} FROM {schema}.history
-WHERE queue = %(queue)s::text AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s;
+{history_search(queue, queue)};
 
 -- name: history_recent
 -- No indexed filter: the newest first, in the order they were written.

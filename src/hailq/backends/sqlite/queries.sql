@@ -8,12 +8,7 @@ INSERT INTO hailq_queues (name, settings, created_at, lease, max_attempts, max_i
                           retain, retain_bodies)
 VALUES (:name, :settings, :now, :lease, :max_attempts, :max_in_flight, :aging, :park,
         :deadlines, :retry, :dedup_window, :max_message_size, :retain, :retain_bodies)
-ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, lease = excluded.lease,
-    max_attempts = excluded.max_attempts, max_in_flight = excluded.max_in_flight,
-    aging = excluded.aging, park = excluded.park, deadlines = excluded.deadlines,
-    retry = excluded.retry, dedup_window = excluded.dedup_window,
-    max_message_size = excluded.max_message_size,
-    retain = excluded.retain, retain_bodies = excluded.retain_bodies;
+{queue_columns_update};
 
 -- name: queue_resort
 -- A queue's aging, order or targets changed (its columns hold the new ones already): give
@@ -172,11 +167,7 @@ WHERE queue = :queue AND state = 'scheduled' AND available_at <= :now;
 -- cancelled message's ended lease (rule 40) marks it 'cancelled' instead, and the caller
 -- removes it by the seq and id returned (message_cancel_remove).
 UPDATE hailq_messages
-SET state = CASE WHEN cancelled_at IS NOT NULL THEN 'cancelled'
-                 WHEN attempt >= q.max_attempts THEN 'dead' ELSE 'ready' END,
-    dead_at = CASE WHEN cancelled_at IS NULL AND attempt >= q.max_attempts
-                   THEN lease_until END,
-    available_at = lease_until,
+{lease_end_state},
     -- In deadline order (rule 41) the deadline runs from the new available_at; priority
     -- order keeps the key (an aged message keeps its place).
     sort_key = CASE WHEN q.deadlines IS NULL THEN sort_key
@@ -1149,26 +1140,23 @@ errors, consumer, enqueued_at, started_at, finished_at
   AND (:hname IS NULL OR EXISTS (SELECT 1 FROM json_each(headers)
                                   WHERE key = :hname AND value = :hvalue))
 
--- name: history_by_id
--- Each search starts from the index of its most selective filter (backends/history.py).
+-- part: history_search
+-- A search from the index of its most selective filter, $1 (backends/history.py).
 SELECT {history_columns} FROM hailq_history
-WHERE id = :id AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+WHERE $1 = :$2 AND {history_filters}
+ORDER BY finished_at DESC, seq DESC LIMIT :limit
+
+-- name: history_by_id
+{history_search(id, id)};
 
 -- name: history_by_dedup
-SELECT {history_columns} FROM hailq_history
-WHERE dedup_id = :dedup_id AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+{history_search(dedup_id, dedup_id)};
 
 -- name: history_by_key
-SELECT {history_columns} FROM hailq_history
-WHERE ordering_key = :key AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+{history_search(ordering_key, key)};
 
 -- name: history_by_queue
-SELECT {history_columns} FROM hailq_history
-WHERE queue = :queue AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT :limit;
+{history_search(queue, queue)};
 
 -- name: history_recent
 -- No indexed filter: the newest first, in the order they were written.
