@@ -21,6 +21,8 @@ class Message:
     __slots__ = ("_ended", "_lease", "_queue", "_receipt", "attempt", "available_at", "body",
                  "enqueued_at", "fencing_token", "headers", "id", "lease_until",
                  "ordering_key", "priority", "received_at", "settled")
+    _ended: float | None  # when a worker's handler ended, if it says so
+    _receipt: str | None  # written when first asked for: acks of a Message do not need it
 
     def __init__(self, queue: Queue, *, id: str, body: Body, headers: dict[str, str],
                  priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
@@ -29,29 +31,11 @@ class Message:
                  fencing_token: int = 0) -> None:
         _, token, named_seq = parse_receipt(receipt)
         claim = receipt_claim(receipt)
-        self._queue = queue
-        self._lease = Receipt(queue.name, id, token, named_seq if seq is None else seq)
-        self.id = id
-        self.body = body
-        self.headers = headers
-        self.priority = priority
-        self.ordering_key = ordering_key
-        self.attempt = attempt
-        self.enqueued_at = enqueued_at
-        # When it became receivable this time (broker's clock): its wait ends at receive.
-        self.available_at = enqueued_at if available_at is None else available_at
-        self.lease_until = lease_until
-        # Rule 41: grows with every lease of the database, so with every lease of this
-        # message and of its ordering key; a downstream that remembers the highest it saw
-        # refuses a write carrying a lower one (docs/concepts/leases.md). 0: not known.
-        self.fencing_token = fencing_token
-        # When this lease began (broker clock as this process reads it): the handler time
-        # counted at ack or nack runs from here (rule 36); None where unknown.
-        self.received_at = received_at if received_at is not None or claim is None \
-            else claim[1]
-        self._ended: float | None = None  # when a worker's handler ended, if it says so
-        self._receipt: str | None = receipt
-        self.settled = False  # acked, nacked or dead-lettered through this object
+        self._fill(queue, Receipt(queue.name, id, token, named_seq if seq is None else seq),
+                   body, headers, priority, ordering_key, attempt, enqueued_at, lease_until,
+                   fencing_token, enqueued_at if available_at is None else available_at,
+                   received_at if received_at is not None or claim is None else claim[1])
+        self._receipt = receipt
 
     @classmethod
     def claimed(cls, queue: Queue, r: ClaimedRow, received_at: float | None = None,
@@ -59,18 +43,32 @@ class Message:
         """From a claimed row, without ``__init__``'s keywords: receive builds one per
         message, and at batch sizes of 10 and more this is a visible share of a cycle."""
         m = cls.__new__(cls)
-        m._queue, m.id = queue, r.id
-        m._lease = tuple.__new__(Receipt, (queue.name, r.id, r.token, r.seq))  # no frame
-        m.body = decode_body(r.body, r.body_kind)
-        m.headers = decode_headers(r.headers)
-        m.priority, m.ordering_key, m.attempt = r.priority, r.ordering_key, r.attempt
-        m.enqueued_at, m.lease_until, m.fencing_token = r.enqueued_at, r.lease_until, \
-            r.fencing_token
-        m.available_at = r.available_at or r.enqueued_at
-        m.received_at, m._ended = received_at, None
-        m._receipt = None  # written when first asked for: acks of a Message do not need it
-        m.settled = False
+        m._fill(queue, tuple.__new__(Receipt, (queue.name, r.id, r.token, r.seq)),  # no frame
+                decode_body(r.body, r.body_kind), decode_headers(r.headers), r.priority,
+                r.ordering_key, r.attempt, r.enqueued_at, r.lease_until, r.fencing_token,
+                r.available_at or r.enqueued_at, received_at)
         return m
+
+    def _fill(self, queue: Queue, lease: Receipt, body: Body, headers: dict[str, str],
+              priority: int, ordering_key: str | None, attempt: int, enqueued_at: float,
+              lease_until: float, fencing_token: int, available_at: float,
+              received_at: float | None) -> None:
+        """Every field, set in this one place (``__init__`` and ``claimed``)."""
+        self._queue, self._lease, self.id = queue, lease, lease.message_id
+        self.body, self.headers, self.priority = body, headers, priority
+        self.ordering_key, self.attempt = ordering_key, attempt
+        self.enqueued_at, self.lease_until = enqueued_at, lease_until
+        # When it became receivable this time (broker's clock): its wait ends at receive.
+        self.available_at = available_at
+        # Rule 41: grows with every lease of the database, so with every lease of this
+        # message and of its ordering key; a downstream that remembers the highest it saw
+        # refuses a write carrying a lower one (docs/concepts/leases.md). 0: not known.
+        self.fencing_token = fencing_token
+        # When this lease began (broker clock as this process reads it): the handler time
+        # counted at ack or nack runs from here (rule 36); None where unknown.
+        self.received_at = received_at
+        self._ended = self._receipt = None
+        self.settled = False  # acked, nacked or dead-lettered through this object
 
     def handled(self) -> None:
         """Say the handling of this message ended now, though its ack follows later (a

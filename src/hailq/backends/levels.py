@@ -25,6 +25,7 @@ from hailq.backends.store import Store
 if TYPE_CHECKING:
     from hailq.backends.dialect import Tx
 
+
 class LevelsStore(Store):
     """``levels_record`` and ``levels_read`` of the Backend seam, over ``self.dialect``."""
 

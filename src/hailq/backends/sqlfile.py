@@ -52,9 +52,11 @@ def _sections(text: str, where: str, queries: dict[str, str],
     for kind, name, body in zip(pieces[1::3], pieces[2::3], pieces[3::3], strict=True):
         if name in queries or name in parts:
             raise ValueError(f"query {name} is defined twice in {where}")
-        (parts if kind == "part" else queries)[name] = body.strip().rstrip(";")
-        if kind == "part":
+        text = body.strip().rstrip(";")
+        if kind == "part":  # its leading comment speaks of the part, not of each use
+            text = "\n".join(_uncommented(text.splitlines()))
             found.add(name)
+        (parts if kind == "part" else queries)[name] = text
     return found
 
 
@@ -71,3 +73,9 @@ def load_migrations(package: str) -> list[tuple[int, str, str]]:
     if versions != list(range(1, len(versions) + 1)):
         raise ValueError(f"migrations of {package} are not numbered 1..n: {versions}")
     return found
+
+
+def _uncommented(lines: list[str]) -> list[str]:
+    while lines and lines[0].startswith("--"):
+        lines = lines[1:]
+    return lines
