@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from hailq.backends.figure_rows import RateSlot
 from hailq.models import DeadMessage, WorkerInfo
 from hailq.policy.findings import LEASE_EXPIRED, QueueEvidence, SlotPoint, WorkerSpan
 
@@ -22,23 +23,9 @@ MAX_SINCE = 24 * 3600.0  # as far back as the per-slot figures are kept
 MIN_SINCE = SLOT  # one stored slot
 
 
-class WindowSlot(Protocol):
-    """One stored slot of one priority (``hailq.backends.base.RateSlot``)."""
-
-    @property
-    def slot(self) -> float: ...  # its start, seconds on the broker's clock
-    @property
-    def acked(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def handler_total(self) -> float: ...
-    @property
-    def redelivered(self) -> int: ...
-    @property
-    def inbox(self) -> int: ...
-    @property
-    def late_acks(self) -> int: ...  # acks that came after their lease ended
+# One stored slot of one priority, as ``figures_window`` returns it: its start on the
+# broker's clock, and its claims, ends, handler seconds, redeliveries and late acks.
+WindowSlot = RateSlot
 
 
 def reach(figures: QueueFigures, since: float) -> float:

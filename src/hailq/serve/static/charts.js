@@ -117,6 +117,28 @@
     };
   }
 
+  // The depth and throughput charts of the overview and of a queue's page (the macro
+  // charts in _macros.html): their history, first the totals /api/levels recorded, then a
+  // live point at a time; sentRate turns the exact sent counter into a rate.
+  function levels() {
+    const h = history(["ready", "in_flight", "dead", "sent", "acked"]);
+    let loaded = 0; // points that came from the database
+    return {
+      history: h,
+      sentRate: rater(),
+      load: function (totals) {
+        loaded = load(h, totals, { ready: "ready", in_flight: "in_flight", dead: "dead",
+                                   sent: "sent_per_second", acked: "acked_per_second" });
+      },
+      add: function (at, values) { return add(h, at, values); },
+      draw: function () {
+        draw(document.getElementById("chart-depth"), h, ["ready", "in_flight", "dead"], "",
+             loaded);
+        draw(document.getElementById("chart-rate"), h, ["sent", "acked"], "/s", loaded);
+      },
+    };
+  }
+
   window.hailq.charts = { WINDOW: WINDOW, history: history, add: add, load: load, draw: draw,
-                          sparkline: sparkline, rater: rater };
+                          sparkline: sparkline, rater: rater, levels: levels };
 })();

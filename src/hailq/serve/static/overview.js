@@ -10,11 +10,8 @@
   if (!initial) return;
   const hailq = window.hailq;
   const charts = hailq.charts;
-  const SERIES = ["ready", "in_flight", "dead", "sent", "acked"];
-  const history = charts.history(SERIES);
+  const chart = charts.levels();
   const perQueue = new Map(); // queue name -> its ready history, for the sparklines
-  const sentRate = charts.rater();
-  let loaded = 0; // points that came from the database
 
   function queueHistory(name) {
     let h = perQueue.get(name);
@@ -24,18 +21,16 @@
 
   // What the database recorded: totals per 10 s slot, and each queue's ready counts.
   function load(doc) {
-    loaded = charts.load(history, doc.totals, {
-      ready: "ready", in_flight: "in_flight", dead: "dead", sent: "sent_per_second",
-      acked: "acked_per_second" });
+    chart.load(doc.totals);
     for (const q of doc.queues) charts.load(queueHistory(q.name), q, { ready: "ready" });
   }
 
   // One live point from /overview.json.
   function record(doc) {
     const t = doc.totals;
-    charts.add(history, doc.at, { ready: t.ready, in_flight: t.in_flight, dead: t.dead,
-                                  sent: sentRate(doc.at, t.sent, t.sent_1m),
-                                  acked: t.acked_1m || 0 });
+    chart.add(doc.at, { ready: t.ready, in_flight: t.in_flight, dead: t.dead,
+                        sent: chart.sentRate(doc.at, t.sent, t.sent_1m),
+                        acked: t.acked_1m || 0 });
     for (const q of doc.queues) charts.add(queueHistory(q.name), doc.at, { ready: q.ready });
   }
 
@@ -141,9 +136,7 @@
       workersCell(row, q);
       charts.sparkline(row.querySelector("svg.sparkline"), perQueue.get(q.name));
     }
-    charts.draw(document.getElementById("chart-depth"), history, ["ready", "in_flight", "dead"],
-                "", loaded);
-    charts.draw(document.getElementById("chart-rate"), history, ["sent", "acked"], "/s", loaded);
+    chart.draw();
     return changed;
   }
 

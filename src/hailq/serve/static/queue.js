@@ -8,20 +8,12 @@
   if (!box) return;
   const hailq = window.hailq;
   const charts = hailq.charts;
-  const history = charts.history(["ready", "in_flight", "dead", "sent", "acked"]);
-  const sentRate = charts.rater();
+  const chart = charts.levels();
   const ackedRate = charts.rater();
-  let loaded = 0;
 
   function last(name) {
-    const values = history[name];
+    const values = chart.history[name];
     return values.length ? values[values.length - 1] : 0;
-  }
-
-  function draw() {
-    charts.draw(document.getElementById("chart-depth"), history, ["ready", "in_flight", "dead"],
-                "", loaded);
-    charts.draw(document.getElementById("chart-rate"), history, ["sent", "acked"], "/s", loaded);
   }
 
   function point() {
@@ -29,20 +21,18 @@
     if (!tiles) return;
     const d = tiles.dataset;
     const at = Number(d.at);
-    charts.add(history, at, {
+    chart.add(at, {
       ready: Number(d.ready), in_flight: Number(d.inFlight), dead: Number(d.dead),
-      sent: sentRate(at, Number(d.sent), last("sent")),
+      sent: chart.sentRate(at, Number(d.sent), last("sent")),
       acked: ackedRate(at, Number(d.acked), last("acked")) });
-    draw();
+    chart.draw();
   }
 
   async function start() {
     try {
       const doc = await hailq.api("GET", "/api/levels?seconds=" + charts.WINDOW + "&queue="
                                   + encodeURIComponent(box.dataset.queue));
-      loaded = charts.load(history, doc.totals, {
-        ready: "ready", in_flight: "in_flight", dead: "dead", sent: "sent_per_second",
-        acked: "acked_per_second" });
+      chart.load(doc.totals);
     } catch (error) {
       hailq.toast("chart history not loaded: " + error.message, true);
     }
