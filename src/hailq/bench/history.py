@@ -16,38 +16,20 @@ median and slowest of 50 lookups each, in milliseconds (the goal: under 50 ms).
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import random
 import statistics
 import time
 from typing import Any
 
 import hailq
-from hailq.bench.runner import QUEUE, Figure, _refill, reset_hailq, take_until_empty
+from hailq.bench.paired import paired_drains
+from hailq.bench.runner import QUEUE, Figure, reset_hailq
 from hailq.bench.scratch import schema_of
 
 SEARCH_ROWS = 1_000_000
 SEARCH_KEYS = 100_000
 LOOKUPS = 50
 FILL_CHUNK = 50_000
-
-
-def _drain(url: str, batch: int, out: Any) -> None:
-    queue = hailq.connect(url).queue(QUEUE, lease=60)
-    start = time.perf_counter()
-    done = take_until_empty(lambda: queue.receive(batch),
-                            (lambda got: got[0].ack()) if batch == 1 else queue.ack_many)
-    out.put(done / (time.perf_counter() - start))
-
-
-def _one(url: str, batch: int) -> float:
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    process = ctx.Process(target=_drain, args=(url, batch, out))
-    process.start()
-    rate = float(out.get())
-    process.join()
-    return rate
 
 
 def _table(url: str) -> str:
@@ -64,21 +46,13 @@ def bench_drain(url: str, runs: int, n: int) -> list[Figure]:
     """A drain of ``n`` messages with retention on and off, per batch size (1 and 10)."""
     queue = reset_hailq(url)
     broker = hailq.connect(url)
-    found = []
-    for batch in (1, 10):
-        count = n // 4 if batch == 1 else n
-        on: list[float] = []
-        off: list[float] = []
-        for run in range(runs):
-            for retain in ((True, False) if run % 2 == 0 else (False, True)):
-                broker.configure(QUEUE, retain="1d" if retain else None)
-                _execute(broker, f"DELETE FROM {_table(url)}")
-                _refill(queue, url, count)
-                (on if retain else off).append(_one(url, batch))
-        found.append(Figure(f"drain with retention (vs off), batch {batch}", "msgs/s",
-                            statistics.median(on), statistics.median(off), on, off))
-    broker.configure(QUEUE, retain=None)
-    _execute(broker, f"DELETE FROM {_table(url)}")
+
+    def arrange(retain: bool) -> None:
+        broker.configure(QUEUE, retain="1d" if retain else None)
+        _execute(broker, f"DELETE FROM {_table(url)}")
+
+    found = paired_drains(queue, url, runs, n, "retention (vs off)", arrange)
+    arrange(False)
     broker.close()
     return found
 
