@@ -160,3 +160,22 @@ def test_the_reason_check_tells_a_reason_from_a_bare_phrase() -> None:
     assert reason_after_only("sqlite", "PostgreSQL only: woken by NOTIFY") is None
     bare = reason_after_only("sqlite", "SQLite only.")
     assert bare is not None and len(_WORD.findall(bare)) < REASON_WORDS
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_parts_expand_fully_and_shared_sql_is_written_once(dialect: str) -> None:
+    """Every ``{part}`` and ``{part(args)}`` is expanded (no ``$1`` left over, no part's
+    own comment carried in), and SQL both dialects write alike is in shared.sql, used
+    by both."""
+    queries = load_queries(PACKAGES[dialect])
+    shared = (FILES[dialect].parents[1] / "shared.sql").read_text(encoding="utf-8")
+    names = re.findall(r"^-- part: ([a-z_]+)", shared, re.MULTILINE)
+    assert names
+    text = FILES[dialect].read_text(encoding="utf-8")
+    for name in names:
+        assert "{" + name in text, f"{dialect} does not use shared part {name}"
+    for name, sql in queries.items():
+        assert not re.search(r"\$\d", sql), f"{name}: an argument left unexpanded"
+        assert not re.search(r"\{[a-z_]+\(", sql), f"{name}: a part left unexpanded"
+    assert "excluded.retain_bodies" in queries["queue_save"]
+    assert "WHERE id =" in queries["history_by_id"].replace("\n", " ")

@@ -5,17 +5,15 @@ subscriptions and the worker registry (rules 19, 23). A mixin of ``SqlBackend`` 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from hailq.backends import rates
 from hailq.backends.base import (
     QueueRef,
     QueueSaveParams,
     TopicRef,
     WorkerPruneParams,
 )
-from hailq.backends.operators import _columns
+from hailq.backends.operators import _columns, _follow
 from hailq.backends.store import Store
 from hailq.models import RunningMessage, Subscription, WorkerInfo
 from hailq.settings import QueueSettings, parse_overrides
@@ -41,9 +39,7 @@ class CatalogStore(Store):
                 effective = declared.overlay(parse_overrides(None if ops is None else ops[0]))
                 tx.exec("queue_save", {**_columns(params.name, effective),
                                        "settings": params.settings, "now": tx.now})
-                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
-                if params.resort:
-                    tx.exec("queue_resort", {"queue": params.name})
+                _follow(tx, params.name, effective, params.resort)
             self._settings.pop(params.name, None)
 
         self.dialect.work(save, durable=True)

@@ -59,9 +59,7 @@ class OperatorStore(Store):
                 tx.exec("queue_override", {"name": params.name, "overrides": text,
                                            "now": tx.now})
                 tx.exec("queue_apply", _columns(params.name, effective))
-                tx.exec("queue_rate_save", rates.save_args(params.name, asdict(effective)))
-                if effective.ordering != before.ordering:  # rules 16, 41: one order for all
-                    tx.exec("queue_resort", {"queue": params.name})
+                _follow(tx, params.name, effective, effective.ordering != before.ordering)
                 paused = bool(ops[1]) if ops is not None else False
                 return QueueRecord(params.name, str(declared[0]), text, paused)
 
@@ -216,6 +214,15 @@ def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:
             "dedup_window": effective.dedup_window,
             "max_message_size": effective.max_message_size,
             "retain": effective.retain, "retain_bodies": effective.retain_bodies}
+
+
+def _follow(tx: Tx, name: str, effective: QueueSettings, resort: bool) -> None:
+    """What follows a queue's new effective settings besides its columns: its rate
+    bucket and, where its order changed, its live messages' keys (rules 16, 41: one
+    order for old and new messages)."""
+    tx.exec("queue_rate_save", rates.save_args(name, asdict(effective)))
+    if resort:
+        tx.exec("queue_resort", {"queue": name})
 
 
 def _deadlines(effective: QueueSettings) -> str | None:
