@@ -55,6 +55,30 @@ class Upkeep:
         return broker.prune(self.name, self.keep)
 
 
+DEADLINE_POOLS_EVERY = 10.0  # seconds between two stores of the deadline queues' pools
+
+
+def store_deadline_pools(broker: Broker, duty: Upkeep) -> int:
+    """Rule 41: store the pool of each queue in deadline order as its figures find it, for
+    PostgreSQL's ``desired_workers`` view, which reads a pool stored in the last minute
+    (migration 16). Nothing where the storage keeps none (SQLite has no such view)."""
+    from hailq.backends.upkeep import DeadlinePool
+
+    backend = broker.backend
+    if not backend.deadline_pools_kept():
+        return 0
+    pools = []
+    for queue in broker.queues():
+        if queue.settings.order != "deadline":
+            continue
+        figures = queue.figures()
+        if figures.deadline_pool is not None:
+            pools.append(DeadlinePool(queue.name, figures.deadline_pool,
+                                      figures.desired_workers_reason))
+    backend.deadline_pools_save(pools)
+    return 0  # rows replaced, none pruned
+
+
 # The duties every maintenance service runs; a part with housekeeping of its own adds
 # its duty here (with its statements in PRUNES, or a ``run`` of its own).
 UPKEEP: list[Upkeep] = [
@@ -62,6 +86,7 @@ UPKEEP: list[Upkeep] = [
     Upkeep("figures", 60.0),
     Upkeep("autoscale", 300.0, keep=AUTOSCALE_KEEP),
     Upkeep("workers", 600.0, keep=FORGET_WORKERS),
+    Upkeep("deadline_pools", DEADLINE_POOLS_EVERY, run=store_deadline_pools),
 ]
 
 
