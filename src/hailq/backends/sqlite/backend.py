@@ -323,10 +323,17 @@ class SQLiteDialect(Dialect):
         if not found:
             return []
         # map and itemgetter: no Python frame per claim, nor per row
-        marks = [token, lease_until] if mark is None else [token, lease_until, *mark, tx.now]
-        conn.execute(_for_rows("message_claim_mark" if mark is None  # history: rule 40
-                               else "message_claim_mark_retain", len(found)),
-                     [*marks, *map(_SEQ, found)])
+        if mark is not None and len(mark.consumers) > 1:  # a worker's slots (rule 40):
+            who = [*mark.consumers, *mark.consumers[:1] * len(found)]  # the i-th row's
+            conn.executemany(_for_rows("message_claim_mark_retain", 1), [
+                (token, lease_until, mark.retain, w, tx.now, seq)
+                for w, seq in zip(who, map(_SEQ, found), strict=False)])
+        else:
+            marks = [token, lease_until] if mark is None else [
+                token, lease_until, mark.retain, mark.consumers[0], tx.now]
+            conn.execute(_for_rows("message_claim_mark" if mark is None  # history: rule 40
+                                   else "message_claim_mark_retain", len(found)),
+                         [*marks, *map(_SEQ, found)])
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})
