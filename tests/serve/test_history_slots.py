@@ -31,7 +31,7 @@ app = App("slots")
 
 @app.handler("claims")
 def check(message):
-    time.sleep(0.3)
+    time.sleep(message.body["sleep"])
 '''
 
 
@@ -39,7 +39,10 @@ def test_rule_40_each_attempt_names_the_worker_and_the_slot_that_ran_it(
         server: Server, broker: hailq.Broker, url: str, admin: httpx.Client,
         tmp_path: Path) -> None:
     q = broker.queue("claims", retain="1h")
-    ids = q.send_many([{"claim": 4700 + n} for n in range(8)])
+    # The first claim takes the first two, one per slot; the first runs long, so the
+    # others run one after the other in the other slot (or, under load, in either).
+    ids = q.send_many([{"claim": 4700 + n, "sleep": 1.5 if n == 0 else 0.1}
+                       for n in range(8)])
     (tmp_path / "slot_handlers.py").write_text(HANDLERS)
     env = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(tmp_path)])
@@ -64,7 +67,10 @@ def test_rule_40_each_attempt_names_the_worker_and_the_slot_that_ran_it(
         assert attempt.started_at is not None
         spans.setdefault(str(e.consumer), []).append((attempt.started_at, attempt.ended_at))
     assert set(spans) == {f"worker {worker_id} slot 1", f"worker {worker_id} slot 2"}
-    for runs in spans.values():  # a slot runs one message at a time: 0.3 s handlers
+    # The first message in the lowest slot; a slot runs one message at a time, so
+    # names swapped between the two messages of a claim would overlap here.
+    assert q.finished(ids[0]).consumer == f"worker {worker_id} slot 1"  # type: ignore[union-attr]
+    for runs in spans.values():
         runs.sort()
         assert all(later[0] >= earlier[1] - 0.1
                    for earlier, later in pairwise(runs)), runs
