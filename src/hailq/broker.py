@@ -386,6 +386,20 @@ class Broker:
 
         return self.backend.levels_record(LevelsRecordParams())
 
+    def store_deadline_pools(self) -> int:
+        """Store the pool of each queue in deadline order as its figures find it, for
+        PostgreSQL's ``desired_workers`` view (rule 41, migration 16); how many. Nothing
+        where the storage keeps none (SQLite has no such view). A maintenance duty."""
+        from hailq.backends.upkeep import DeadlinePool
+
+        if not self.backend.deadline_pools_kept():
+            return 0
+        pools = [DeadlinePool(q.name, f.deadline_pool, f.desired_workers_reason)
+                 for q in self.queues() if q.settings.order == "deadline"
+                 for f in [q.figures()] if f.deadline_pool is not None]
+        self.backend.deadline_pools_save(pools)
+        return len(pools)
+
     def take_maintenance_turn(self, duty: str, every: float) -> bool:
         """Take maintenance ``duty``'s turn if it is due, making the next due ``every``
         seconds on; False if another process has it (hailq/runtime/maintenance.py)."""

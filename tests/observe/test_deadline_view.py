@@ -101,7 +101,7 @@ def test_rule_41_the_view_says_why_no_pool_meets_every_target(
     q.send("late", priority=9)
     view.execute("UPDATE {schema}.messages SET available_at = available_at - 100, "
                  "sort_key = sort_key - 100 WHERE priority = 9")
-    assert DUTY.work(broker) == 0
+    assert broker.store_deadline_pools() == 1
     figures = q.figures()
     assert figures.desired_workers_reason is not None
     assert figures.desired_workers_reason.startswith("late: 1 ready message(s)")
@@ -112,4 +112,5 @@ def test_rule_41_sqlite_keeps_no_pools(sqlite_url: str) -> None:
     with hailq.connect(sqlite_url) as broker:
         broker.queue("claims", slo=SLO, order="deadline").send("a", priority=5)
         assert not broker.backend.deadline_pools_kept()
+        assert broker.store_deadline_pools() == 0
         assert Upkeep("deadline_pools", 1.0, run=DUTY.run).work(broker) == 0

@@ -59,23 +59,9 @@ DEADLINE_POOLS_EVERY = 10.0  # seconds between two stores of the deadline queues
 
 
 def store_deadline_pools(broker: Broker, duty: Upkeep) -> int:
-    """Rule 41: store the pool of each queue in deadline order as its figures find it, for
-    PostgreSQL's ``desired_workers`` view, which reads a pool stored in the last minute
-    (migration 16). Nothing where the storage keeps none (SQLite has no such view)."""
-    from hailq.backends.upkeep import DeadlinePool
-
-    backend = broker.backend
-    if not backend.deadline_pools_kept():
-        return 0
-    pools = []
-    for queue in broker.queues():
-        if queue.settings.order != "deadline":
-            continue
-        figures = queue.figures()
-        if figures.deadline_pool is not None:
-            pools.append(DeadlinePool(queue.name, figures.deadline_pool,
-                                      figures.desired_workers_reason))
-    backend.deadline_pools_save(pools)
+    """Rule 41: store the pool of each queue in deadline order, which PostgreSQL's
+    ``desired_workers`` view reads while stored in the last minute (migration 16)."""
+    broker.store_deadline_pools()
     return 0  # rows replaced, none pruned
 
 
