@@ -30,7 +30,7 @@ class HistoryAttempt:
 
     attempt: int
     error: str | None
-    consumer: str | None  # "worker host:pid", "HTTP client", "library"; None: not known
+    consumer: str | None  # "worker host:pid slot 2", "HTTP client", "library"; None: unknown
     started_at: float | None  # when it was claimed (broker clock); None: not known
     ended_at: float
 

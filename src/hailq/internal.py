@@ -118,6 +118,21 @@ class RuntimeOps:
                     break
         return total
 
+    def store_deadline_pools(self) -> int:
+        """Store the pool of each queue in deadline order as its figures find it, for
+        PostgreSQL's ``desired_workers`` view (rule 41, migration 16); how many. Nothing
+        where the storage keeps none (SQLite has no such view). A maintenance duty."""
+        from hailq.backends.upkeep import DeadlinePool
+
+        backend = self.broker.backend
+        if not backend.deadline_pools_kept():
+            return 0
+        pools = [DeadlinePool(q.name, f.deadline_pool, f.desired_workers_reason)
+                 for q in self.broker.queues() if q.settings.order == "deadline"
+                 for f in [q.figures()] if f.deadline_pool is not None]
+        backend.deadline_pools_save(pools)
+        return len(pools)
+
 
 def ops(broker: Broker) -> RuntimeOps:
     """The runtime's face of ``broker`` (see the module's docstring)."""

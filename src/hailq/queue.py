@@ -77,7 +77,8 @@ class Queue(QueueOperations):
         self.recorder = recorder
         self._committer = committer_for(backend)  # the broker's: shared by its queues
         # Who receives through this object, as history records each attempt (rule 40):
-        # a worker says "worker host:pid", the HTTP API "HTTP client"; None: "library".
+        # a worker says "worker host:pid" (and its fetcher adds the slot of each message
+        # through ``ack_and_receive``), the HTTP API "HTTP client"; None: "library".
         self.consumer: str | None = None
 
     # -- sending -----------------------------------------------------------------------
@@ -213,16 +214,18 @@ class Queue(QueueOperations):
         return [Message.claimed(self, r, at) for r in rows]
 
     def ack_and_receive(self, acks: Iterable[Message], max_messages: int = 1,
-                        lease: Duration | None = None,
+                        lease: Duration | None = None, *, consumers: Sequence[str] = (),
                         ) -> tuple[list[bool | None], list[Message]]:
         """Ack ``acks`` (messages of any queues of this broker) and lease up to
         ``max_messages`` of this queue, in one transaction where the backend allows:
         finished work is never still leased when new work arrives. Returns the acks'
-        results (as ``ack_many``) and the received messages (as ``receive``, no wait)."""
+        results (as ``ack_many``) and the received messages (as ``receive``, no wait).
+        ``consumers`` names who runs each message received, in the order they come back
+        (a worker's slots), as history records it (rule 40); without, ``consumer``."""
         finished = list(acks)
         result = self._backend.message_claim(ClaimParams(
             self.name, check_max_messages(max_messages), _lease(lease),
-            [m.lease for m in finished], self.consumer))
+            [m.lease for m in finished], tuple(consumers) or self.consumer))
         for message, acked in zip(finished, result.acked, strict=True):
             if acked is not None:
                 message.settled = True

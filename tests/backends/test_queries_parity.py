@@ -40,6 +40,7 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "message_ack_pairs",  # receipts from before receipts named the row's position
         "message_claim_mark",  # the second half of SQLite's claim
         "message_claim_mark_retain",  # the same, of a queue that keeps history (rule 40)
+        "message_claim_mark_slots",  # the same, naming each row's worker slot (rule 40)
         "fence_take",  # its fencing tokens; PostgreSQL's claim draws them from a sequence
         "queue_order",  # a send's aging and targets; PostgreSQL's insert joins the row
     }),
@@ -55,6 +56,7 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "queue_lock",  # a declaration and an operator's change take turns; SQLite's
         # single writer does that already
         "overview_plan",  # JIT off for the overview's one statement; SQLite has no JIT
+        "deadline_pool_save",  # the desired_workers view reads them; SQLite has no view
     }),
 }
 

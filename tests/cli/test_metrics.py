@@ -156,3 +156,25 @@ def test_metrics_listen_serves_until_interrupted(sqlite_url: str) -> None:
 
 def test_metrics_refuses_a_bad_listen_address(hq: Hailq) -> None:
     hq("metrics", "--listen", "nowhere").assert_clean_error(2)
+
+
+def test_rule_41_the_arrival_rate_of_each_priority_is_a_gauge(
+        hq_any: Hailq, api_any: hailq.Broker, exporter: str) -> None:
+    claims = api_any.queue("claims", slo={9: 10, 5: 60, 0: 600}, order="deadline")
+    claims.send_many([hailq.Envelope(n, priority=9) for n in range(30)])
+    claims.send_many(list(range(10)))
+    api_any.queue("audit")
+    result = hq_any("metrics")
+    assert result.code == 0, result.err
+    for got in (samples(result.out), samples(get(f"{exporter}/metrics")[2].decode())):
+        assert got["hailq_queue_sent_per_second"] == "gauge"
+        rate = {p: got[("hailq_queue_sent_per_second",
+                        (("priority", p), ("queue", "claims")))] for p in ("9", "5", "0")}
+        # Over one span (since the queue was made, under a minute ago): 30 to 10.
+        assert rate["9"] > 0 and rate["9"] == pytest.approx(3 * rate["0"])
+        assert rate["5"] == 0  # a target, nothing sent
+        span = 40 / (rate["9"] + rate["0"])
+        assert 1 <= span <= 60
+    # What sizes the pool: the same figures as Queue.figures() gives.
+    figures = {p.priority: p.sent_per_second_1m for p in claims.figures().priorities}
+    assert figures[9] == pytest.approx(3 * figures[0]) and figures[5] == 0

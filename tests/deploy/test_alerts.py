@@ -258,7 +258,8 @@ def test_every_metric_name_in_the_rules_and_the_dashboard_is_served(
     # Histograms are read by their suffixed series, as Prometheus stores them.
     assert "hailq_wait_seconds_count" in used_by_rules
     assert {"hailq_wait_seconds_bucket", "hailq_wait_seconds_sum", "hailq_wait_seconds_count",
-            "hailq_worker_handler_seconds_bucket", "hailq_worker_slots_busy"} <= used_by_dashboard
+            "hailq_worker_handler_seconds_bucket", "hailq_worker_slots_busy",
+            "hailq_queue_sent_per_second"} <= used_by_dashboard
     assert recorded <= used_by_rules  # every recording rule feeds an alert
 
 

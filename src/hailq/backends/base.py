@@ -148,8 +148,9 @@ class ClaimParams(NamedTuple):
     lease: float | None = None  # None: the queue's stored lease
     acks: Sequence[Receipt] = ()
     # Who claims (rule 40's history records it with each attempt of a retaining queue):
-    # "worker host:pid", "HTTP client"; None: "library".
-    consumer: str | None = None
+    # "worker host:pid", "HTTP client"; None: "library". A tuple names who runs each
+    # message claimed, in rule 16's order (a worker's slots: "worker host:pid slot 2").
+    consumer: str | tuple[str, ...] | None = None
 
 
 class ClaimResult(NamedTuple):

@@ -29,10 +29,11 @@ PRUNE_BATCH = 500  # rows per prune transaction
 
 class Mark(NamedTuple):
     """What a claim of a queue that keeps history writes on each row it leases: whether
-    history keeps it (1) with its body (2), and who runs this attempt."""
+    history keeps it (1) with its body (2), and who runs this attempt: the i-th row in
+    rule 16's order ``consumers[i]``, a row past them ``consumers[0]``."""
 
     retain: int
-    consumer: str
+    consumers: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +105,10 @@ class HistoryStore(Store):
         return [entry(row) for row in found]
 
 
-def mark_of(live: Any, consumer: str | None) -> Mark | None:
+def mark_of(live: Any, consumer: str | tuple[str, ...] | None) -> Mark | None:
     """What a claim of a queue with these live settings writes on its rows, if any."""
     if live.retain is None:
         return None
-    return Mark(2 if live.retain_bodies else 1, consumer or "library")
+    who = consumer if isinstance(consumer, tuple) and consumer else (
+        consumer if isinstance(consumer, str) and consumer else "library",)
+    return Mark(2 if live.retain_bodies else 1, who)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,6 +50,16 @@ class PruneParams:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadlinePool:
+    """The smallest pool that meets every target of a queue in deadline order (rule 41),
+    before any autoscaler's saturation point: ``QueueFigures.deadline_pool``."""
+
+    queue: str
+    workers: int
+    reason: str | None  # why no pool meets every target; None: one does
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """A duty's row in the maintenance table."""
 
@@ -73,6 +84,15 @@ class UpkeepBackend(Protocol):
 
     def maintenance_list(self) -> list[Turn]:
         """Every duty's row: who ran it last and how often. A read."""
+        ...
+
+    def deadline_pools_kept(self) -> bool:
+        """Whether this storage keeps the pools of queues in deadline order for a reader
+        in SQL (PostgreSQL's ``desired_workers`` view); the duty skips where not."""
+        ...
+
+    def deadline_pools_save(self, pools: Sequence[DeadlinePool]) -> None:
+        """Store each queue's pool as ``Queue.figures()`` found it (rule 41). A write."""
         ...
 
 
@@ -108,3 +128,13 @@ class UpkeepStore(Store):
                 for d, n, a, b, r in self.dialect.read(
                     lambda tx: tx.run("maintenance_list", {}))]
 
+
+    def deadline_pools_kept(self) -> bool:
+        return self.dialect.flavor == "postgres"  # the only one with the view
+
+    def deadline_pools_save(self, pools: Sequence[DeadlinePool]) -> None:
+        if not pools:
+            return
+        args = {"queues": [p.queue for p in pools], "workers": [p.workers for p in pools],
+                "reasons": [p.reason for p in pools]}
+        self.dialect.work(lambda tx: tx.also("deadline_pool_save", args), durable=False)

@@ -55,6 +55,11 @@ class QueueCollector(Collector):
             "hailq_queue_desired_workers",
             "Worker processes the queue wants (Little's law, backlog and service levels).",
             labels=["queue"])
+        sent = GaugeMetricFamily(
+            "hailq_queue_sent_per_second",
+            "Messages of each priority sent per second over the last minute, as the sends "
+            "recorded them: the arrival rates that size a queue in deadline order.",
+            labels=["queue", "priority"])
         workers = GaugeMetricFamily(
             "hailq_queue_workers", "Worker processes consuming the queue now.",
             labels=["queue"])
@@ -83,6 +88,7 @@ class QueueCollector(Collector):
             for name, family in counters.items():
                 family.add_metric([f.queue], getattr(s, name))
             for p in f.priorities:
+                sent.add_metric([f.queue, str(p.priority)], p.sent_per_second_1m)
                 if p.slo is not None:
                     breaches.add_metric([f.queue, str(p.priority)], p.breaches)
             for kind, by_priority in (("wait", f.wait), ("handler", f.handler)):
@@ -94,6 +100,7 @@ class QueueCollector(Collector):
         yield from counters.values()
         yield from histograms.values()
         yield breaches
+        yield sent
         yield workers
         yield desired
 

@@ -15,8 +15,10 @@ computes the same.
 A queue in deadline order (rule 41) is sized by ``deadline_workers`` instead: the
 smallest pool with which deadline order starts every message by its deadline
 (``policy/pool.py`` simulates it over the backlog and the arrivals to come), or, where
-no pool can, the largest useful one and why. The view does not simulate: it keeps
-the figure above for every queue.
+no pool can, the largest useful one and why. The view does not simulate: it gives
+the pool the maintenance duty ``deadline_pools`` (``hailq/runtime/maintenance.py``)
+stored in the last minute from ``Queue.figures()``, and the figure above until one is
+stored (migration 16).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Each round asks the queues, in the order's plan, for as many messages as
 there are free slots (``receive(max_messages=free)``), and hands each one to
-``dispatch``. When every queue is empty it long-polls the broker
-(``Broker.wait``) on all its queues at once, so an idle worker makes one cheap
-wait, not one per slot or queue.
+``dispatch`` with the slot it runs in. A claim names who runs each message, the
+worker and that slot ("worker host:pid slot 2"), as history records it (rule 40).
+When every queue is empty it long-polls the broker (``Broker.wait``) on all its
+queues at once, so an idle worker makes one cheap wait, not one per slot or queue.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Fetcher:
     queues: Mapping[str, Queue]
     order: Order
     inflight: InFlight
-    dispatch: Callable[[Message], None]
+    dispatch: Callable[[Message, int], None]  # a message and the slot it runs in
     flag: StopFlag
     _: KW_ONLY
     poll: float = 1.0
@@ -47,6 +48,7 @@ class Fetcher:
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, name="hailq-fetch", daemon=True)
+        self._slots: list[int] = []  # the free slots this round hands out, lowest first
 
     def start(self) -> None:
         self._thread.start()
@@ -95,6 +97,7 @@ class Fetcher:
         """
         got = 0
         short: set[str] = set()
+        self._slots = self.inflight.free_slots()  # only this thread fills slots
         plan = self.order.plan(free)
         served = dict.fromkeys((name for name, _ in plan), 0)  # the order learns who gave
         carry = 0
@@ -126,11 +129,14 @@ class Fetcher:
         if self.flag.stopping or want <= 0:
             self._ack_only(finished)
             return 0
-        results, messages = self.queues[name].ack_and_receive(finished, want)
+        queue, slots = self.queues[name], self._slots[:want]
+        who = [f"{queue.consumer} slot {n}" for n in slots] if queue.consumer else ()
+        results, messages = queue.ack_and_receive(finished, want, consumers=who)
         if finished and self.acks is not None:
             self.acks.record(finished, results)
-        for message in messages:
-            self.dispatch(message)
+        for i, message in enumerate(messages):  # never more than slots were free
+            self.dispatch(message, slots[i] if i < len(slots) else 0)
+        del self._slots[:len(messages)]
         return len(messages)
 
     def _ack_only(self, finished: list[Message]) -> None:

@@ -2,7 +2,9 @@
 
 A message is *held* from dispatch until its handler ends, then *settling*
 while its ack/nack is handed on; ``give_back_all`` (shutdown stage 2) takes
-only held ones, so a settled message is never also given back.
+only held ones, so a settled message is never also given back. Each message occupies
+one numbered slot (1 to ``capacity``) from dispatch until ``done``: the slot a claim
+names in history (rule 40) is the one the message then runs in.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class InFlight:
         self._table = table
         self._held: dict[str, Message] = {}
         self._since: dict[str, float] = {}  # receipt -> when its handler got it (monotonic)
+        self._slot: dict[str, int] = {}  # receipt -> the slot it occupies until done
         self._settling: set[str] = set()
         self._closed = False
         self._changed = threading.Condition()
@@ -41,13 +44,24 @@ class InFlight:
     def _full(self) -> bool:
         return len(self._held) + len(self._settling) >= self.capacity
 
-    def add(self, message: Message) -> bool:
-        """Hold ``message``; False once closed (the caller must give it back itself)."""
+    def free_slots(self) -> list[int]:
+        """The numbers of the free slots, lowest first."""
+        with self._changed:
+            taken = set(self._slot.values())
+        return [n for n in range(1, self.capacity + 1) if n not in taken]
+
+    def add(self, message: Message, slot: int | None = None) -> bool:
+        """Hold ``message`` in ``slot`` (None: the lowest free); False once closed (the
+        caller must give it back itself)."""
         with self._changed:
             if self._closed:
                 return False
+            if slot is None:
+                taken = set(self._slot.values())
+                slot = next((n for n in range(1, self.capacity + 1) if n not in taken), 0)
             self._held[message.receipt] = message
             self._since[message.receipt] = time.monotonic()
+            self._slot[message.receipt] = slot
         if self._table is not None:
             self._table.hold(message.queue, message.receipt, message.attempt)
         return True
@@ -67,6 +81,7 @@ class InFlight:
             self._table.release(message.receipt)
         with self._changed:
             self._settling.discard(message.receipt)
+            self._slot.pop(message.receipt, None)
             self._changed.notify_all()
 
     def running(self) -> list[tuple[Message, float]]:
@@ -91,6 +106,8 @@ class InFlight:
         with self._changed:
             self._closed = True
             held = list(self._held.values())
+            for receipt in self._held:
+                self._slot.pop(receipt, None)
             self._held.clear()
             self._since.clear()
             self._changed.notify_all()

@@ -60,6 +60,16 @@ def _prune_history(broker: Broker, duty: Upkeep) -> int:
     return ops(broker).prune_history()
 
 
+DEADLINE_POOLS_EVERY = 10.0  # seconds between two stores of the deadline queues' pools
+
+
+def store_deadline_pools(broker: Broker, duty: Upkeep) -> int:
+    """Rule 41: store the pool of each queue in deadline order, which PostgreSQL's
+    ``desired_workers`` view reads while stored in the last minute (migration 16)."""
+    ops(broker).store_deadline_pools()
+    return 0  # rows replaced, none pruned
+
+
 # The duties every maintenance service runs; a part with housekeeping of its own adds
 # its duty here (with its statements in PRUNES, or a ``run`` of its own).
 UPKEEP: list[Upkeep] = [
@@ -68,6 +78,7 @@ UPKEEP: list[Upkeep] = [
     Upkeep("autoscale", 300.0, keep=AUTOSCALE_KEEP),
     Upkeep("workers", 600.0, keep=FORGET_WORKERS),
     Upkeep("history", 60.0, run=_prune_history),  # each queue's own retention
+    Upkeep("deadline_pools", DEADLINE_POOLS_EVERY, run=store_deadline_pools),
 ]
 
 

@@ -163,8 +163,8 @@ class Worker:
         ``handle_signals`` is False.
         """
         self._queues = declare_queues(self.broker, self.app, self.order.queues)
-        for queue in self._queues.values():  # history names who ran each attempt (rule 40)
-            queue.consumer = f"worker {self.worker_id}"
+        for queue in self._queues.values():  # history names who ran each attempt (rule 40):
+            queue.consumer = f"worker {self.worker_id}"  # and the slot, per claimed message
         services = _Services(self)
         # The signal handlers come first: once the registry lists this worker as running,
         # a SIGTERM must already mean "drain", not death by the default handler.
@@ -209,8 +209,8 @@ class Worker:
 
     # -- one message -------------------------------------------------------------------
 
-    def _dispatch(self, message: Message, services: _Services) -> None:
-        if not self._inflight.add(message):
+    def _dispatch(self, message: Message, services: _Services, slot: int) -> None:
+        if not self._inflight.add(message, slot):
             self._give_back(message, "the worker was stopping when the message arrived")
             self.tally.given_back += 1
             return
@@ -451,7 +451,7 @@ class _Services:
             concurrency=worker.concurrency, in_flight=lambda: worker.in_flight,
             interval=worker.registry_interval, running=worker._inflight.running)
         self.fetcher = Fetcher(broker, worker._queues, worker.order, worker._inflight,
-                               lambda m: worker._dispatch(m, self), worker._flag,
+                               lambda m, n: worker._dispatch(m, self, n), worker._flag,
                                poll=worker.poll, acks=self.acks)
         self.watchdog = Watchdog(lambda running: worker._expire(running, self))
         self.runs: dict[str, Running] = {}  # receipt -> its handler's call, while it runs

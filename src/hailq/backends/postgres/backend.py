@@ -328,7 +328,7 @@ class PostgresDialect(PooledCalls, Dialect):
         name = "message_claim" if mark is None else "message_claim retain"  # rule 40
         return _claimed_rows(tx.run(cast(_Tx, tx).limited(name, n), {
             "queue": queue, "lease": lease, "retain": mark and mark.retain,
-            "consumer": mark and mark.consumer}))
+            "consumer": mark and list(mark.consumers)}))
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         if len(receipts) == 1:
@@ -359,7 +359,7 @@ class PostgresDialect(PooledCalls, Dialect):
         name = "message_ack_claim" if mark is None else "message_ack_claim retain"
         found = tx.run(cast(_Tx, tx).limited(name, n), {
             "queue": queue, "lease": lease, "retain": mark and mark.retain,
-            "consumer": mark and mark.consumer,
+            "consumer": mark and list(mark.consumers),
             "queues": [r.queue for r in receipts], "ids": [r.message_id for r in receipts],
             "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})
         # An acked row: its queue where a claimed row has the key (see queries.sql).

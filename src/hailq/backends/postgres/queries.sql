@@ -1182,6 +1182,22 @@ FROM {schema}.autoscale
 WHERE at >= %(since)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 ORDER BY queue, autoscaler, seq DESC;
 
+-- name: deadline_pool_save
+-- PostgreSQL only (its desired_workers view reads them, migration 16): the pools of the
+-- queues in deadline order as the maintenance duty found them, one row per queue, and
+-- rows not replaced for an hour go.
+WITH gone AS (
+    DELETE FROM {schema}.deadline_pools
+    WHERE at < {schema}.epoch() - 3600 AND NOT queue = ANY(%(queues)s::text[])
+)
+INSERT INTO {schema}.deadline_pools AS p (queue, workers, reason, at)
+SELECT q, w, r, {schema}.epoch()
+FROM unnest((SELECT %(queues)s::text[]), (SELECT %(workers)s::integer[]),
+            (SELECT %(reasons)s::text[])) AS a(q, w, r)
+ON CONFLICT (queue) DO UPDATE
+SET workers = excluded.workers, reason = excluded.reason,
+    at = excluded.at;
+
 -- name: levels_now
 -- Queue levels over time (hailq/backends/levels.py): the clock a slot is taken on.
 SELECT {schema}.epoch();

@@ -13,7 +13,12 @@ RELAXED = sql.SQL("(SELECT set_config('synchronous_commit', 'off', true)) IS NOT
 # The claim both claim statements share (queries.sql: claim_steps) leaves out, in the
 # fused one, the rows that statement acks (see message_ack_claim).
 _ACKED_HERE = {"message_ack_claim": sql.SQL("AND id NOT IN (SELECT id FROM gone)")}
-_MARK = sql.SQL(", retain = %(retain)s, consumer = %(consumer)s, "
+# Who runs each row (rule 40): one name for all, or a worker's slots, the i-th name for
+# the i-th row in the order picked took them (the order the caller gets them back in).
+_MARK = sql.SQL(", retain = %(retain)s, consumer = CASE "
+                "WHEN cardinality(%(consumer)s::text[]) < 2 THEN (%(consumer)s::text[])[1] "
+                "ELSE coalesce((%(consumer)s::text[])[array_position("
+                "ARRAY(SELECT id FROM picked), m.id)], (%(consumer)s::text[])[1]) END, "
                 "claimed_at = {schema}.epoch()")
 
 

@@ -23,6 +23,10 @@ counters redelivered bigint NO 0 NO
 counters dead_lettered bigint NO 0 NO
 counters late_acks bigint NO 0 NO
 counters acked bigint NO 0 NO
+deadline_pools queue text NO  NO
+deadline_pools workers integer NO  NO
+deadline_pools reason text YES  NO
+deadline_pools at double precision NO  NO
 dedup queue text NO  NO
 dedup dedup_id text NO  NO
 dedup message_id text NO  NO
@@ -39,6 +43,8 @@ desired_workers concurrency integer YES  NO
 desired_workers at double precision YES  NO
 desired_workers rate_per_second double precision YES  NO
 desired_workers ceiling integer YES  NO
+desired_workers pool_at double precision YES  NO
+desired_workers pool_reason text YES  NO
 hailq_schema_version version integer NO  NO
 hailq_schema_version name text NO  NO
 hailq_schema_version applied_at timestamp with time zone NO now() NO
@@ -207,6 +213,7 @@ CREATE INDEX autoscale_at ON {schema}.autoscale USING btree (at)
 CREATE UNIQUE INDEX autoscale_pkey ON {schema}.autoscale USING btree (seq)
 CREATE INDEX autoscale_queue ON {schema}.autoscale USING btree (queue, at)
 CREATE UNIQUE INDEX counters_pkey ON {schema}.counters USING btree (queue, shard)
+CREATE UNIQUE INDEX deadline_pools_pkey ON {schema}.deadline_pools USING btree (queue)
 CREATE INDEX dedup_expires ON {schema}.dedup USING btree (expires_at)
 CREATE UNIQUE INDEX dedup_pkey ON {schema}.dedup USING btree (queue, dedup_id)
 CREATE UNIQUE INDEX hailq_schema_version_pkey ON {schema}.hailq_schema_version USING btree (version)

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -323,10 +324,17 @@ class SQLiteDialect(Dialect):
         if not found:
             return []
         # map and itemgetter: no Python frame per claim, nor per row
-        marks = [token, lease_until] if mark is None else [token, lease_until, *mark, tx.now]
-        conn.execute(_for_rows("message_claim_mark" if mark is None  # history: rule 40
-                               else "message_claim_mark_retain", len(found)),
-                     [*marks, *map(_SEQ, found)])
+        if mark is not None and len(mark.consumers) > 1:  # a worker's slots (rule 40)
+            seqs, who = [*map(_SEQ, found)], [*mark.consumers, *mark.consumers[:1] * len(found)]
+            conn.execute(_for_rows("message_claim_mark_slots", len(found)), [
+                token, lease_until, mark.retain, *chain(*zip(seqs, who, strict=False)),
+                tx.now, *seqs])
+        else:
+            marks = [token, lease_until] if mark is None else [
+                token, lease_until, mark.retain, mark.consumers[0], tx.now]
+            conn.execute(_for_rows("message_claim_mark" if mark is None  # history: rule 40
+                                   else "message_claim_mark_retain", len(found)),
+                         [*marks, *map(_SEQ, found)])
         if max(map(_ATTEMPT, found)) > 1:
             conn.execute(Q["count_redelivered"], {
                 "queue": queue, "n": sum(a > 1 for a in map(_ATTEMPT, found))})
@@ -481,7 +489,7 @@ def _for_rows(name: str, n: int) -> str:
     """Statement ``name`` for ``n`` rows: ``{marks}`` becomes one ``?`` per row and
     ``{receipts}`` one ``(?, ?, ?)`` per row (plain parameters, no JSON to parse)."""
     return Q[name].replace("{marks}", ",".join("?" * n)).replace(
-        "{receipts}", ",".join(["(?, ?, ?)"] * n))
+        "{receipts}", ",".join(["(?, ?, ?)"] * n)).replace("{whens}", " WHEN ? THEN ?" * n)
 
 
 def _fetch_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Any:

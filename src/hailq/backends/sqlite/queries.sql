@@ -231,6 +231,16 @@ SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?, retain 
     consumer = ?, claimed_at = ?
 WHERE seq IN ({marks});
 
+-- name: message_claim_mark_slots
+-- SQLite only: message_claim_mark_retain of a worker's claim, which names who runs each
+-- row (rule 40: "worker host:pid slot 2"). {whens} stands for one "WHEN ? THEN ?" per
+-- row (its seq, its name); the parameters are the token, the lease's end, retain, the
+-- pairs, now, then the rows' seqs.
+UPDATE hailq_messages
+SET state = 'leased', attempt = attempt + 1, token = ?, lease_until = ?, retain = ?,
+    consumer = CASE seq {whens} END, claimed_at = ?
+WHERE seq IN ({marks});
+
 -- name: fence_take
 -- SQLite only: PostgreSQL draws each claimed row's fencing token from a sequence inside
 -- its claim statement. Here the claim's write transaction moves the one counter past the
