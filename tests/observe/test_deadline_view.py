@@ -84,7 +84,7 @@ def test_rule_41_the_view_gives_the_pool_the_figures_find_for_a_deadline_queue(
     assert view("strict") == (strict.figures().desired_workers, None, None) == (10, None, None)
 
     # The autoscalers' saturation point caps it in both.
-    broker.record_autoscale(AutoscalerInfo("h:1:claims", "claims", "h", 1, 1, 1, "hold",
+    ops(broker).record_autoscale(AutoscalerInfo("h:1:claims", "claims", "h", 1, 1, 1, "hold",
                                            "test", 0.0, 1))
     assert view("claims")[0] == q.figures().desired_workers == 1
 
