@@ -128,7 +128,7 @@ async def _sending(face: _Face[Any], fn: Callable[..., S], *args: Any, **kwargs:
     """A send or publish; in the caller's transaction where it names one (rule 3)."""
     if kwargs.get("connection") is not None:
         return await face.driver.joined(fn, *args, **kwargs)
-    return await face.driver.run(fn, *args, **kwargs)
+    return await face.driver.sending(fn, *args, **kwargs)
 
 
 def _plain(items: Any) -> Any:

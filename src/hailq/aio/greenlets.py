@@ -48,6 +48,11 @@ async def spawn(fn: Callable[..., T], *args: Any) -> T:
     return result  # type: ignore[no-any-return]
 
 
+def driven() -> bool:
+    """True inside ``spawn``: sync code whose waits the spawning coroutine awaits."""
+    return isinstance(greenlet.getcurrent(), _Driven)
+
+
 def await_only(coro: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None) -> T:
     """The result of ``coro``, from sync code: inside ``spawn``, awaited by the spawning
     coroutine; in another thread, on ``loop`` (the owner's), this thread waiting."""

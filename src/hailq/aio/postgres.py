@@ -14,19 +14,22 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from hailq.aio.greenlets import await_only
+from hailq.aio.committer import LoopCommitter
+from hailq.aio.greenlets import await_only, driven, spawn
+from hailq.backends.base import NewMessage
+from hailq.backends.postgres.backend import PostgresDialect
+from hailq.backends.postgres.listener import _ASK_EVERY, Listener
+from hailq.committer import Committer
 
 IDLE = psycopg.pq.TransactionStatus.IDLE
 _KEEP = 30.0  # seconds a connection stays at hand before it goes back to its pool
-from hailq.backends.postgres.backend import PostgresDialect
-from hailq.backends.postgres.listener import _ASK_EVERY, Listener
 
 
 class _Rows:
@@ -123,6 +126,8 @@ class SyncPool:
         self._idle: list[SyncConnection] = []
 
     def getconn(self, timeout: float | None = None) -> SyncConnection:
+        if not driven():  # from a thread of the broker's: the turns are the loop's
+            return await_only(spawn(self.getconn, timeout), self._loop)
         if self._free > 0 and not self._line:
             self._free -= 1
         else:
@@ -160,6 +165,9 @@ class SyncPool:
         self._free += 1
 
     def putconn(self, conn: SyncConnection) -> None:
+        if not driven():
+            await_only(spawn(self.putconn, conn), self._loop)
+            return
         raw = conn.raw
         try:
             if (not raw.closed and raw.pgconn.transaction_status == IDLE
@@ -173,6 +181,9 @@ class SyncPool:
     def _give_back(self) -> None:
         """The connections kept at hand, back to the pool (before it checks, drains or
         closes its own)."""
+        if not driven():
+            await_only(spawn(self._give_back), self._loop)
+            return
         idle, self._idle = self._idle, []
         for conn in idle:
             await_only(self._pool.putconn(conn.raw), self._loop)
@@ -310,9 +321,6 @@ class AsyncPostgresDialect(PostgresDialect):
 
     _closed_when_collected = False
     listener_type = AsyncListener
-    # Its calls run in greenlets on the event loop, never on the committer's thread:
-    # concurrent coroutines' sends overlap on the pool's connections instead.
-    shares_commits = False
 
     def __init__(self, conninfo: str, *, loop: asyncio.AbstractEventLoop,
                  **options: Any) -> None:
@@ -356,6 +364,12 @@ class AsyncPostgresDialect(PostgresDialect):
 
     def sleep(self, seconds: float) -> None:
         await_only(asyncio.sleep(seconds), self.loop)
+
+    def make_committer(self, send: Callable[[Sequence[NewMessage]], list[str]],
+                       ) -> Committer:
+        """Concurrent coroutines' sends share commits on the loop (``committer.py``):
+        the thread committer would block the loop waiting for its thread."""
+        return LoopCommitter(send, self.loop)
 
     @classmethod
     def beside(cls, sync: PostgresDialect, loop: asyncio.AbstractEventLoop,
