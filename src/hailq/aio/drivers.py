@@ -14,9 +14,11 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 
+from hailq.aio.held import HeldGreenlet, ThreadHeld
 from hailq.backends.base import WaitParams
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Tx
@@ -71,6 +73,12 @@ class Driver(ABC):
         return await self.run(fn, *args, **kwargs)
 
     @abstractmethod
+    def hold(self, make: Callable[[], AbstractContextManager[Any]],
+             ) -> AbstractAsyncContextManager[Any]:
+        """``make()``, a sync context manager of the storage core, entered and left by
+        this driver around the caller's ``async with`` block (``held.py``)."""
+
+    @abstractmethod
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         """Return when a message may have become receivable in ``queues``, or after
         ``timeout`` seconds, holding no thread meanwhile."""
@@ -102,6 +110,11 @@ class GreenletDriver(Driver):
 
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         await self.run(self.backend.message_wait, WaitParams(queues, timeout))
+
+    def hold(self, make: Callable[[], AbstractContextManager[Any]],
+             ) -> AbstractAsyncContextManager[Any]:
+        self.check_loop()
+        return HeldGreenlet(make)
 
     def abandon(self) -> None:
         abandon = getattr(self.backend.dialect, "abandon", None)
@@ -137,6 +150,11 @@ class ThreadDriver(Driver):
         # transaction is the caller's, on the caller's thread, as with the sync API.
         self.check_loop()
         return fn(*args, **kwargs)
+
+    def hold(self, make: Callable[[], AbstractContextManager[Any]],
+             ) -> AbstractAsyncContextManager[Any]:
+        self.check_loop()
+        return ThreadHeld(make, self._pool, self.loop)
 
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         self.check_loop()
