@@ -10,14 +10,13 @@ import asyncio
 import statistics
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
 
 import hailq.aio
+from hailq.bench.aio import LoopThread
 from hailq.bench.raw import RawPostgres
 from hailq.bench.runner import QUEUE, Figure, open_raw, reset_hailq, vacuum
 
-T = TypeVar("T")
 THREADS = 16
 COROUTINES = 100
 SHARED = f"send from {THREADS} threads"
@@ -32,18 +31,8 @@ def bench_shared(url: str, runs: int, n: int) -> list[Figure]:
     body = {"claim": 8311, "photos": 4}
     raw_body = b'{"claim":8311,"photos":4}'
     per_thread = n // THREADS
-    # The coroutines' loop runs all along, as an app's would (its broker's figures
-    # are written from a thread through it), in a thread of its own.
-    loop = asyncio.new_event_loop()
-    looping = threading.Thread(target=loop.run_forever, daemon=True)
-    looping.start()
-
-    def on_loop(awaitable: Awaitable[T]) -> T:
-        async def run() -> T:
-            return await awaitable
-
-        return asyncio.run_coroutine_threadsafe(run(), loop).result()
-
+    looping = LoopThread()  # the coroutines' loop, running all along as an app's
+    on_loop = looping.run
     broker = on_loop(hailq.aio.connect(url))
     awaited = on_loop(broker.queue(QUEUE))
     per_coroutine = max(1, per_thread * THREADS // COROUTINES)
@@ -103,9 +92,7 @@ def bench_shared(url: str, runs: int, n: int) -> list[Figure]:
     finally:
         raw.close()
         on_loop(broker.close())
-        loop.call_soon_threadsafe(loop.stop)
-        looping.join()
-        loop.close()
+        looping.close()
     figures = []
     for label, key in ((SHARED, "threads"), (AWAITED, "coroutines")):
         mine = turns[key]
