@@ -37,7 +37,15 @@ async def spawn(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` to its end, awaiting on this loop every coroutine it hands to
     ``await_only``; its result, or its exception raised here."""
     child = _Driven(fn, parent=greenlet.getcurrent())
-    return await drive(child, child.switch(*args))  # type: ignore[no-any-return]
+    result: Any = child.switch(*args)
+    while not child.dead:  # ``drive``'s loop, written out: every call of a broker runs it
+        try:
+            value = await result  # a coroutine the child hands over
+        except BaseException as exc:  # handed back into the child as raised
+            result = child.throw(exc)
+        else:
+            result = child.switch(value)
+    return result  # type: ignore[no-any-return]
 
 
 class Entered:
