@@ -26,6 +26,10 @@ MAX_OVERVIEW_MS = 300.0  # the dashboard's overview over 100 queues x 10,000 mes
 MIN_SEND_RATIO_PG = 0.8  # PostgreSQL sends one by one against the bare insert+commit loop
 MIN_FILL_RATIO = 0.95  # the drain after single sends against the one after send_many
 MIN_FIGURES_RATIO = 0.95  # a drain with every consumer's figures against one without
+MIN_SHARED = 3.0  # 16 threads or 100 coroutines sending singly, against one thread
+MIN_SHARED_RAW = 1.5  # the same, against PostgreSQL's bare insert loop
+MIN_ASYNC_PG = 0.83  # hailq.aio's receive+ack, one message a cycle (at most 1.2x the sync)
+MIN_ASYNC_SQLITE = 0.67  # hailq.aio's receive+ack, batches of 10 (at most 1.5x the sync)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,17 @@ def check_goals(figures: Sequence[Figure], *, postgres: bool = False) -> list[Go
         if f.name.startswith("drain with figures"):
             goals.append(Goal(f"{f.name.replace(' (vs without)', '')} ≥ {MIN_FIGURES_RATIO:g} × "
                               "without", f"{f.ratio:.2f}", f.ratio >= MIN_FIGURES_RATIO))
+    for f in figures:  # producers that share commits (issue 34, point 6)
+        if f.name.startswith("send from ") and " (vs " in f.name:
+            least = MIN_SHARED_RAW if f.name.endswith("bare insert loop)") else MIN_SHARED
+            name = f.name.removesuffix(")").replace(" (vs ", f" ≥ {least:g} × ")
+            goals.append(Goal(name, f"{f.ratio:.2f}", f.ratio >= least))
+    asked = "async receive+ack, batch 1 (vs sync)" if postgres \
+        else "async receive+ack, batch 10 (vs sync)"
+    if asked in by_name:  # hailq.aio against the sync API, same run (issue 34, point 7)
+        least = MIN_ASYNC_PG if postgres else MIN_ASYNC_SQLITE
+        goals.append(Goal(f"{asked.removesuffix(' (vs sync)')} ≥ {least:g} × sync",
+                          f"{by_name[asked].ratio:.2f}", by_name[asked].ratio >= least))
     held = [f for f in figures if f.name.startswith("rate ") and "started/s" in f.name]
     for f in held:  # rule 33: the limit (f.raw) held within 10% by 4 worker processes
         goals.append(Goal(f"rate limit {f.raw:g}/s held within ±10% by 4 processes",

@@ -5,9 +5,10 @@ on the async one (SPEC rule 37)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -98,6 +99,8 @@ class Synced:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
+        if name == "transaction":  # an async context manager: held open across a block
+            return lambda: _held(value(), self._loop)
         if not inspect.iscoroutinefunction(value):
             return _synced(value, self._loop)
         loop = self._loop
@@ -126,6 +129,40 @@ class Synced:
 
     def __repr__(self) -> str:
         return f"<Synced {self._target!r}>"
+
+
+@contextlib.contextmanager
+def _held(manager: Any, loop: LoopThread) -> Iterator[Any]:
+    """An async context manager entered and left on ``loop`` around a sync block; what
+    it yields (a connection whose calls are awaited) behind a sync face."""
+    conn = loop.run(manager.__aenter__())
+    try:
+        yield _SyncedConnection(conn, loop)
+    except BaseException as exc:
+        if not loop.run(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+            raise
+    else:
+        loop.run(manager.__aexit__(None, None, None))
+
+
+class _SyncedConnection:
+    """``execute`` of an async connection (and its cursor's fetches) awaited on the loop."""
+
+    def __init__(self, conn: Any, loop: LoopThread) -> None:
+        self._conn, self._loop = conn, loop
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        cur = self._loop.run(self._conn.execute(sql, params))
+        loop = self._loop
+
+        class Cursor:
+            def fetchall(self) -> Any:
+                return loop.run(cur.fetchall())
+
+            def fetchone(self) -> Any:
+                return loop.run(cur.fetchone())
+
+        return Cursor()
 
 
 def _synced(value: Any, loop: LoopThread) -> Any:

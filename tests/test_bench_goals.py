@@ -86,3 +86,16 @@ def test_the_script_reads_a_bench_json_file(tmp_path: Path,
     assert main([str(path)]) == 1  # 4 processes: 0.24 of the bare driver, 1,000/s
     out = capsys.readouterr().out
     assert out.startswith("sqlite") and "NOT met" in out
+
+
+def test_shared_sends_and_async_cycles_have_their_goals() -> None:
+    shared = [Figure("send from 16 threads (vs one thread)", "msgs/s", 900, 150),
+              Figure("send from 100 coroutines (vs a bare insert loop)", "msgs/s", 300, 250)]
+    cycles = [Figure("async receive+ack, batch 1 (vs sync)", "msgs/s", 250, 500),
+              Figure("async receive+ack, batch 10 (vs sync)", "msgs/s", 1_800, 2_300)]
+    pg = {g.name: g for g in check_goals(shared + cycles, postgres=True)}
+    assert pg["send from 16 threads ≥ 3 × one thread"].met
+    assert not pg["send from 100 coroutines ≥ 1.5 × a bare insert loop"].met
+    assert not pg["async receive+ack, batch 1 ≥ 0.83 × sync"].met
+    sqlite = {g.name: g for g in check_goals(cycles)}
+    assert sqlite["async receive+ack, batch 10 ≥ 0.67 × sync"].met

@@ -18,7 +18,8 @@ arrived while it was busy in one transaction and one commit:
   caller's messages are sent again alone, so only that caller sees the error.
 
 ``submit`` returns a ``concurrent.futures.Future``: an asyncio caller awaits it with
-``asyncio.wrap_future`` without holding a thread.
+``asyncio.wrap_future`` without holding a thread. hailq.aio's PostgreSQL broker,
+whose calls run on its event loop, shares commits through ``hailq/aio/committer.py``.
 """
 
 from __future__ import annotations
@@ -46,12 +47,8 @@ class Committer:
     """The sends of one backend: alone on the caller's thread, together when they
     overlap."""
 
-    def __init__(self, send: Callable[[Sequence[NewMessage]], list[str]],
-                 shares: bool = True) -> None:
+    def __init__(self, send: Callable[[Sequence[NewMessage]], list[str]]) -> None:
         self._send = send
-        # False where the backend runs only on its caller's thread (hailq.aio's
-        # PostgreSQL dialect, driven in greenlets on one event loop): sends go alone.
-        self.shares = shares
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._pending: list[_Entry] = []
@@ -70,7 +67,7 @@ class Committer:
         try:
             # Alone: nobody to share a commit with. In an outage each send waits for the
             # database on its own, within its own deadline (rule 31), until one succeeds.
-            if len(in_flight) == 1 or not self.healthy or not self.shares:
+            if len(in_flight) == 1 or not self.healthy:
                 sent = self._send(messages)
                 self.healthy = True
                 return sent
@@ -167,7 +164,8 @@ def committer_for(backend: Backend) -> Committer:
                         raise StorageError("the broker of this send was closed and freed")
                     return owner.message_send(SendParams(messages))
 
-                dialect = getattr(backend, "dialect", None)
-                found = _COMMITTERS[backend] = Committer(
-                    send, shares=getattr(dialect, "shares_commits", True))
+                # A dialect driven on an event loop (hailq.aio's PostgreSQL one) brings
+                # a committer whose sends wait by awaiting, not by blocking a thread.
+                make = getattr(getattr(backend, "dialect", None), "make_committer", None)
+                found = _COMMITTERS[backend] = Committer(send) if make is None else make(send)
     return found

@@ -21,10 +21,9 @@ def raw(backend_name: str, url: str) -> RawDatabase:
     return RawDatabase(backend_name, url)
 
 
-# Scenarios that reach past the API (a worker, a scheduler, the backend, a fork) or use a
-# call hailq.aio has not yet (Message.transaction); they run on the sync API only.
+# Scenarios that reach past the API (a worker, a scheduler, the backend, a fork); they run
+# on the sync API only.
 SYNC_ONLY = {
-    "test_rule_22_": "Message.transaction() has no async form yet",
     "test_rule_03_publish_joins_the_callers_transaction": "the caller's sqlite3 "
     "connection belongs to the test's thread, hailq.aio's joins it on the loop's",
     "test_rule_03_rolled_back_transaction_leaves_no_message": "as above",

@@ -5,10 +5,11 @@ waiting receive is the loop's own, since it waits holding no thread."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from hailq._time import Duration
@@ -124,12 +125,28 @@ class AsyncMessage(_Face[Message]):
         """See ``Message.extend``."""
         await self.driver.run(self.sync.extend, seconds)
 
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        """Commit an effect in the broker's database together with the ack (rule 22):
+        ``async with message.transaction() as conn:``, as ``Message.transaction``.
+
+        ``conn`` is inside a transaction in which the message is already acked:
+        psycopg's ``AsyncConnection`` on PostgreSQL, ``await conn.execute(sql,
+        params)``; on SQLite a connection whose ``await conn.execute(sql, params)``
+        runs in the thread that holds the transaction (both return a cursor whose
+        rows are awaited: ``await cursor.fetchall()``). Leaving the block commits both;
+        an exception rolls both back. If the lease was lost, ``LeaseLost`` is raised
+        before the block runs and nothing is committed. Do not commit inside it."""
+        async with self.driver.hold(self.sync.transaction) as conn:
+            # PostgreSQL's is the dialect's sync face of a pooled AsyncConnection.
+            yield getattr(conn, "raw", conn)
+
 
 async def _sending(face: _Face[Any], fn: Callable[..., S], *args: Any, **kwargs: Any) -> S:
     """A send or publish; in the caller's transaction where it names one (rule 3)."""
     if kwargs.get("connection") is not None:
         return await face.driver.joined(fn, *args, **kwargs)
-    return await face.driver.run(fn, *args, **kwargs)
+    return await face.driver.sending(fn, *args, **kwargs)
 
 
 def _plain(items: Any) -> Any:

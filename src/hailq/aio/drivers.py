@@ -14,9 +14,11 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 
+from hailq.aio.held import HeldGreenlet, ThreadHeld
 from hailq.backends.base import WaitParams
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Tx
@@ -25,6 +27,7 @@ from hailq.errors import HailqError
 
 T = TypeVar("T")
 SQLITE_THREADS = 4  # SQLite has one writer at a time: more threads would only queue
+SENDING_THREADS = 32  # sends that may share one commit (they wait, they do not write)
 _RECHECK = 0.1  # seconds between looks for messages that became due by time alone
 _EAGER = 0.05  # seconds of quick looks after a write was seen, until its commit shows
 
@@ -64,6 +67,17 @@ class Driver(ABC):
         """``run`` for a call in the caller's own transaction (``connection=``)."""
         return await self.run(fn, *args, **kwargs)
 
+    async def sending(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``run`` for a send or publish without a caller's transaction: concurrent
+        ones share commits (``hailq/committer.py``)."""
+        return await self.run(fn, *args, **kwargs)
+
+    @abstractmethod
+    def hold(self, make: Callable[[], AbstractContextManager[Any]],
+             ) -> AbstractAsyncContextManager[Any]:
+        """``make()``, a sync context manager of the storage core, entered and left by
+        this driver around the caller's ``async with`` block (``held.py``)."""
+
     @abstractmethod
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         """Return when a message may have become receivable in ``queues``, or after
@@ -97,6 +111,11 @@ class GreenletDriver(Driver):
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         await self.run(self.backend.message_wait, WaitParams(queues, timeout))
 
+    def hold(self, make: Callable[[], AbstractContextManager[Any]],
+             ) -> AbstractAsyncContextManager[Any]:
+        self.check_loop()
+        return HeldGreenlet(make)
+
     def abandon(self) -> None:
         abandon = getattr(self.backend.dialect, "abandon", None)
         if abandon is not None:
@@ -110,17 +129,32 @@ class ThreadDriver(Driver):
                  path: str, poll_interval: float) -> None:
         super().__init__(backend, loop)
         self._pool = ThreadPoolExecutor(SQLITE_THREADS, thread_name_prefix="hailq-aio-sqlite")
+        # Sends of their own, more of them: a send that overlaps others waits in its
+        # thread for the committer's shared commit, so the number of these threads is
+        # the number of sends one commit can take.
+        self._senders = ThreadPoolExecutor(SENDING_THREADS,
+                                           thread_name_prefix="hailq-aio-sqlite-send")
         self._wakeups = _Wakeups(self, os.path.dirname(path), poll_interval)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self.check_loop()
         return await self.loop.run_in_executor(self._pool, partial(fn, *args, **kwargs))
 
+    async def sending(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self.check_loop()
+        return await self.loop.run_in_executor(self._senders,
+                                               partial(fn, *args, **kwargs))
+
     async def joined(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         # A caller's sqlite3 connection works only in the thread that opened it: its
         # transaction is the caller's, on the caller's thread, as with the sync API.
         self.check_loop()
         return fn(*args, **kwargs)
+
+    def hold(self, make: Callable[[], AbstractContextManager[Any]],
+             ) -> AbstractAsyncContextManager[Any]:
+        self.check_loop()
+        return ThreadHeld(make, self._pool, self.loop)
 
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         self.check_loop()
@@ -134,11 +168,13 @@ class ThreadDriver(Driver):
     def abandon(self) -> None:
         self._wakeups.close(loop_ended=True)
         self._pool.shutdown(wait=False)
+        self._senders.shutdown(wait=False)
 
     async def close(self) -> None:
         self._wakeups.close()
         # Each thread's connection closes as its thread ends (they are kept per thread).
-        await self.loop.run_in_executor(None, partial(self._pool.shutdown, wait=True))
+        for pool in (self._pool, self._senders):
+            await self.loop.run_in_executor(None, partial(pool.shutdown, wait=True))
 
 
 class _Wakeups:

@@ -38,7 +38,7 @@ async def spawn(fn: Callable[..., T], *args: Any) -> T:
     ``await_only``; its result, or its exception raised here."""
     child = _Driven(fn, parent=greenlet.getcurrent())
     result: Any = child.switch(*args)
-    while not child.dead:
+    while not child.dead:  # ``drive``'s loop, written out: every call of a broker runs it
         try:
             value = await result  # a coroutine the child hands over
         except BaseException as exc:  # handed back into the child as raised
@@ -46,6 +46,51 @@ async def spawn(fn: Callable[..., T], *args: Any) -> T:
         else:
             result = child.switch(value)
     return result  # type: ignore[no-any-return]
+
+
+class Entered:
+    """What a greenlet hands over when it pauses in the middle (``pause``): a value,
+    not a coroutine to await."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+async def drive(child: greenlet.greenlet, result: Any) -> Any:
+    """Await every coroutine ``child`` hands over, from ``result`` on, until it ends
+    (its result) or pauses (an ``Entered``)."""
+    while not child.dead and not isinstance(result, Entered):
+        try:
+            value = await result  # a coroutine the child hands over
+        except BaseException as exc:  # handed back into the child as raised
+            result = child.throw(exc)
+        else:
+            result = child.switch(value)
+    return result
+
+
+def driven_child(fn: Callable[[], Any]) -> greenlet.greenlet:
+    """A greenlet for ``fn`` whose ``await_only`` calls ``drive`` awaits."""
+    return _Driven(fn, parent=greenlet.getcurrent())
+
+
+def pause(value: Any) -> Any:
+    """From inside a driven greenlet: hand ``value`` over and wait for ``resume``."""
+    return greenlet.getcurrent().parent.switch(Entered(value))
+
+
+def resume(child: greenlet.greenlet, value: Any) -> Any:
+    """Go on with a paused ``child`` (``pause`` returns ``value``) from this greenlet;
+    what it hands over next, for ``drive``."""
+    child.parent = greenlet.getcurrent()
+    return child.switch(value)
+
+
+def driven() -> bool:
+    """True inside ``spawn``: sync code whose waits the spawning coroutine awaits."""
+    return isinstance(greenlet.getcurrent(), _Driven)
 
 
 def await_only(coro: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None) -> T:

@@ -11,18 +11,25 @@ to the waiters of each queue (futures on the loop, no thread each)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from hailq.aio.greenlets import await_only
+from hailq.aio.committer import LoopCommitter
+from hailq.aio.greenlets import await_only, driven, spawn
+from hailq.backends.base import NewMessage
 from hailq.backends.postgres.backend import PostgresDialect
 from hailq.backends.postgres.listener import _ASK_EVERY, Listener
+from hailq.committer import Committer
+
+IDLE = psycopg.pq.TransactionStatus.IDLE
+_KEEP = 30.0  # seconds a connection stays at hand before it goes back to its pool
 
 
 class _Rows:
@@ -43,18 +50,22 @@ class _Rows:
 async def _execute(conn: psycopg.AsyncConnection[Any], query: Any, params: Any,
                    prepare: bool | None) -> _Rows:
     cur = await conn.execute(query, params, prepare=prepare)
-    rows = await cur.fetchall() if cur.pgresult is not None and cur.description else []
+    # Rows where the statement returns any: asked of the result's field count, not of
+    # ``description``, which builds a Column per field on every call.
+    result = cur.pgresult
+    rows = await cur.fetchall() if result is not None and result.nfields else []
     return _Rows(rows, cur.rowcount)
 
 
 class SyncConnection:
     """An ``AsyncConnection`` as the dialect uses a ``Connection``: each call awaited."""
 
-    __slots__ = ("_loop", "raw")
+    __slots__ = ("_loop", "raw", "since")
 
     def __init__(self, raw: psycopg.AsyncConnection[Any],
                  loop: asyncio.AbstractEventLoop) -> None:
         self.raw, self._loop = raw, loop
+        self.since = time.monotonic()  # when it left the pool (``SyncPool`` keeps it)
 
     def execute(self, query: Any, params: Any = None, *,
                 prepare: bool | None = None) -> _Rows:
@@ -98,33 +109,84 @@ class SyncPool:
     Calls beyond the pool's size wait their turn in line (``turns``), never past
     ``patience`` seconds (the broker's timeout): coroutines are cheap, and a thousand
     of them asking the pool again every quarter second (as a thread does, to notice a
-    server that came back) would lose their place and starve."""
+    server that came back) would lose their place and starve.
+
+    A connection given back healthy and idle is kept at hand (``_idle``) for the next
+    call, for up to ``_KEEP`` seconds before it goes back to the pool: taking one from
+    the pool and giving it back are two more awaits on every call of the broker."""
 
     def __init__(self, pool: AsyncConnectionPool[Any], loop: asyncio.AbstractEventLoop,
                  patience: float) -> None:
         self._pool, self._loop, self._patience = pool, loop, patience
-        self._turns = asyncio.Semaphore(pool.max_size)
+        # Turns counted by hand, not with an asyncio.Semaphore under wait_for: a free
+        # turn is taken without an await (every call of the broker takes one), and only
+        # a call that finds none waits, in line.
+        self._free = pool.max_size
+        self._line: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._idle: list[SyncConnection] = []
 
     def getconn(self, timeout: float | None = None) -> SyncConnection:
-        await_only(self._turn(), self._loop)
+        if not driven():  # from a thread of the broker's: the turns are the loop's
+            return await_only(spawn(self.getconn, timeout), self._loop)
+        if self._free > 0 and not self._line:
+            self._free -= 1
+        else:
+            await_only(self._turn(), self._loop)
+        if self._idle:
+            return self._idle.pop()
         try:
             raw = await_only(self._pool.getconn(timeout), self._loop)
         except BaseException:
-            self._turns.release()
+            self._release()
             raise
         return SyncConnection(raw, self._loop)
 
     async def _turn(self) -> None:
+        mine: asyncio.Future[None] = self._loop.create_future()
+        self._line.append(mine)
         try:
-            await asyncio.wait_for(self._turns.acquire(), self._patience)
-        except TimeoutError:
-            raise PoolTimeout(f"no connection within {self._patience:g} s") from None
+            await asyncio.wait_for(mine, self._patience)
+        except BaseException as exc:
+            if mine.done() and not mine.cancelled():
+                self._release()  # handed a turn as this call gave up: pass it on
+            with contextlib.suppress(ValueError):
+                self._line.remove(mine)
+            if isinstance(exc, TimeoutError):
+                raise PoolTimeout(f"no connection within {self._patience:g} s") from None
+            raise
+
+    def _release(self) -> None:
+        """A turn given back: to the first in line still waiting, else kept free."""
+        while self._line:
+            first = self._line.popleft()
+            if not first.done():
+                first.set_result(None)
+                return
+        self._free += 1
 
     def putconn(self, conn: SyncConnection) -> None:
+        if not driven():
+            await_only(spawn(self.putconn, conn), self._loop)
+            return
+        raw = conn.raw
         try:
-            await_only(self._pool.putconn(conn.raw), self._loop)
+            if (not raw.closed and raw.pgconn.transaction_status == IDLE
+                    and time.monotonic() - conn.since < _KEEP):
+                self._idle.append(conn)
+            else:  # the pool's to reset, replace or keep
+                await_only(self._pool.putconn(raw), self._loop)
         finally:
-            self._turns.release()
+            self._release()
+
+    def _give_back(self) -> None:
+        """The connections kept at hand, back to the pool (before it checks, drains or
+        closes its own)."""
+        if not driven():
+            await_only(spawn(self._give_back), self._loop)
+            return
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await_only(self._pool.putconn(conn.raw), self._loop)
 
     @contextlib.contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[SyncConnection]:
@@ -135,17 +197,21 @@ class SyncPool:
             self.putconn(conn)
 
     def check(self) -> None:
+        self._give_back()
         await_only(self._pool.check(), self._loop)
 
     def drain(self) -> None:
+        self._give_back()
         await_only(self._pool.drain(), self._loop)
 
     def close(self) -> None:
+        self._give_back()
         await_only(self._pool.close(), self._loop)
 
     def abandon(self) -> None:
         """Close the idle connections without the loop (it ended): their sockets."""
-        for conn in list(getattr(self._pool, "_pool", ())):
+        idle, self._idle = self._idle, []
+        for conn in [*(c.raw for c in idle), *getattr(self._pool, "_pool", ())]:
             with contextlib.suppress(Exception):
                 conn.pgconn.finish()
 
@@ -255,9 +321,6 @@ class AsyncPostgresDialect(PostgresDialect):
 
     _closed_when_collected = False
     listener_type = AsyncListener
-    # Its calls run in greenlets on the event loop, never on the committer's thread:
-    # concurrent coroutines' sends overlap on the pool's connections instead.
-    shares_commits = False
 
     def __init__(self, conninfo: str, *, loop: asyncio.AbstractEventLoop,
                  **options: Any) -> None:
@@ -301,6 +364,12 @@ class AsyncPostgresDialect(PostgresDialect):
 
     def sleep(self, seconds: float) -> None:
         await_only(asyncio.sleep(seconds), self.loop)
+
+    def make_committer(self, send: Callable[[Sequence[NewMessage]], list[str]],
+                       ) -> Committer:
+        """Concurrent coroutines' sends share commits on the loop (``committer.py``):
+        the thread committer would block the loop waiting for its thread."""
+        return LoopCommitter(send, self.loop)
 
     @classmethod
     def beside(cls, sync: PostgresDialect, loop: asyncio.AbstractEventLoop,

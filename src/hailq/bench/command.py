@@ -18,7 +18,7 @@ from hailq.bench.runner import (
     machine,
 )
 from hailq.bench.scratch import bench_url, prepare_schemas, schema_of
-from hailq.bench.shared import SHARED, render_shared
+from hailq.bench.shared import AWAITED, SHARED, render_shared
 from hailq.bench.workers import WorkerFigure, bench_workers, render_workers
 from hailq.cli.context import given_url, json_requested
 
@@ -54,9 +54,10 @@ def run_backend(url: str, *, runs: int, quick: bool,
         say("send")
         figures.extend(bench_send(url, runs, n_one=500 if quick else 2_000, n_batch=n))
     if "shared" in parts:
-        from hailq.bench.shared import THREADS, bench_shared
+        from hailq.bench.shared import COROUTINES, THREADS, bench_shared
 
-        say(f"single sends from {THREADS} threads, from one, and a bare insert loop")
+        say(f"single sends from {THREADS} threads, {COROUTINES} coroutines, one thread, "
+            "and a bare insert loop")
         figures.extend(bench_shared(url, runs, n=1_600 if quick else 4_800))
     if "cycle" in parts:
         for procs, batch in ((1, 1), (4, 1), (1, 10), (4, 10)):
@@ -119,7 +120,7 @@ def render(backend: str, figures: list[Figure]) -> str:
     keyed = [f for f in figures if "order keys" in f.name]
     overview = [f for f in figures if f.name.startswith("overview ")]
     counted = [f for f in figures if f.name.startswith("drain with figures")]
-    shared = [f for f in figures if f.name.startswith(SHARED)]
+    shared = [f for f in figures if f.name.startswith((SHARED, AWAITED))]
     kept = [f for f in figures if f.name.startswith(("drain with retention", "history "))]
     awaited = [f for f in figures if f.name.startswith("async ")]
     figures = [f for f in figures if not isinstance(f, WorkerFigure) and f not in keyed
@@ -181,7 +182,8 @@ def _record(report: dict[str, Any], backend: str, figures: list[Figure]) -> None
 @click.option("--quick", is_flag=True, help="Smaller counts and backlogs (a minute or two).")
 @click.option("--only", "only", multiple=True, type=click.Choice(PARTS + EXTRA_PARTS),
               help="Measure only this part (repeatable): send, shared (single sends from "
-                   "16 threads, sharing commits), cycle (receive+ack), async "
+                   "16 threads and from 100 coroutines, sharing commits), cycle "
+                   "(receive+ack), async "
                    "(receive+ack through hailq.aio beside the sync API), keys "
                    "(receive+ack over 10,000 ordering keys), latency, workers, rate (a "
                    "rate limit of 50/s held by 4 worker processes; only when asked for), "

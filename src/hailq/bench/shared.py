@@ -1,29 +1,41 @@
 """Producers that share commits (``hailq/committer.py``): 16 threads of one process each
-sending single messages, against the same sends one after another on one thread and,
-on PostgreSQL, against a bare insert loop on one connection; measured in turns, in
-the same run, so that all three meet the same noise."""
+sending single messages, and 100 coroutines doing the same through ``hailq.aio``,
+against the same sends one after another on one thread and, on PostgreSQL, against a
+bare insert loop on one connection; measured in turns, in the same run, so that all
+of them meet the same noise."""
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import threading
 import time
 from collections.abc import Callable
 
+import hailq.aio
+from hailq.bench.aio import LoopThread
 from hailq.bench.raw import RawPostgres
-from hailq.bench.runner import Figure, open_raw, reset_hailq, vacuum
+from hailq.bench.runner import QUEUE, Figure, open_raw, reset_hailq, vacuum
 
 THREADS = 16
+COROUTINES = 100
 SHARED = f"send from {THREADS} threads"
+AWAITED = f"send from {COROUTINES} coroutines"
 
 
 def bench_shared(url: str, runs: int, n: int) -> list[Figure]:
-    """``n`` single sends per turn: sequential, from 16 threads, and the raw loop."""
+    """``n`` single sends per turn: sequential, from 16 threads, from 100 coroutines,
+    and the raw loop."""
     queue = reset_hailq(url)
     raw = open_raw(url)
     body = {"claim": 8311, "photos": 4}
     raw_body = b'{"claim":8311,"photos":4}'
     per_thread = n // THREADS
+    looping = LoopThread()  # the coroutines' loop, running all along as an app's
+    on_loop = looping.run
+    broker = on_loop(hailq.aio.connect(url))
+    awaited = on_loop(broker.queue(QUEUE))
+    per_coroutine = max(1, per_thread * THREADS // COROUTINES)
 
     def clear() -> None:
         queue.purge(dead=False)
@@ -49,35 +61,54 @@ def bench_shared(url: str, runs: int, n: int) -> list[Figure]:
         for t in pool:
             t.join()
 
+    async def sending() -> None:
+        for _ in range(per_coroutine):
+            await awaited.send(body)
+
+    async def coroutines() -> None:
+        await asyncio.gather(*(sending() for _ in range(COROUTINES)))
+
     def raw_loop() -> None:
         for _ in range(per_thread * THREADS):
             raw.send_one(raw_body)
 
-    turns: dict[str, list[float]] = {"threads": [], "sequential": [], "raw": []}
-    work: dict[str, Callable[[], None]] = {"threads": threads, "sequential": sequential}
+    turns: dict[str, list[float]] = {"threads": [], "coroutines": [], "sequential": [],
+                                     "raw": []}
+    work: dict[str, Callable[[], None]] = {
+        "threads": threads, "coroutines": lambda: on_loop(coroutines()),
+        "sequential": sequential}
     if isinstance(raw, RawPostgres):
         work["raw"] = raw_loop
-    for _ in range(runs):
-        for name, job in work.items():
-            clear()
-            began = time.perf_counter()
-            job()
-            turns[name].append(per_thread * THREADS / (time.perf_counter() - began))
-    clear()
-    raw.close()
-    shared = turns["threads"]
-    figures = [Figure(f"{SHARED} (vs one thread)", "msgs/s", statistics.median(shared),
-                      statistics.median(turns["sequential"]), shared, turns["sequential"])]
-    if turns["raw"]:
-        figures.append(Figure(f"{SHARED} (vs a bare insert loop)", "msgs/s",
-                              statistics.median(shared), statistics.median(turns["raw"]),
-                              shared, turns["raw"]))
+    try:
+        for _ in range(runs):
+            for name, job in work.items():
+                clear()
+                sent = per_coroutine * COROUTINES if name == "coroutines" \
+                    else per_thread * THREADS
+                began = time.perf_counter()
+                job()
+                turns[name].append(sent / (time.perf_counter() - began))
+        clear()
+    finally:
+        raw.close()
+        on_loop(broker.close())
+        looping.close()
+    figures = []
+    for label, key in ((SHARED, "threads"), (AWAITED, "coroutines")):
+        mine = turns[key]
+        figures.append(Figure(f"{label} (vs one thread)", "msgs/s", statistics.median(mine),
+                              statistics.median(turns["sequential"]), mine,
+                              turns["sequential"]))
+        if turns["raw"]:
+            figures.append(Figure(f"{label} (vs a bare insert loop)", "msgs/s",
+                                  statistics.median(mine), statistics.median(turns["raw"]),
+                                  mine, turns["raw"]))
     return figures
 
 
 def render_shared(backend: str, figures: list[Figure]) -> list[str]:
     """The section of ``hailq bench``'s report for these figures."""
     lines = [f"\n{backend}: producers that share commits",
-             f"{'figure (msgs/s, median)':<48}{'threads':>12}{'baseline':>12}{'ratio':>8}"]
+             f"{'figure (msgs/s, median)':<48}{'shared':>12}{'baseline':>12}{'ratio':>8}"]
     return lines + [f"{f.name:<48}{f.hailq:>12,.0f}{f.raw:>12,.0f}{f.ratio:>8.2f}"
                     for f in figures]
