@@ -4,7 +4,9 @@
 One consumer process drains the same backlog through the API (``receive`` then ack or
 ``ack_many``), per batch size (1 and 10), once with the setting on and once off, in
 alternating order within each run so that a neighbour's load falls on both alike. The
-ratio is on ÷ off: 1.0 costs nothing.
+ratio is on ÷ off: 1.0 costs nothing. Each drain is also counted per second of the
+consumer process's CPU time (every thread: ``..., per CPU second``), which a shared
+machine's load moves far less than wall-clock rates.
 """
 
 from __future__ import annotations
@@ -21,21 +23,22 @@ from hailq.bench.runner import QUEUE, Figure, _refill, take_until_empty
 
 def _drain(url: str, batch: int, figures: bool, out: Any) -> None:
     queue = hailq.connect(url, figures=figures).queue(QUEUE, lease=60)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     done = take_until_empty(lambda: queue.receive(batch),
                             (lambda got: got[0].ack()) if batch == 1 else queue.ack_many)
-    out.put(done / (time.perf_counter() - start))
+    out.put((done / (time.perf_counter() - start), done / (time.process_time() - cpu)))
 
 
-def drain_rate(url: str, batch: int, figures: bool = True) -> float:
-    """Messages per second of one drain of ``QUEUE`` in a process of its own."""
+def drain_rate(url: str, batch: int, figures: bool = True) -> tuple[float, float]:
+    """Messages per second of wall-clock time and per second of the process's CPU time,
+    of one drain of ``QUEUE`` in a process of its own."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     process = ctx.Process(target=_drain, args=(url, batch, figures, out))
     process.start()
-    rate = float(out.get())
+    wall, cpu = out.get()
     process.join()
-    return rate
+    return float(wall), float(cpu)
 
 
 def paired_drains(queue: hailq.Queue, url: str, runs: int, n: int, what: str,
@@ -47,13 +50,14 @@ def paired_drains(queue: hailq.Queue, url: str, runs: int, n: int, what: str,
     found = []
     for batch in (1, 10):
         count = n // 4 if batch == 1 else n
-        rates: dict[bool, list[float]] = {True: [], False: []}
+        rates: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
         for run in range(runs):
             for on in ((True, False) if run % 2 == 0 else (False, True)):
                 arrange(on)
                 _refill(queue, url, count)
                 rates[on].append(drain_rate(url, batch, figures(on)))
-        found.append(Figure(f"drain with {what}, batch {batch}", "msgs/s",
-                            statistics.median(rates[True]), statistics.median(rates[False]),
-                            rates[True], rates[False]))
+        for i, suffix in ((0, ""), (1, ", per CPU second")):
+            on_, off = [r[i] for r in rates[True]], [r[i] for r in rates[False]]
+            found.append(Figure(f"drain with {what}, batch {batch}{suffix}", "msgs/s",
+                                statistics.median(on_), statistics.median(off), on_, off))
     return found
