@@ -25,4 +25,18 @@ def test_import_hailq_loads_no_runtime_nor_exporter() -> None:
 
 def test_app_and_worker_load_the_runtime_when_used() -> None:
     loaded = _loaded("import hailq\nassert hailq.App.__name__ == 'App'")
+    assert "hailq.runtime.app" in loaded and "hailq.runtime.worker" not in loaded
+    loaded = _loaded("import hailq\nassert hailq.Worker.__name__ == 'Worker'")
     assert "hailq.runtime.worker" in loaded
+
+
+def test_a_producer_and_consumer_load_no_worker_nor_exporter(tmp_path: object) -> None:
+    """Connecting with figures on, sending, receiving and acking: the figures' flusher
+    runs on the runtime's service shape, and brings no worker, process pool or
+    Prometheus client with it."""
+    loaded = _loaded(
+        f"import hailq\nb = hailq.connect('sqlite:///{tmp_path}/h.db')\n"
+        "q = b.queue('claims')\nq.send({'n': 1})\n[m] = q.receive()\nm.ack()\nb.close()")
+    heavy = ("hailq.runtime.worker", "hailq.runtime.supervisor", "hailq.runtime.app",
+             "prometheus_client", "croniter", "starlette", "rich")
+    assert [m for m in loaded if m.startswith(heavy)] == []

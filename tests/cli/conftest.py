@@ -1,4 +1,5 @@
-"""Helpers for the CLI tests: every command runs as a real ``hailq`` subprocess."""
+"""Helpers for the CLI tests: every command runs as a real ``hailq`` process of its own
+(forked from a server that has the CLI imported: ``tests/zygote.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 import hailq
+from zygote import ZYGOTE
 
 
 @dataclass
@@ -47,9 +49,12 @@ def run_hailq(*args: str, url: str | None = None, stdin: str | None = None,
               timeout: float = 120) -> Result:
     environment = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"}
     environment.update(env or {})
-    command = [sys.executable, "-m", "hailq.cli.main", *args]
-    if url is not None:
-        command += ["--url", url]
+    argv = [*args, *(["--url", url] if url is not None else [])]
+    if not os.environ.get("HAILQ_TEST_SUBPROCESS"):  # a process forked per command
+        code, out, err = ZYGOTE.run(argv, environment, str(cwd or os.getcwd()), stdin,
+                                    timeout)
+        return Result(code, out, err)
+    command = [sys.executable, "-m", "hailq.cli.main", *argv]
     done = subprocess.run(command, input=stdin, capture_output=True, text=True, cwd=cwd,
                           env=environment, timeout=timeout,
                           stdin=None if stdin is not None else subprocess.DEVNULL)

@@ -256,7 +256,8 @@ def test_bench_refuses_a_broker_url_because_it_empties_what_it_measures(
 def test_bench_only_names_its_parts() -> None:
     from .conftest import run_hailq
 
-    assert "send, shared (single sends from 16 threads, sharing commits), cycle " \
+    assert "send, shared (single sends from 16 threads and from 100 coroutines, sharing " \
+        "commits), cycle " \
         "(receive+ack), async (receive+ack through hailq.aio beside the sync API), keys " \
         "(receive+ack over 10,000 ordering keys), latency, workers" in " ".join(
         run_hailq("bench", "--help").out.split())
