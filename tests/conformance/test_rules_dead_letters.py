@@ -197,10 +197,12 @@ def test_rule_15_poison_message_goes_dead_while_1000_others_flow(broker: hailq.B
 
     "Between" counts only receives made after the poison was nacked and before it came
     back: others that shared a claim with the poison do not count. Each other message
-    takes a millisecond of work, so the 1,000 outlast the poison's three attempts (its
-    backoff is 0.05 s, then 0.1 s) by far, however fast the machine.
+    takes two milliseconds of work, so the 1,000 outlast the poison's three attempts (its
+    backoff is 0.25 s, then 0.5 s) by far, however fast the machine; a claim of ten
+    handled in less than the first backoff (a slow machine's, through hailq.aio, too)
+    leaves room for others between the attempts.
     """
-    q = broker.queue("claims", max_attempts=3, retry={"base": 0.05, "factor": 2, "jitter": 0})
+    q = broker.queue("claims", max_attempts=3, retry={"base": 0.25, "factor": 2, "jitter": 0})
     poison = q.send({"poison": True})
     q.send_many([{"claim": n} for n in range(1000)])
     acked: list[int] = []
@@ -212,7 +214,7 @@ def test_rule_15_poison_message_goes_dead_while_1000_others_flow(broker: hailq.B
             poison_attempts.append(m.attempt)
             m.nack(error=f"cannot parse claim (attempt {m.attempt})")
         else:
-            time.sleep(0.001)  # the handler's work
+            time.sleep(0.002)  # the handler's work
             acked.append(m.body["claim"])
             m.ack()
 
