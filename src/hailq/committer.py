@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -36,6 +37,7 @@ from hailq.errors import OutcomeUnknown, StorageError
 
 IDLE = 1.0  # seconds the committer thread waits for work before it ends
 GROUP = 1000  # messages at most in one shared transaction (the largest send_many)
+GATHER = 0.002  # seconds at most a group waits for the sends in flight to join it
 
 
 class _Entry(NamedTuple):
@@ -55,6 +57,7 @@ class Committer:
         self._in_flight: list[None] = []  # one per send between its start and its return
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._gather = 0.0  # seconds a group waits for the sends in flight (``_run``)
         self.groups = 0  # shared transactions committed (for tests and the bench)
         self.healthy = True  # False from a database failure until a send succeeds
 
@@ -87,7 +90,9 @@ class Committer:
                 self._thread = threading.Thread(target=self._run, name="hailq-committer",
                                                 daemon=True)
                 self._thread.start()
-            else:
+            elif len(self._pending) == 1 or len(self._pending) >= len(self._in_flight):
+                # The committer waits for its first send, or for the last of those in
+                # flight (``_run``): each other submit would only wake it to wait again.
                 self._work.notify()
         return entry.future
 
@@ -99,13 +104,25 @@ class Committer:
                     if not self._pending:
                         self._thread = None
                         return
+                # The callers of the last commit are back with their next sends a moment
+                # after it: taking at once the first one to submit would commit it alone,
+                # and the rest in the commit after, every other commit nearly empty. So
+                # the sends in flight are waited for, a quarter of a commit at most.
+                gather = time.monotonic() + self._gather
+                while len(self._pending) < len(self._in_flight):
+                    left = gather - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._work.wait(left)
                 group: list[_Entry] = []
                 size = 0
                 while self._pending and (not group or size + len(self._pending[0].messages)
                                          <= GROUP):
                     group.append(self._pending.pop(0))
                     size += len(group[-1].messages)
+            began = time.monotonic()
             self._commit([e for e in group if e.future.set_running_or_notify_cancel()])
+            self._gather = min((time.monotonic() - began) / 4, GATHER)
 
     def _commit(self, group: list[_Entry]) -> None:
         if not group:

@@ -29,13 +29,17 @@ def new_message_id() -> str:
     process still sort in creation order.
     """
     global _last
+    # Drawn before the lock, not under it: os.urandom lets go of the GIL, and a thread
+    # holding the lock while it waits to get the GIL back stalled every other sending
+    # thread behind it (up to the interpreter's 5 ms switch interval each time).
+    fresh = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
     with _lock:
         ms = time.time_ns() // 1_000_000
         last_ms, last_rand = _last
         if ms <= last_ms:
             ms, rand = last_ms, last_rand + 1
         else:
-            rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
+            rand = fresh
         _last = (ms, rand)
     rand &= (1 << 80) - 1
     return _encode(ms, 5) + _encode(rand, 8)
