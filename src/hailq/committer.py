@@ -40,6 +40,16 @@ GROUP = 1000  # messages at most in one shared transaction (the largest send_man
 GATHER = 0.002  # seconds at most a group waits for the sends in flight to join it
 
 
+def _on_thread() -> None:
+    return None
+
+
+on_loop: Callable[[], Callable[[Future[list[str]]], list[str]] | None] = _on_thread
+"""How a send waits for its shared commit: None, by blocking its thread; hailq.aio's
+SQLite driver sets here what a send made inside its coroutines (in a greenlet on the
+event loop, ``hailq/aio/drivers.py``) waits with, by awaiting."""
+
+
 class _Entry(NamedTuple):
     messages: list[NewMessage]
     future: Future[list[str]]
@@ -68,13 +78,17 @@ class Committer:
         in_flight = self._in_flight
         in_flight.append(None)
         try:
+            awaiting = on_loop()
             # Alone: nobody to share a commit with. In an outage each send waits for the
             # database on its own, within its own deadline (rule 31), until one succeeds.
-            if len(in_flight) == 1 or not self.healthy:
+            # A send of a coroutine never writes on its event loop's thread: it always
+            # goes to the committer thread, and its coroutine awaits the commit.
+            if awaiting is None and (len(in_flight) == 1 or not self.healthy):
                 sent = self._send(messages)
                 self.healthy = True
                 return sent
-            return self.submit(messages).result()
+            future = self.submit(messages)
+            return future.result() if awaiting is None else awaiting(future)
         finally:
             in_flight.pop()
 
