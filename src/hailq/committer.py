@@ -17,9 +17,14 @@ arrived while it was busy in one transaction and one commit:
   succeeds. When the group failed for one caller's messages (a deleted queue), each
   caller's messages are sent again alone, so only that caller sees the error.
 
+A group waits for the sends in flight that have not reached it yet (the callers of
+the last commit, back with their next sends), a quarter of the last commit at most:
+taken at once, the first of them would go alone and the rest in the commit after.
+
 ``submit`` returns a ``concurrent.futures.Future``: an asyncio caller awaits it with
-``asyncio.wrap_future`` without holding a thread. hailq.aio's PostgreSQL broker,
-whose calls run on its event loop, shares commits through ``hailq/aio/committer.py``.
+``asyncio.wrap_future`` without holding a thread; hailq.aio's SQLite sends do so
+(``on_loop``). hailq.aio's PostgreSQL broker, whose calls run on its event loop,
+shares commits through ``hailq/aio/committer.py``.
 """
 
 from __future__ import annotations
