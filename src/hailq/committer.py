@@ -17,15 +17,21 @@ arrived while it was busy in one transaction and one commit:
   succeeds. When the group failed for one caller's messages (a deleted queue), each
   caller's messages are sent again alone, so only that caller sees the error.
 
+A group waits for the sends in flight that have not reached it yet (the callers of
+the last commit, back with their next sends), a quarter of the last commit at most:
+taken at once, the first of them would go alone and the rest in the commit after.
+
 ``submit`` returns a ``concurrent.futures.Future``: an asyncio caller awaits it with
-``asyncio.wrap_future`` without holding a thread. hailq.aio's PostgreSQL broker,
-whose calls run on its event loop, shares commits through ``hailq/aio/committer.py``.
+``asyncio.wrap_future`` without holding a thread; hailq.aio's SQLite sends do so
+(``on_loop``). hailq.aio's PostgreSQL broker, whose calls run on its event loop,
+shares commits through ``hailq/aio/committer.py``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -36,6 +42,17 @@ from hailq.errors import OutcomeUnknown, StorageError
 
 IDLE = 1.0  # seconds the committer thread waits for work before it ends
 GROUP = 1000  # messages at most in one shared transaction (the largest send_many)
+GATHER = 0.002  # seconds at most a group waits for the sends in flight to join it
+
+
+def _on_thread() -> None:
+    return None
+
+
+on_loop: Callable[[], Callable[[Future[list[str]]], list[str]] | None] = _on_thread
+"""How a send waits for its shared commit: None, by blocking its thread; hailq.aio's
+SQLite driver sets here what a send made inside its coroutines (in a greenlet on the
+event loop, ``hailq/aio/drivers.py``) waits with, by awaiting."""
 
 
 class _Entry(NamedTuple):
@@ -55,6 +72,7 @@ class Committer:
         self._in_flight: list[None] = []  # one per send between its start and its return
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._gather = 0.0  # seconds a group waits for the sends in flight (``_run``)
         self.groups = 0  # shared transactions committed (for tests and the bench)
         self.healthy = True  # False from a database failure until a send succeeds
 
@@ -65,13 +83,17 @@ class Committer:
         in_flight = self._in_flight
         in_flight.append(None)
         try:
+            awaiting = on_loop()
             # Alone: nobody to share a commit with. In an outage each send waits for the
             # database on its own, within its own deadline (rule 31), until one succeeds.
-            if len(in_flight) == 1 or not self.healthy:
+            # A send of a coroutine never writes on its event loop's thread: it always
+            # goes to the committer thread, and its coroutine awaits the commit.
+            if awaiting is None and (len(in_flight) == 1 or not self.healthy):
                 sent = self._send(messages)
                 self.healthy = True
                 return sent
-            return self.submit(messages).result()
+            future = self.submit(messages)
+            return future.result() if awaiting is None else awaiting(future)
         finally:
             in_flight.pop()
 
@@ -87,7 +109,9 @@ class Committer:
                 self._thread = threading.Thread(target=self._run, name="hailq-committer",
                                                 daemon=True)
                 self._thread.start()
-            else:
+            elif len(self._pending) == 1 or len(self._pending) >= len(self._in_flight):
+                # The committer waits for its first send, or for the last of those in
+                # flight (``_run``): each other submit would only wake it to wait again.
                 self._work.notify()
         return entry.future
 
@@ -99,13 +123,25 @@ class Committer:
                     if not self._pending:
                         self._thread = None
                         return
+                # The callers of the last commit are back with their next sends a moment
+                # after it: taking at once the first one to submit would commit it alone,
+                # and the rest in the commit after, every other commit nearly empty. So
+                # the sends in flight are waited for, a quarter of a commit at most.
+                gather = time.monotonic() + self._gather
+                while len(self._pending) < len(self._in_flight):
+                    left = gather - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._work.wait(left)
                 group: list[_Entry] = []
                 size = 0
                 while self._pending and (not group or size + len(self._pending[0].messages)
                                          <= GROUP):
                     group.append(self._pending.pop(0))
                     size += len(group[-1].messages)
+            began = time.monotonic()
             self._commit([e for e in group if e.future.set_running_or_notify_cancel()])
+            self._gather = min((time.monotonic() - began) / 4, GATHER)
 
     def _commit(self, group: list[_Entry]) -> None:
         if not group:

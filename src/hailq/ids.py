@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import threading
 import time
@@ -13,6 +14,12 @@ _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: sorts like t
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # every 10-bit value as 2 characters
 _lock = threading.Lock()
 _last = (0, 0)
+# Seeded from os.urandom, and again in every forked child (two processes never share a
+# sequence, whatever the user's code does to the ``random`` module). Not os.urandom per
+# id: it lets go of the GIL, and a sending thread (or an event loop building a send)
+# then waited for another thread to hand the GIL back, up to 5 ms, under this lock.
+_random = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _random.seed(os.urandom(32)))
 
 ID_PATTERN = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 # id . lease token [. row position] [. p priority t claim time]: the position lets a
@@ -35,7 +42,7 @@ def new_message_id() -> str:
         if ms <= last_ms:
             ms, rand = last_ms, last_rand + 1
         else:
-            rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
+            rand = _random.getrandbits(79)  # room to count upwards
         _last = (ms, rand)
     rand &= (1 << 80) - 1
     return _encode(ms, 5) + _encode(rand, 8)

@@ -13,17 +13,20 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 
+from hailq import committer
 from hailq.aio.held import HeldGreenlet, ThreadHeld
+from hailq.aio.threads import LoopThreads
 from hailq.backends.base import WaitParams
 from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Tx
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import HailqError
+from hailq.queue import Queue
 
 T = TypeVar("T")
 SQLITE_THREADS = 4  # SQLite has one writer at a time: more threads would only queue
@@ -128,20 +131,41 @@ class ThreadDriver(Driver):
     def __init__(self, backend: SqlBackend, loop: asyncio.AbstractEventLoop,
                  path: str, poll_interval: float) -> None:
         super().__init__(backend, loop)
-        self._pool = ThreadPoolExecutor(SQLITE_THREADS, thread_name_prefix="hailq-aio-sqlite")
+        self._pool = LoopThreads(SQLITE_THREADS, "hailq-aio-sqlite", loop)
         # Sends of their own, more of them: a send that overlaps others waits in its
         # thread for the committer's shared commit, so the number of these threads is
         # the number of sends one commit can take.
         self._senders = ThreadPoolExecutor(SENDING_THREADS,
                                            thread_name_prefix="hailq-aio-sqlite-send")
         self._wakeups = _Wakeups(self, os.path.dirname(path), poll_interval)
+        self._spawn: Callable[..., Any] | None = None
+        with contextlib.suppress(ImportError):  # greenlet comes with hailq[postgres]
+            from hailq.aio.greenlets import await_only, driven, spawn
+
+            def awaiting() -> Callable[[Future[list[str]]], list[str]] | None:
+                return _await_commit if driven() else None
+
+            def _await_commit(future: Future[list[str]]) -> list[str]:
+                return await_only(asyncio.wrap_future(future))
+
+            committer.on_loop = awaiting
+            self._spawn = spawn
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self.check_loop()
-        return await self.loop.run_in_executor(self._pool, partial(fn, *args, **kwargs))
+        return await self._pool.run(partial(fn, *args, **kwargs) if args or kwargs else fn)
 
     async def sending(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self.check_loop()
+        queue = getattr(fn, "__self__", None)
+        if self._spawn is not None and isinstance(queue, Queue) and not queue._hooks:
+            # A queue's send writes nothing itself: it builds its messages here and
+            # hands them to the committer thread, its coroutine awaiting their commit
+            # (``_await_commit``) in a greenlet on the loop. No thread waits per send,
+            # and every send in flight can join the next commit.
+            sent: T = await self._spawn(partial(fn, *args, **kwargs))
+            return sent
+        # A publish, or hooks (the user's code, which may block): in a thread.
         return await self.loop.run_in_executor(self._senders,
                                                partial(fn, *args, **kwargs))
 
@@ -189,8 +213,9 @@ class _Wakeups:
         self._eager_until = 0.0
         self._task: asyncio.Task[None] | None = None
         self._watch = FolderWatch.open(folder)
-        if self._watch is not None:
-            driver.loop.add_reader(self._watch.fileno(), self._written)
+        # Read only while someone waits: every commit writes to the folder, and a loop
+        # reading the descriptor all along woke for each receive's and each ack's.
+        self._reading = False
 
     def _written(self) -> None:  # the folder's descriptor is readable: a file was written
         assert self._watch is not None
@@ -203,6 +228,9 @@ class _Wakeups:
             return
         woken: asyncio.Future[None] = self._driver.loop.create_future()
         self._waiting.setdefault(queues, set()).add(woken)
+        if self._watch is not None and not self._reading:
+            self._driver.loop.add_reader(self._watch.fileno(), self._written)
+            self._reading = True
         self._changed.set()  # a look after this waiter came: nothing between is missed
         if self._task is None or self._task.done():
             self._task = self._driver.loop.create_task(self._look_out())
@@ -214,6 +242,9 @@ class _Wakeups:
                 group.discard(woken)
                 if not group:
                     del self._waiting[queues]
+            if not self._waiting and self._reading and self._watch is not None:
+                self._driver.loop.remove_reader(self._watch.fileno())
+                self._reading = False
 
     async def _look_out(self) -> None:
         while self._waiting:
@@ -235,7 +266,7 @@ class _Wakeups:
 
     def close(self, loop_ended: bool = False) -> None:
         if self._watch is not None:
-            if not loop_ended:
+            if not loop_ended and self._reading:
                 self._driver.loop.remove_reader(self._watch.fileno())
             self._watch.close()
             self._watch = None
