@@ -133,12 +133,7 @@ class Committer:
                     if left <= 0:
                         break
                     self._work.wait(left)
-                group: list[_Entry] = []
-                size = 0
-                while self._pending and (not group or size + len(self._pending[0].messages)
-                                         <= GROUP):
-                    group.append(self._pending.pop(0))
-                    size += len(group[-1].messages)
+                group = take_group(self._pending)
             began = time.monotonic()
             self._commit([e for e in group if e.future.set_running_or_notify_cancel()])
             self._gather = min((time.monotonic() - began) / 4, GATHER)
@@ -205,3 +200,14 @@ def committer_for(backend: Backend) -> Committer:
                 make = getattr(getattr(backend, "dialect", None), "make_committer", None)
                 found = _COMMITTERS[backend] = Committer(send) if make is None else make(send)
     return found
+
+
+def take_group(pending: list[_Entry]) -> list[_Entry]:
+    """The next group of ``pending`` (taken out of it): its first entry, then as many
+    following ones as fit in ``GROUP`` messages."""
+    group: list[_Entry] = []
+    size = 0
+    while pending and (not group or size + len(pending[0].messages) <= GROUP):
+        group.append(pending.pop(0))
+        size += len(group[-1].messages)
+    return group

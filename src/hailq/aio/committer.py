@@ -18,7 +18,7 @@ from typing import Any
 
 from hailq.aio.greenlets import await_only, driven, spawn
 from hailq.backends.base import NewMessage
-from hailq.committer import GROUP, Committer, _Entry
+from hailq.committer import Committer, _Entry, take_group
 
 
 class _Settled:
@@ -71,12 +71,7 @@ class LoopCommitter(Committer):
 
     async def _send_groups(self) -> None:
         while self._pending:
-            group: list[_Entry] = []
-            size = 0
-            while self._pending and (not group or size + len(self._pending[0].messages)
-                                     <= GROUP):
-                group.append(self._pending.pop(0))
-                size += len(group[-1].messages)
+            group = take_group(self._pending)
             await spawn(self._commit, [e for e in group
                                        if e.future.set_running_or_notify_cancel()])
 

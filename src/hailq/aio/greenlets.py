@@ -37,14 +37,9 @@ async def spawn(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` to its end, awaiting on this loop every coroutine it hands to
     ``await_only``; its result, or its exception raised here."""
     child = _Driven(fn, parent=greenlet.getcurrent())
-    result: Any = child.switch(*args)
-    while not child.dead:  # ``drive``'s loop, written out: every call of a broker runs it
-        try:
-            value = await result  # a coroutine the child hands over
-        except BaseException as exc:  # handed back into the child as raised
-            result = child.throw(exc)
-        else:
-            result = child.switch(value)
+    result: Any = await drive(child, child.switch(*args))
+    if isinstance(result, Entered):  # only a held block (aio/held.py) may pause
+        raise RuntimeError("pause() inside spawn(): use driven_child and drive")
     return result  # type: ignore[no-any-return]
 
 
