@@ -17,7 +17,7 @@ from hailq.backends.base import FiguresRecordParams
 from hailq.observe.figures import PriorityFigures, QueueFigures
 from hailq.observe.recorder import FigureRecorder
 from hailq.runtime.worker import Worker
-from waiting import wait_for, wait_past
+from waiting import wait_for
 
 
 @pytest.fixture
@@ -185,24 +185,6 @@ def test_rule_25_handlers_observing_while_the_recorder_flushes_lose_nothing(
     assert {k: h.count for k, h in figures.handler.items()} == {0: 6000, 9: 6000}
     assert figures.inbox_runs == 6 * 500
     assert sum(slot.finished for slot in figures.slots) == 12000
-
-
-@pytest.fixture
-def clocked(url: str, backend_name: str) -> Iterator[tuple[hailq.Broker, Any]]:
-    """A broker and how to let time pass on its clock: on SQLite its injected clock moves
-    on at once; on PostgreSQL the database's clock rules, so a bounded wait."""
-    skew = [0.0]
-    b = hailq.connect(url, clock=(lambda: time.time() + skew[0])
-                      if backend_name == "sqlite" else None)
-
-    def advance(seconds: float) -> None:
-        if backend_name == "sqlite":
-            skew[0] += seconds
-        else:
-            wait_past(b.now, b.now() + seconds, seconds + 10)
-
-    yield b, advance
-    b.close()
 
 
 @pytest.fixture
