@@ -4,8 +4,9 @@ nack, a lease's end and a redrive the deadline runs from the new available_at; a
 change of targets or order re-sorts the live messages; a priority without a target
 gets one interpolated between its neighbours'.
 
-Targets here are fractions of a second so that the short sleeps between sends move
-deadlines past each other; the sort keys themselves are read from the database.
+Targets here are fractions of a second so that the time let pass between sends
+(``advance``: at once on SQLite's injected clock) moves deadlines past each other; the
+sort keys themselves are read from the database.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import hailq
 from hailq import Envelope
 from hailq.errors import InvalidArgument
 
-from .helpers import RawDatabase, receive_all
+from .helpers import RawDatabase, advance, receive_all
 
 TIGHT = {9: 0.2, 5: 1.0, 0: 60.0}
 
@@ -45,7 +46,7 @@ def test_rule_41_an_earlier_deadline_goes_before_a_higher_priority(
     q = broker.queue("claims", slo=TIGHT, order="deadline")
     for queue in (strict, q):
         queue.send("normal", priority=5)  # due in 1 s
-    time.sleep(0.9)
+    advance(broker, 0.9)  # the scenario: the first deadline draws near
     for queue in (strict, q):  # due in 0.2 s: after the normal one
         queue.send_many([Envelope("urgent 1", priority=9), Envelope("urgent 2", priority=9)])
         queue.send("bulk", priority=0)
@@ -89,7 +90,7 @@ def test_rule_41_changing_the_order_resorts_the_live_messages(
         broker: hailq.Broker, how: str) -> None:
     q = broker.queue("claims", slo={9: 0.1, 0: 0.3})
     q.send("old bulk", priority=0)  # due 0.3 s from now
-    time.sleep(0.4)
+    advance(broker, 0.4)  # the scenario: the bulk one's deadline passes
     q.send("new urgent", priority=9)  # due 0.1 s after it: later than the bulk one
 
     if how == "configure":
@@ -124,7 +125,7 @@ def test_rule_41_a_nacked_message_is_due_from_its_new_available_at(
     q = broker.queue("claims", slo=TIGHT, order="deadline")
     q.send("normal", priority=5)
     (m,) = q.receive()
-    time.sleep(0.9)
+    advance(broker, 0.9)  # the scenario: the first deadline draws near
     q.send("urgent", priority=9)  # due before the normal one's first deadline passes...
     m.nack(delay=0)  # ...but the retry is due 1 s from now
 
@@ -151,7 +152,7 @@ def test_rule_41_a_lease_that_ends_makes_the_message_due_from_its_end(
     q = broker.queue("claims", slo=TIGHT, order="deadline")
     q.send("normal", priority=5)  # due 1 s from now
     assert len(q.receive(lease=0.3)) == 1  # the lease ends after 0.3 s: due at 1.3 s
-    time.sleep(0.9)
+    advance(broker, 0.9)  # the scenario: the first deadline draws near
     q.send("urgent", priority=9)  # due at 1.1 s
 
     assert [m.body for m in q.receive(max_messages=2)] == ["urgent", "normal"]
@@ -163,7 +164,7 @@ def test_rule_41_a_redriven_message_is_due_from_its_redrive(
     q.send("normal", priority=5)
     (m,) = q.receive()
     m.nack()  # dead after its only attempt
-    time.sleep(0.9)
+    advance(broker, 0.9)  # the scenario: the first deadline draws near
     q.send("urgent", priority=9)
     before = raw.now()
 
@@ -180,7 +181,7 @@ def test_rule_41_a_key_still_goes_one_at_a_time_in_send_order(broker: hailq.Brok
     q = broker.queue("claims", slo=TIGHT, order="deadline")
     q.send_many([Envelope("k normal 1", priority=5, ordering_key="k"),
                  Envelope("k urgent 2", priority=9, ordering_key="k")])
-    time.sleep(0.9)
+    advance(broker, 0.9)  # the scenario: the first deadline draws near
     q.send("urgent", priority=9)  # due later than the key's head
 
     delivered = []
@@ -198,7 +199,7 @@ def test_rule_41_with_max_in_flight_each_claim_takes_the_earliest_deadline(
         broker: hailq.Broker) -> None:
     q = broker.queue("claims", slo=TIGHT, order="deadline", max_in_flight=1)
     q.send("normal", priority=5)
-    time.sleep(0.9)
+    advance(broker, 0.9)  # the scenario: the first deadline draws near
     q.send("urgent", priority=9)
     q.send("bulk", priority=0)
 
@@ -253,7 +254,7 @@ def test_rule_41_an_operator_switches_the_order_with_hailq_configure(
 
     q = broker.queue("claims", slo={9: 0.1, 0: 0.3})
     q.send("old bulk", priority=0)
-    time.sleep(0.4)
+    advance(broker, 0.4)  # the scenario: the bulk one's deadline passes
     q.send("new urgent", priority=9)
     env = {k: v for k, v in os.environ.items() if k != "HAILQ_URL"}
 

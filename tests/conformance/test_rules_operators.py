@@ -77,8 +77,9 @@ def test_rule_32_a_pause_survives_the_workers_restart_and_its_declaration(
     broker.queue("claims", lease=60).pause()
     broker.queue("claims").send({"claim": 1})
     seen: list[str] = []
-    with running_worker(broker, "claims", seen, lease=90):  # declares again as it starts
-        time.sleep(1.0)  # about time: nothing is handled while paused
+    with running_worker(broker, "claims", seen, lease=90) as worker:  # declares again
+        wait_for(lambda: worker.state == "running", timeout=10, what="the worker to start")
+        time.sleep(0.5)  # the scenario: a few of its polls (0.2 s) go by, nothing handled
         assert seen == []
         assert broker.get_queue("claims").stats().paused
 

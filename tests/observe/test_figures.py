@@ -191,8 +191,8 @@ def test_rule_25_handlers_observing_while_the_recorder_flushes_lose_nothing(
 def running(broker: hailq.Broker) -> Iterator[Any]:
     started: list[tuple[Worker, threading.Thread]] = []
 
-    def start(handlers: Any, **options: Any) -> Worker:
-        worker = Worker(broker, handlers, poll=0.1, registry_interval=0.2, **options)
+    def start(handlers: Any, on: hailq.Broker | None = None, **options: Any) -> Worker:
+        worker = Worker(on or broker, handlers, poll=0.1, registry_interval=0.2, **options)
         thread = threading.Thread(target=worker.run, kwargs={"handle_signals": False})
         thread.start()
         started.append((worker, thread))
@@ -205,16 +205,18 @@ def running(broker: hailq.Broker) -> Iterator[Any]:
 
 
 def test_rule_25_a_worker_measures_wait_from_available_to_handler_start(
-        broker: hailq.Broker, slo_queue: hailq.Queue, running: Any) -> None:
+        clocked: tuple[hailq.Broker, Any], running: Any) -> None:
+    broker, advance = clocked
+    slo_queue = broker.queue("claims", slo={9: 2, 0: 600})
     slo_queue.send_many([hailq.Envelope({"n": n}, priority=9) for n in range(4)])
-    time.sleep(2.3)  # about time: these four wait longer than priority 9's target of 2 s
+    advance(2.3)  # the scenario: these four wait longer than priority 9's target of 2 s
     slo_queue.send_many([hailq.Envelope({"n": n}, priority=9) for n in range(4, 8)])
     slo_queue.send({"n": 8}, delay=0.5)  # its wait starts when it becomes available
 
     def handler(message: hailq.Message) -> None:
         time.sleep(0.05)
 
-    running({"claims": handler}, concurrency=2)
+    running({"claims": handler}, on=broker, concurrency=2)
     def handled() -> Any:
         figures = slo_queue.figures()
         return figures if sum(p.started for p in figures.priorities) == 9 and \

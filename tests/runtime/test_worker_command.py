@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -101,7 +100,15 @@ def test_a_worker_on_a_new_database_says_it_created_one(tmp_path: Path) -> None:
             return broker.schema_status()[0] > 0
 
     wait_for(created, timeout=30, what="the worker to create the schema")
-    time.sleep(0.5)
+
+    def running() -> bool:  # listed as running: a SIGTERM now means "drain"
+        with hailq.connect(url, migrate=False) as broker:
+            try:
+                return any(w.state == "running" for w in broker.workers())
+            except hailq.HailqError:  # its schema is still being made
+                return False
+
+    wait_for(running, timeout=30, what="the worker to run")
     worker.send_signal(signal.SIGTERM)
     _, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err

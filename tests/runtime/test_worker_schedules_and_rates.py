@@ -76,7 +76,7 @@ def test_rule_33_an_operator_changes_the_rate_while_worker_processes_run(
     workers = [start_worker("handlers:rates_app", "-q", "results", "-c", "2")
                for _ in range(2)]
     wait_for(lambda: len(done(effects)) >= 4, timeout=60, what="the first starts")
-    time.sleep(2)
+    time.sleep(1.0)  # the scenario: the limit holds the pace for a while
     count, elapsed = len(done(effects)), time.monotonic() - began
     assert count <= 2 * elapsed + 1 + 2  # 2/s summed over both processes, one burst, slack
 
@@ -85,9 +85,9 @@ def test_rule_33_an_operator_changes_the_rate_while_worker_processes_run(
              what="the raised limit to reach the running workers")
 
     _configure(url, "--rate", "1/h", "--burst", "1")
-    time.sleep(1.5)  # the settings a worker keeps for at most half a second
+    time.sleep(1.0)  # the scenario: the settings a worker keeps for at most half a second
     results.send_many([{"n": n} for n in range(300, 310)])
-    time.sleep(3)
+    time.sleep(1.5)  # the scenario: unlimited, idle workers would take them within this
     assert len(done(effects)) <= 301  # at most the one token of the new bucket
     _configure(url, "--rate", "none")
     wait_for(lambda: len(done(effects)) == 310, timeout=60, what="the lifted limit")
@@ -99,7 +99,7 @@ def test_rule_35_a_worker_told_not_to_runs_no_scheduler(
         broker: hailq.Broker, start_worker: StartWorker) -> None:
     quiet = start_worker("handlers:periodic_app", "-q", "chores", "--no-scheduler")
     wait_for(lambda: broker.workers(), timeout=60, what="the worker to register")
-    time.sleep(3)  # about time: three slots of the app's schedule go by, none fired
+    time.sleep(2.0)  # the scenario: two slots of the app's schedule go by, none fired
     assert _fired(broker) == 0
     assert "ticks" not in [q.name for q in broker.queues()] or \
         broker.get_queue("ticks").stats().sent == 0

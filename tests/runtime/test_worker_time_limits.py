@@ -13,6 +13,7 @@ import pytest
 import hailq
 from hailq.runtime import App, Worker
 from hailq.runtime.timelimit import Running, Watchdog
+from waiting import wait_past
 
 from .conftest import StartWorker
 from .support import done, rows, started, wait_for
@@ -31,6 +32,13 @@ def _most_at_once(effects: str, numbers: range) -> int:
         running += step
         most = max(most, running)
     return most
+
+
+def _past_the_first_attempt(effects: str, seconds: float) -> None:
+    """Wait until message 1's first attempt would have ended its ``seconds`` of work, and
+    a moment more for the effect it would then write (its start is in the events)."""
+    ((began,),) = rows(effects, "SELECT at FROM events WHERE n = 1 AND attempt = 1")
+    wait_past(time.time, began + seconds + 0.3)
 
 
 @pytest.mark.parametrize("pool", POOLS)
@@ -94,7 +102,9 @@ def test_rule_34_the_timed_out_attempt_never_finishes_its_work_and_the_retry_doe
     limited.send(body)
     start_worker("handlers:limits_app", "-q", "limited", "--concurrency", "1")
     wait_for(lambda: done(effects), timeout=30, what="the second attempt")
-    time.sleep(2.5)  # the first attempt's thread has left its sleep or loop by now
+    # the scenario: the first attempt's thread has left its sleep or loop (2.5 s from
+    # its start), and would have written its effect by now had it not been stopped
+    _past_the_first_attempt(effects, 2.5)
     assert rows(effects, "SELECT n, attempt FROM effects") == [(1, 2)]
     assert [a for _, a, *_ in started(effects)] == [1, 2]
     stats = limited.stats()
@@ -111,7 +121,7 @@ def test_rule_34_an_async_handler_past_its_time_limit_is_cancelled(
                           "--concurrency", "2")
     (dead,) = wait_for(queue.dead_letters, timeout=60, what="the endless one to die")
     wait_for(lambda: done(effects), timeout=30, what="the retried one")
-    time.sleep(2.5)
+    _past_the_first_attempt(effects, 3)  # the scenario: its sleep would have ended
     # The cancelled first attempt never reached its effect; the second did.
     assert rows(effects, "SELECT n, attempt FROM effects") == [(1, 2)]
     assert all("time limit (1 s) exceeded" in e.error for e in dead.errors)
