@@ -97,12 +97,14 @@ class Outage:
                 self._calls = self._attempts = 0
                 self._cause = ""
 
-    def succeeded(self) -> None:
-        """A call to the database went through: an outage, if one was under way, ends."""
+    def succeeded(self, began: float | None = None) -> None:
+        """A call to the database went through: an outage, if one was under way, ends;
+        unless the call ``began`` (on the ``clock``) before the outage did: a connection
+        that a cut had not yet reached proves nothing of the database's return."""
         if self.since is None:
             return  # the usual case, on every call: nothing to take or say
         with self._lock:
-            if self.since is None:
+            if self.since is None or (began is not None and began < self.since):
                 return
             self._log.warning("%s %s after %.1f s (%s failed meanwhile)", self._what,
                               self._back_word, self._clock() - self.since,

@@ -97,8 +97,12 @@ def test_one_line_when_it_goes_one_every_30_s_while_it_lasts_and_one_when_it_com
 
     clock.now += 100  # the next outage starts from nothing
     outage.failed("server closed the connection unexpectedly")
+    # A call begun before it, on a connection the cut had not reached yet, goes through
+    # after it began: that is no return of the database.
+    outage.succeeded(began=clock.now - 0.01)
+    assert outage.down
     clock.now += 2
-    outage.succeeded()
+    outage.succeeded(began=clock.now - 0.5)
     assert lines[4:] == [
         "PostgreSQL postgresql://app:***@db/prod is unreachable: server closed the "
         "connection unexpectedly; hailq keeps trying, and says so here at most every 30 s "

@@ -70,9 +70,11 @@ def test_rule_25_a_process_pool_serves_the_sum_of_its_childrens_series_on_one_po
                 for f in text_string_to_metric_families(text) for s in f.samples}
 
     # One child may run all six before the other has written its first gauges.
+    # A child counts a run's time, then its outcome: a scrape may fall in between.
     found = wait_for(lambda: (s := series()).get(
         ("hailq_worker_handler_seconds_count", (("queue", "claims"),))) == 6
-        and s.get(("hailq_worker_slots", ())) == 2 and s,
+        and s.get(("hailq_worker_messages_total", (("outcome", "ok"), ("queue", "claims"))))
+        == 6 and s.get(("hailq_worker_slots", ())) == 2 and s,
         what="six handler runs summed over both children, both children counted")
     assert found[("hailq_worker_slots", ())] == 2  # one slot in each live child
     assert found[("hailq_worker_messages_total", (("outcome", "ok"), ("queue", "claims")))] == 6

@@ -139,6 +139,7 @@ class PooledCalls:
         started = False
         while True:
             pool = self._pools()[0 if durable else 1]
+            tried = time.monotonic()  # (on the outage's clock)
             watch = None
             prepared = False  # this try's connection may prepare statements
             try:
@@ -157,7 +158,7 @@ class PooledCalls:
                         else:
                             started = True
                             done = fn(conn)
-                        self._outage.succeeded()
+                        self._outage.succeeded(began=tried)
                         return done
                     finally:
                         self._watchdog.disarm(watch)
