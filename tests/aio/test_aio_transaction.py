@@ -29,13 +29,20 @@ async def record(raw: RawDatabase, conn: Any, table: str, m: hailq.aio.AsyncMess
                        (m.id, m.body["amount"]))
 
 
+async def one_claim(broker: hailq.aio.AsyncBroker,
+                    ) -> tuple[hailq.aio.AsyncQueue, hailq.aio.AsyncMessage]:
+    """A billing queue with one message sent and received."""
+    q = await broker.queue("billing", lease=30)
+    await q.send({"amount": 99})
+    [m] = await q.receive()
+    return q, m
+
+
 def test_the_effect_commits_together_with_the_ack(url: str, raw: RawDatabase,
                                                   effects: str) -> None:
     async def main() -> None:
         async with hailq.aio.connect(url) as broker:
-            q = await broker.queue("billing", lease=30)
-            await q.send({"amount": 99})
-            [m] = await q.receive()
+            q, m = await one_claim(broker)
             ticks = 0
 
             async def ticking() -> None:  # the loop is free while the block runs
@@ -66,9 +73,7 @@ def test_an_error_in_the_block_rolls_back_effect_and_ack(url: str, raw: RawDatab
                                                          effects: str) -> None:
     async def main() -> None:
         async with hailq.aio.connect(url) as broker:
-            q = await broker.queue("billing", lease=30)
-            await q.send({"amount": 99})
-            [m] = await q.receive()
+            q, m = await one_claim(broker)
             with pytest.raises(ZeroDivisionError):
                 async with m.transaction() as conn:
                     await record(raw, conn, effects, m)
@@ -108,9 +113,7 @@ def test_a_failing_statement_in_the_block_rolls_back(url: str, raw: RawDatabase,
     """The block sees the driver's own error, and leaving the block with it rolls back."""
     async def main() -> None:
         async with hailq.aio.connect(url) as broker:
-            q = await broker.queue("billing", lease=30)
-            await q.send({"amount": 99})
-            [m] = await q.receive()
+            q, m = await one_claim(broker)
             with pytest.raises(Exception, match=r"(?i)no such table|does not exist"):
                 async with m.transaction() as conn:
                     await conn.execute("INSERT INTO no_such_table VALUES (1)")
