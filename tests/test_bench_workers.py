@@ -99,6 +99,7 @@ def test_noop_after_go_holds_each_handler_until_the_go_file_exists(tmp_path: Pat
             handlers.noop_after_go(plain)
 
 
+@pytest.mark.slow  # a long scenario: .ci/run runs it after make test
 def test_drain_and_latency_run(url: str, tmp_path: Path) -> None:
     run = drain_once(url, 300, procs=2, concurrency=2, log_dir=tmp_path)
     assert run.acked == 300
@@ -113,6 +114,7 @@ def test_drain_and_latency_run(url: str, tmp_path: Path) -> None:
     assert 0 <= lat.idle_cpu < 200
 
 
+@pytest.mark.slow  # a long scenario: .ci/run runs it after make test
 def test_bench_workers_figures_and_their_json(url: str, backend_name: str) -> None:
     """Both fills' drains come out side by side, in the table and in --json."""
     from hailq.bench.command import _record

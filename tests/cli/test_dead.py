@@ -169,6 +169,7 @@ def test_redrive_dry_run_at_limit_says_more_would_stay(hq_any: Hailq,
     assert api_any.get_queue("jobs").stats().dead == 3
 
 
+@pytest.mark.slow  # a long scenario: .ci/run runs it after make test
 def test_more_dead_than_one_command_handles(hq: Hailq, api: hailq.Broker) -> None:
     """After a hailstorm: 100,001 dead, one more than a list or a filtered redrive takes."""
     q = api.queue("storm", max_attempts=1, lease=1)

@@ -86,6 +86,7 @@ def check_shape(report: dict[str, Any]) -> None:
                                     "best_aging_breaches", "one_fewer_breaches"}
 
 
+@pytest.mark.slow  # a long scenario: .ci/run runs it after make test
 def test_the_slo_demo_runs_fast_and_reports_the_table_s_shape(url: str) -> None:
     done = hailq_cli("demo", "--slo", "--scale", "400", "--steps", "1", "--json", "--url",
                      url, timeout=280)

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .samples import blocks, console_commands
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +34,7 @@ def install_commands() -> list[str]:
     return found
 
 
+@pytest.mark.slow  # a long scenario: .ci/run runs it after make test
 def test_the_install_samples_install_hailq(tmp_path: Path) -> None:
     commands = install_commands()
     assert any("./hailq" in c for c in commands) and any(".whl" in c for c in commands)

@@ -30,6 +30,7 @@ def fuzzed(start: Start, broker: hailq.Broker) -> Server:
     return start(max_wait=0.5)
 
 
+@pytest.mark.slow  # a long scenario: .ci/run runs it after make test
 def test_openapi_no_5xx_and_responses_match_the_schema(fuzzed: Server) -> None:
     """Positive and negative (schema-violating) requests to every operation, a few each:
     bounded so the run takes well under a minute per backend."""
