@@ -76,4 +76,7 @@ class LoopCommitter(Committer):
                                        if e.future.set_running_or_notify_cancel()])
 
     def submit(self, messages: Sequence[NewMessage]) -> Any:
+        """Closed on purpose: the thread committer's entry starts a committer thread and
+        returns a future to block on, which would block the event loop; an async
+        broker's sends share commits through ``send``, awaited on the loop."""
         raise NotImplementedError("an async broker's sends share commits through send()")
