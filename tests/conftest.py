@@ -9,6 +9,7 @@ Without a server they are skipped with a clear message, except in CI
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,11 +51,19 @@ def require_postgres() -> None:
                 "or start PostgreSQL to run these tests", "the PostgreSQL tests")
 
 
-def drop_schema(schema: str) -> None:
+def drop_schema(schema: str, attempts: int = 5) -> None:
     import psycopg
 
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    for attempt in range(attempts):
+        try:
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            return
+        except psycopg.errors.DeadlockDetected:
+            # A process the test started may still be ending its last transaction there.
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
 
 
 @pytest.fixture

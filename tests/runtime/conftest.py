@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -34,8 +35,7 @@ def start_worker(url: str, effects: str, tmp_path: Path) -> Iterator[StartWorker
     """Start ``python -m hailq.cli.worker TARGET ARGS...`` on the test's database."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(target: str, *args: str, log_name: str | None = None,
-              new_session: bool = False) -> subprocess.Popen[str]:
+    def start(target: str, *args: str, log_name: str | None = None) -> subprocess.Popen[str]:
         env = dict(os.environ, HAILQ_TEST_EFFECTS=effects, HAILQ_URL=url,
                    PYTHONPATH=os.pathsep.join([str(HERE), str(SRC),
                                                os.environ.get("PYTHONPATH", "")]))
@@ -43,15 +43,17 @@ def start_worker(url: str, effects: str, tmp_path: Path) -> Iterator[StartWorker
         process = subprocess.Popen(
             [sys.executable, "-m", "hailq.cli.worker", target, *args],
             env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True,
-            cwd=tmp_path, start_new_session=new_session)
+            cwd=tmp_path, start_new_session=True)  # a group of its own, see below
         started.append(process)
         return process
 
     yield start
     for process in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-            process.wait(10)
+        # The whole group: a --pool process child outlives its SIGKILLed supervisor for
+        # its drain, and its connection would hold locks the schema's DROP waits for.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
     for log in sorted(tmp_path.glob("worker*.log")):  # shown by pytest when a test fails
         print(f"--- {log.name} ---\n{log.read_text()[-5000:]}")
 

@@ -83,7 +83,7 @@ def test_ctrl_c_on_the_process_group_drains_the_pool_once(
     claims = broker.queue("claims", **CLAIMS)
     claims.send_many([{"n": n, "sleep": 2.0} for n in range(2)])
     parent = start_worker("handlers:app", "-q", "claims", "--pool", "process",
-                          "--concurrency", "2", "--grace", "20", new_session=True)
+                          "--concurrency", "2", "--grace", "20")
     wait_for(lambda: len(started(effects)) == 2, timeout=30, what="both children to start")
     os.killpg(parent.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches every process
     assert parent.wait(30) == 0
