@@ -4,11 +4,18 @@ PostgreSQL tests use the server at ``HAILQ_TEST_PG`` (default
 postgresql://postgres@127.0.0.1:5432/test), each test in a schema of its own.
 Without a server they are skipped with a clear message, except in CI
 (``CI=true``), where they are required and fail instead.
+
+Test files (SQLite databases, the handlers' effects) live on a RAM disk where there is one
+(``HAILQ_TEST_TMP``, default ``/dev/shm``; ``--basetemp`` wins): they commit thousands of
+times, and on a disk an fsync per commit made up most of the suite's time. The tests kill
+processes, never the machine, so what a commit promises them holds there as on a disk.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -119,6 +126,25 @@ def reader_url(pg_url: str) -> Iterator[str]:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+_ram_temp: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point ``tmp_path`` at the RAM disk (in the main process: xdist's workers take
+    their ``basetemp`` below the main one's)."""
+    if config.option.basetemp or hasattr(config, "workerinput"):
+        return
+    root = Path(os.environ.get("HAILQ_TEST_TMP", "/dev/shm"))
+    if root.is_dir() and os.access(root, os.W_OK):
+        _ram_temp.append(Path(tempfile.mkdtemp(prefix="hailq-test-", dir=root)))
+        config.option.basetemp = str(_ram_temp[0])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for path in _ram_temp:  # RAM: nothing of it outlives the run
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # Catalog tables that every CREATE/DROP SCHEMA of the suite leaves dead rows in.
