@@ -74,6 +74,15 @@ def drop_schema(schema: str, attempts: int = 5) -> None:
 
 
 @pytest.fixture
+def disk_path() -> Iterator[Path]:
+    """A directory on a disk, not the RAM disk: for what tmpfs does differently (an
+    immutable file there still takes writes through a descriptor opened before)."""
+    path = Path(tempfile.mkdtemp(prefix="hailq-test-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'hailq.db'}"
 

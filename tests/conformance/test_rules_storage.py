@@ -176,12 +176,13 @@ def read_only(*paths: Path) -> Iterator[None]:
 
 @pytest.mark.timeout(60)
 def test_rule_28_a_read_only_database_file_gives_storage_error_naming_the_path(
-        sqlite_url: str, tmp_path: Path) -> None:
-    path = Path(sqlite_url[len("sqlite:///"):])
+        disk_path: Path) -> None:
+    path = disk_path / "hailq.db"
+    sqlite_url = f"sqlite:///{path}"
     with hailq.connect(sqlite_url) as broker:
         broker.queue("claims").send("written before")
 
-    with (read_only(path, tmp_path), pytest.raises(StorageError) as caught,
+    with (read_only(path, disk_path), pytest.raises(StorageError) as caught,
           hailq.connect(sqlite_url) as broker):
         broker.queue("claims").send("cannot be written")
 
@@ -194,15 +195,16 @@ def test_rule_28_a_read_only_database_file_gives_storage_error_naming_the_path(
 
 @pytest.mark.timeout(60)
 def test_rule_28_an_open_broker_recovers_once_its_file_is_writable_again(
-        sqlite_url: str, tmp_path: Path) -> None:
-    path = Path(sqlite_url[len("sqlite:///"):])
+        disk_path: Path) -> None:
+    path = disk_path / "hailq.db"
+    sqlite_url = f"sqlite:///{path}"
     with hailq.connect(sqlite_url) as broker:
         q = broker.queue("claims")
         q.send("before")
         wal = Path(f"{path}-wal")
         assert wal.exists()
 
-        with read_only(path, wal, tmp_path):
+        with read_only(path, wal, disk_path):
             for _ in range(3):  # fails each time, quickly, without corrupting anything
                 with pytest.raises(StorageError) as caught:
                     q.send("lost to the read-only file")

@@ -145,12 +145,12 @@ def test_full_disk_gives_storage_error_naming_the_path_and_recovers_without_rest
 
 
 def test_read_only_database_files_give_storage_error_naming_the_path_and_recover(
-        tmp_path: Path, figure: Figure) -> None:
+        tmp_path: Path, disk_path: Path, figure: Figure) -> None:
     """Root ignores file modes and a tmpfs with open files cannot be remounted read-only,
     so the database's files and directory are made immutable (``chattr +i``)."""
     if os.geteuid() != 0 or shutil.which("chattr") is None:
         pytest.skip("needs root and chattr to make files read-only for root")
-    disk = tmp_path / "ro"
+    disk = disk_path / "ro"
     disk.mkdir()
     effects = EffectStore(f"sqlite:///{tmp_path / 'effects.db'}")
     effects.create()

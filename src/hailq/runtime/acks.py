@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from hailq.errors import HailqError
+from hailq.errors import HailqError, OutcomeUnknown
 from hailq.outage import covers
 from hailq.queue import Message, Queue
 from hailq.runtime.logs import about
@@ -45,6 +45,9 @@ class AckBatcher(Service):
         self.acked = 0
         self.late = 0
         self.lost = 0
+        # Ids of messages whose ack's reply was lost (OutcomeUnknown): that ack may have
+        # committed, so its retry finding the lease gone is expected, not a warning.
+        self._unsure: set[str] = set()
 
     def submit(self, message: Message) -> None:
         """Ack ``message`` soon. After ``close()`` it is acked at once, in the caller's thread."""
@@ -69,9 +72,10 @@ class AckBatcher(Service):
                 taken, self._pending = self._pending, []
             try:
                 yield taken
-            except BaseException:
-                with self.lock:  # not committed: they go out with the next batch
+            except BaseException as exc:
+                with self.lock:  # not known to be committed: they go out with the next batch
                     self._pending[:0] = taken
+                    self.unsure(taken, exc)
                 raise
 
     def tick(self) -> float | None:
@@ -115,7 +119,9 @@ class AckBatcher(Service):
                 results = queue.ack_many(group)
                 break
             except HailqError as exc:
+                self.unsure(group, exc)
                 if attempt == 2:
+                    self._unsure.difference_update(message.id for message in group)
                     if covers(exc):  # the outage's lines say it (hailq/outage.py)
                         return
                     log.error("could not ack %d message(s) of queue %s (%s); they will be "
@@ -124,11 +130,20 @@ class AckBatcher(Service):
                 time.sleep(0.1 * 2 ** attempt)
         self.record(group, results)
 
+    def unsure(self, group: Sequence[Message], exc: BaseException) -> None:
+        """Note that these messages' ack may have committed though ``exc`` was raised."""
+        if isinstance(exc, OutcomeUnknown):
+            self._unsure.update(message.id for message in group)
+
     def record(self, group: Sequence[Message], results: Sequence[bool | None]) -> None:
         """Count (and log) the outcome of acks committed for these messages."""
         for message, result in zip(group, results, strict=True):
             queue = message.source
-            if result is None:
+            if result is None and message.id in self._unsure:
+                self.acked += 1
+                log.info("message %s of queue %s: acked by an earlier try whose reply was "
+                         "lost", message.id, queue.name, extra=about(message))
+            elif result is None:
                 self.lost += 1
                 log.warning("message %s of queue %s: ack found its lease gone (received "
                             "again, cancelled, or settled by the handler itself)", message.id,
@@ -139,3 +154,4 @@ class AckBatcher(Service):
                             message.id, queue.name, extra=about(message))
             else:
                 self.acked += 1
+            self._unsure.discard(message.id)
