@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from hailq.errors import HailqError, OutcomeUnknown
+from hailq.errors import HailqError, StorageError
 from hailq.outage import covers
 from hailq.queue import Message, Queue
 from hailq.runtime.logs import about
@@ -45,8 +45,9 @@ class AckBatcher(Service):
         self.acked = 0
         self.late = 0
         self.lost = 0
-        # Ids of messages whose ack's reply was lost (OutcomeUnknown): that ack may have
-        # committed, so its retry finding the lease gone is expected, not a warning.
+        # Ids of messages whose ack a database failure held back: its reply may have been
+        # lost after it committed, or the lease ended meanwhile and the message is delivered
+        # again; either is the failure's consequence (its own lines say it), not news.
         self._unsure: set[str] = set()
 
     def submit(self, message: Message) -> None:
@@ -131,8 +132,8 @@ class AckBatcher(Service):
         self.record(group, results)
 
     def unsure(self, group: Sequence[Message], exc: BaseException) -> None:
-        """Note that these messages' ack may have committed though ``exc`` was raised."""
-        if isinstance(exc, OutcomeUnknown):
+        """Note that a database failure (``exc``) held back these messages' ack."""
+        if isinstance(exc, StorageError):
             self._unsure.update(message.id for message in group)
 
     def record(self, group: Sequence[Message], results: Sequence[bool | None]) -> None:
@@ -140,9 +141,11 @@ class AckBatcher(Service):
         for message, result in zip(group, results, strict=True):
             queue = message.source
             if result is None and message.id in self._unsure:
-                self.acked += 1
-                log.info("message %s of queue %s: acked by an earlier try whose reply was "
-                         "lost", message.id, queue.name, extra=about(message))
+                self.lost += 1
+                log.info("message %s of queue %s: its ack, held back by a database failure, "
+                         "found the lease gone (an earlier try committed, or the lease ended "
+                         "and it is delivered again)", message.id, queue.name,
+                         extra=about(message))
             elif result is None:
                 self.lost += 1
                 log.warning("message %s of queue %s: ack found its lease gone (received "
