@@ -82,6 +82,10 @@ class StorageError(HailqError):
     The message names the database (never its password) and the cause.
     """
 
+    #: Whether the failure belongs to a database outage this process is reporting, or a
+    #: call the last one held up (its lines say it: others stay quiet about it).
+    during_outage: bool = False
+
 
 class OutcomeUnknown(StorageError):
     """The connection broke, or was dropped past its deadline, after the call reached the

@@ -61,17 +61,18 @@ class Outage:
         self._reached = True
 
     def failed(self, error: str, *, attempt: bool = False, began: float | None = None,
-               ) -> None:
+               ) -> bool:
         """A call (or with ``attempt``, a connection attempt) failed because the database
         could not be reached; ``error`` says why, ``began`` when the call started (on the
-        ``clock``). Logs when the outage begins, then at most once every ``every`` s."""
+        ``clock``). Logs when the outage begins, then at most once every ``every`` s.
+        Returns whether an outage's lines cover the failure."""
         with self._lock:
             if not self._reached:
-                return  # never reached: the caller's own error says it all
+                return False  # never reached: the caller's own error says it all
             now = self._clock()
             if self.since is None and began is not None and began <= self._back:
                 # A call the last outage held up past its deadline: no new outage.
-                return
+                return True
             if attempt:
                 self._attempts += 1
                 self._all_attempts += 1
@@ -96,6 +97,7 @@ class Outage:
                 self._said = now
                 self._calls = self._attempts = 0
                 self._cause = ""
+            return True
 
     def succeeded(self, began: float | None = None) -> None:
         """A call to the database went through: an outage, if one was under way, ends;
@@ -125,6 +127,8 @@ def covers(exc: BaseException) -> bool:
     background write that gave way on purpose."""
     if isinstance(exc, GaveWay):
         return True
+    if isinstance(exc, StorageError) and exc.during_outage:
+        return True  # (also a call the outage held up that failed after it ended)
     return isinstance(exc, StorageError) and any(o.since is not None for o in list(_ALL))
 
 

@@ -214,7 +214,7 @@ class PooledCalls:
         ``began``: when the failed call started (``time.monotonic()``)."""
         state = getattr(exc, "sqlstate", None)
         if exc is None or state is None or state.startswith(_UNREACHABLE):
-            self._outage.failed(
+            error.during_outage = self._outage.failed(
                 str(error).removeprefix(f"PostgreSQL {self.url_for_display}: "), began=began)
         return error
 

@@ -61,7 +61,8 @@ def unavailable(backend: SQLiteDialect, error: StorageError, code: int) -> Stora
     code) says the file is away. Only a committed write ends the outage (in ``end``):
     a read-only file still answers reads."""
     if code in _UNAVAILABLE:
-        backend._outage.failed(str(error).removeprefix(f"SQLite database {backend.path}: "))
+        error.during_outage = backend._outage.failed(
+            str(error).removeprefix(f"SQLite database {backend.path}: "))
     return error
 
 
