@@ -149,10 +149,13 @@ async def _sending(face: _Face[Any], fn: Callable[..., S], *args: Any, **kwargs:
     return await face.driver.sending(fn, *args, **kwargs)
 
 
+_SINGLE = (str, bytes, dict, AsyncMessage)
+
+
 def _plain(items: Any) -> Any:
     """Receipts and messages as the sync queue takes them; what is no batch (a single
     receipt, a message) goes as it is, for the sync call to refuse."""
-    if isinstance(items, str | bytes | dict | AsyncMessage) or not isinstance(items, Iterable):
+    if isinstance(items, _SINGLE) or not isinstance(items, Iterable):
         return items
     return [i.sync if isinstance(i, AsyncMessage) else i for i in items]
 

@@ -5,7 +5,9 @@ plain calls, and an async caller drives it.
 reaches the driver (``await_only(coro)``), the greenlet switches back to the
 coroutine that spawned it, which awaits ``coro`` on the event loop and switches in
 again with its result or its exception. So the PostgreSQL dialect's SQL, its retry
-policy and its deadlines are the same code for a sync pool and an async one.
+policy and its deadlines are the same code for a sync pool and an async one. The
+greenlets are kept between calls (``_work``): a new one for every call cost more
+than the statement's own work on the client.
 
 Code that is not inside ``spawn`` (a background thread of the broker's, such as the
 figures' flusher) hands the coroutine to the loop and blocks its own thread for the
@@ -36,11 +38,62 @@ class _Driven(greenlet.greenlet):  # type: ignore[misc]
 async def spawn(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` to its end, awaiting on this loop every coroutine it hands to
     ``await_only``; its result, or its exception raised here."""
-    child = _Driven(fn, parent=greenlet.getcurrent())
-    result: Any = await drive(child, child.switch(*args))
-    if isinstance(result, Entered):  # only a held block (aio/held.py) may pause
+    idle = _idle()
+    if idle:
+        child = idle.pop()
+        child.parent = greenlet.getcurrent()
+        child.gr_context = None  # each call starts in a context of its own, empty
+    else:
+        child = _Driven(_work, parent=greenlet.getcurrent())
+    done: Any = await drive(child, child.switch(fn, args))
+    if isinstance(done, Entered):  # only a held block (aio/held.py) may pause
         raise RuntimeError("pause() inside spawn(): use driven_child and drive")
-    return result  # type: ignore[no-any-return]
+    value, error = done.value, done.error
+    done.value = done.error = None  # nothing of this call kept alive by an idle greenlet
+    if len(idle) < _KEEP_IDLE:
+        idle.append(child)
+    if error is not None:
+        raise error
+    return value  # type: ignore[no-any-return]
+
+
+_KEEP_IDLE = 64  # greenlets kept per thread for the next calls (more are made as needed)
+_local = threading.local()
+
+
+def _idle() -> list[greenlet.greenlet]:
+    """This thread's greenlets waiting for a call (a greenlet serves one thread)."""
+    try:
+        return _local.idle  # type: ignore[no-any-return]
+    except AttributeError:
+        _local.idle = []
+        return _local.idle  # type: ignore[no-any-return]
+
+
+class _Done:
+    """What a kept greenlet hands over when its call ended: a value or an exception."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any, error: BaseException | None) -> None:
+        self.value, self.error = value, error
+
+
+def _work(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """A kept greenlet: runs each call ``spawn`` switches in with, hands over its end
+    (``_Done``), and waits for the next."""
+    while True:
+        error: BaseException | None = None
+        try:
+            value = fn(*args)
+        except greenlet.GreenletExit:
+            raise  # collected mid-call (its coroutine was dropped): this greenlet ends
+        except BaseException as exc:  # handed to the spawning coroutine, raised there
+            value, error = None, exc
+        fn = args = None  # type: ignore[assignment]
+        done = _Done(value, error)
+        value = error = None
+        fn, args = greenlet.getcurrent().parent.switch(done)
 
 
 class Entered:
@@ -53,10 +106,13 @@ class Entered:
         self.value = value
 
 
+_ENDS = (Entered, _Done)
+
+
 async def drive(child: greenlet.greenlet, result: Any) -> Any:
     """Await every coroutine ``child`` hands over, from ``result`` on, until it ends
-    (its result) or pauses (an ``Entered``)."""
-    while not child.dead and not isinstance(result, Entered):
+    (its result; a kept greenlet's ``_Done``) or pauses (an ``Entered``)."""
+    while not isinstance(result, _ENDS) and not child.dead:
         try:
             value = await result  # a coroutine the child hands over
         except BaseException as exc:  # handed back into the child as raised

@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from hailq.aio.committer import LoopCommitter
 from hailq.aio.greenlets import await_only, driven, spawn
+from hailq.aio.pgconn import LoopConnection
 from hailq.backends.base import NewMessage
 from hailq.backends.postgres.backend import PostgresDialect
 from hailq.backends.postgres.listener import _ASK_EVERY, Listener
@@ -49,7 +50,8 @@ class _Rows:
 
 async def _execute(conn: psycopg.AsyncConnection[Any], query: Any, params: Any,
                    prepare: bool | None) -> _Rows:
-    cur = await conn.execute(query, params, prepare=prepare)
+    cur = conn.kept_cursor() if isinstance(conn, LoopConnection) else conn.cursor()
+    await cur.execute(query, params, prepare=prepare)
     # Rows where the statement returns any: asked of the result's field count, not of
     # ``description``, which builds a Column per field on every call.
     result = cur.pgresult
@@ -356,7 +358,8 @@ class AsyncPostgresDialect(PostgresDialect):
             logs.configure(cast(psycopg.Connection[Any], conn))
 
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self._conninfo, min_size=1, max_size=self._pool_size, open=False, kwargs=kwargs,
+            self._conninfo, connection_class=LoopConnection, min_size=1,
+            max_size=self._pool_size, open=False, kwargs=kwargs,
             name=logs.name(name), configure=configure, timeout=min(5.0, self._timeout),
             reconnect_timeout=0)
         await_only(pool.open(), self.loop)
