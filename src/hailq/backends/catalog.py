@@ -13,10 +13,10 @@ from hailq.backends.base import (
     TopicRef,
     WorkerPruneParams,
 )
-from hailq.backends.operators import _columns, _follow
+from hailq.backends.operators import _columns, _follow, _overrides_locked
 from hailq.backends.store import Store
 from hailq.models import RunningMessage, Subscription, WorkerInfo
-from hailq.settings import QueueSettings, parse_overrides
+from hailq.settings import QueueSettings
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Tx
@@ -32,11 +32,9 @@ class CatalogStore(Store):
 
         def save(tx: Tx) -> None:
             with tx.atomic():
-                tx.also("queue_lock", {"name": params.name})
                 # The columns statements obey are the effective settings: what code
                 # declares, with an operator's overrides (kept apart) laid over it.
-                ops = tx.one("queue_ops_get", {"name": params.name})
-                effective = declared.overlay(parse_overrides(None if ops is None else ops[0]))
+                effective = declared.overlay(_overrides_locked(tx, params.name)[0])
                 tx.exec("queue_save", {**_columns(params.name, effective),
                                        "settings": params.settings, "now": tx.now})
                 _follow(tx, params.name, effective, params.resort)

@@ -45,22 +45,18 @@ class OperatorStore(Store):
 
         def configure(tx: Tx) -> QueueRecord:
             with tx.atomic():
-                tx.also("queue_lock", {"name": params.name})
+                overrides, paused = _overrides_locked(tx, params.name)
                 declared = tx.one("queue_get", {"name": params.name})
                 if declared is None:
                     raise _no_queue(params.name)
-                ops = tx.one("queue_ops_get", {"name": params.name})
-                kept = {} if params.reset or ops is None else parse_overrides(ops[0])
-                merged = {**kept, **changes}
-                before = QueueSettings.from_json(str(declared[0])).overlay(
-                    None if ops is None else parse_overrides(ops[0]))
-                effective = QueueSettings.from_json(str(declared[0])).overlay(merged)
+                merged = {**({} if params.reset else overrides), **changes}
+                settings = QueueSettings.from_json(str(declared[0]))
+                before, effective = settings.overlay(overrides), settings.overlay(merged)
                 text = json.dumps(merged, sort_keys=True) if merged else None
                 tx.exec("queue_override", {"name": params.name, "overrides": text,
                                            "now": tx.now})
                 tx.exec("queue_apply", _columns(params.name, effective))
                 _follow(tx, params.name, effective, effective.ordering != before.ordering)
-                paused = bool(ops[1]) if ops is not None else False
                 return QueueRecord(params.name, str(declared[0]), text, paused)
 
         record = self.dialect.work(configure, durable=True)
@@ -203,6 +199,15 @@ class OperatorStore(Store):
 def _no_queue(name: str) -> QueueNotFound:
     return QueueNotFound(f"no queue named {name!r} (never declared, or deleted); declare "
                          "it with broker.queue()")
+
+
+def _overrides_locked(tx: Tx, name: str) -> tuple[dict[str, Any], bool]:
+    """Queue ``name``'s operator overrides and whether it is paused, read once its
+    settings are locked: a declaration and an operator's change of one queue take turns,
+    so neither computes the effective settings from overrides the other is changing."""
+    tx.also("queue_lock", {"name": name})
+    ops = tx.one("queue_ops_get", {"name": name})
+    return ({}, False) if ops is None else (parse_overrides(ops[0]), bool(ops[1]))
 
 
 def _columns(name: str, effective: QueueSettings) -> dict[str, Any]:

@@ -139,6 +139,27 @@
     };
   }
 
+  // Starts the levels charts of a page that holds the element ``id`` (none: nothing to
+  // do). ``setup(node, chart)`` gets that element and the page's levels() and returns how
+  // the page runs them: ``query``, what narrows the history's /api/levels; ``load(doc)``,
+  // which takes that history in; ``live()``, which adds the first live point and arranges
+  // the next ones. A history that fails to load is toasted and the live points start
+  // anyway; then the body's data-charts says "ready".
+  function start(id, setup) {
+    const node = document.getElementById(id);
+    if (!node) return;
+    const page = setup(node, levels());
+    (async function () {
+      try {
+        page.load(await window.hailq.api("GET", "/api/levels?seconds=" + WINDOW + page.query));
+      } catch (error) {
+        window.hailq.toast("chart history not loaded: " + error.message, true);
+      }
+      page.live();
+      document.body.dataset.charts = "ready";
+    })();
+  }
+
   window.hailq.charts = { WINDOW: WINDOW, history: history, add: add, load: load, draw: draw,
-                          sparkline: sparkline, rater: rater, levels: levels };
+                          sparkline: sparkline, rater: rater, levels: levels, start: start };
 })();

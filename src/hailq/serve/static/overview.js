@@ -5,12 +5,9 @@
 // named "constructor" or "toString", which a plain object already "has".
 "use strict";
 
-(function () {
-  const initial = document.getElementById("overview-data");
-  if (!initial) return;
+window.hailq.charts.start("overview-data", function (initial, chart) {
   const hailq = window.hailq;
   const charts = hailq.charts;
-  const chart = charts.levels();
   const perQueue = new Map(); // queue name -> its ready history, for the sparklines
 
   function queueHistory(name) {
@@ -146,18 +143,14 @@
     if (update(doc)) window.location.reload(); // a queue came or went
   }
 
-  async function start() {
-    const first = JSON.parse(initial.textContent);
-    try {
-      load(await hailq.api("GET", "/api/levels?seconds=" + charts.WINDOW));
-    } catch (error) {
-      hailq.toast("chart history not loaded: " + error.message, true);
-    }
-    record(first);
-    update(first);
-    document.body.dataset.charts = "ready";
-    hailq.every(poll);
-  }
-
-  start();
-})();
+  return {
+    query: "",
+    load: load,
+    live: function () {
+      const first = JSON.parse(initial.textContent);
+      record(first);
+      update(first);
+      hailq.every(poll);
+    },
+  };
+});

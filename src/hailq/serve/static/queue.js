@@ -3,13 +3,8 @@
 // page's parts (the counts the server rendered in #live-tiles).
 "use strict";
 
-(function () {
-  const box = document.getElementById("queue-charts");
-  if (!box) return;
-  const hailq = window.hailq;
-  const charts = hailq.charts;
-  const chart = charts.levels();
-  const ackedRate = charts.rater();
+window.hailq.charts.start("queue-charts", function (box, chart) {
+  const ackedRate = window.hailq.charts.rater();
 
   function last(name) {
     const values = chart.history[name];
@@ -28,18 +23,12 @@
     chart.draw();
   }
 
-  async function start() {
-    try {
-      const doc = await hailq.api("GET", "/api/levels?seconds=" + charts.WINDOW + "&queue="
-                                  + encodeURIComponent(box.dataset.queue));
-      chart.load(doc.totals);
-    } catch (error) {
-      hailq.toast("chart history not loaded: " + error.message, true);
-    }
-    point();
-    document.body.dataset.charts = "ready";
-    document.addEventListener("hailq:refreshed", point);
-  }
-
-  start();
-})();
+  return {
+    query: "&queue=" + encodeURIComponent(box.dataset.queue),
+    load: function (doc) { chart.load(doc.totals); },
+    live: function () {
+      point();
+      document.addEventListener("hailq:refreshed", point);
+    },
+  };
+});
