@@ -146,7 +146,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp or hasattr(config, "workerinput"):
         return
     root = Path(os.environ.get("HAILQ_TEST_TMP", "/dev/shm"))
-    if root.is_dir() and os.access(root, os.W_OK):
+    # (a container's /dev/shm is often 64 MB: the suite's files need a few GB at most)
+    if root.is_dir() and os.access(root, os.W_OK) and shutil.disk_usage(root).free > 4 << 30:
         _ram_temp.append(Path(tempfile.mkdtemp(prefix="hailq-test-", dir=root)))
         config.option.basetemp = str(_ram_temp[0])
 
