@@ -23,7 +23,8 @@ def settle(raw: RawDatabase, broker: hailq.Broker, queue: str, handled: int) -> 
     """``handled`` runs of 1 s measured, and the queue made two hours ago with nothing
     sent since its counters were sampled: no arrival rate, only the backlog."""
     broker.backend.figures_record(FiguresRecordParams(
-        rates=[RateAdd(queue, 5, handled, handled, 0, 0, float(handled))], sampled=[]))
+        rates=[RateAdd(queue=queue, priority=5, started=handled, acked=handled,
+                       handler_total=float(handled))], sampled=[]))
     table = raw.table("hailq_queues" if raw.is_sqlite else "queues")
     raw.execute(f"UPDATE {table} SET created_at = created_at - 7200 WHERE name = ?", (queue,))
     sends = raw.table("hailq_sends" if raw.is_sqlite else "sends")  # sent two hours ago

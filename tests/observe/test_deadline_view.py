@@ -56,7 +56,8 @@ def backlog(broker: hailq.Broker, view: View, name: str, order: str) -> hailq.Qu
     q = broker.queue(name, slo=SLO, order=order)
     q.send_many([hailq.Envelope(n, priority=5) for n in range(100)])
     broker.backend.figures_record(FiguresRecordParams(
-        rates=[RateAdd(name, 5, 20, 20, 0, 0, 20.0)], sampled=[]))
+        rates=[RateAdd(queue=name, priority=5, started=20, acked=20, handler_total=20.0)],
+        sampled=[]))
     view.execute("UPDATE {schema}.queues SET created_at = created_at - 7200 WHERE name = %s",
                  name)
     view.execute("UPDATE {schema}.sends SET slot = slot - 720 WHERE queue = %s", name)

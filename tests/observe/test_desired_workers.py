@@ -74,13 +74,19 @@ def test_rule_24_a_measured_saturation_point_caps_what_the_backlog_asks() -> Non
                                   workers=4, ceiling=4)) == 4
 
 
+def claims(priority: int, handled: int, seconds: float, failed: int = 0) -> RateAdd:
+    """A flush of the queue "claims": ``handled`` claims, ``failed`` of them failed."""
+    return RateAdd(queue="claims", priority=priority, started=handled,
+                   acked=handled - failed, failed=failed, handler_total=seconds)
+
+
 SCENARIOS = [
     {},  # nothing measured
-    {"rates": [RateAdd("claims", 9, 50, 48, 2, 0, 25.0)]},
-    {"rates": [RateAdd("claims", 0, 10, 10, 0, 0, 30.0)], "workers": 2},
-    {"rates": [RateAdd("claims", 0, 40, 40, 0, 0, 40.0)], "rate": "2/s"},
-    {"rates": [RateAdd("claims", 0, 40, 40, 0, 0, 40.0)], "ceilings": [2, 1]},
-    {"rates": [RateAdd("claims", 0, 40, 40, 0, 0, 40.0)], "ceilings": [2, None]},
+    {"rates": [claims(9, 50, 25.0, failed=2)]},
+    {"rates": [claims(0, 10, 30.0)], "workers": 2},
+    {"rates": [claims(0, 40, 40.0)], "rate": "2/s"},
+    {"rates": [claims(0, 40, 40.0)], "ceilings": [2, 1]},
+    {"rates": [claims(0, 40, 40.0)], "ceilings": [2, None]},
 ]
 
 

@@ -23,7 +23,8 @@ def settle(raw: RawDatabase, broker: hailq.Broker, queue: str) -> None:
     """20 handler runs of 1 s measured; the queue made two hours ago and its backlog sent
     then: no arrival rate, only the backlog (as tests/conformance/test_rules_deadline_pool)."""
     broker.backend.figures_record(FiguresRecordParams(
-        rates=[RateAdd(queue, 5, 20, 20, 0, 0, 20.0)], sampled=[]))
+        rates=[RateAdd(queue=queue, priority=5, started=20, acked=20, handler_total=20.0)],
+        sampled=[]))
     table = raw.table("hailq_queues" if raw.is_sqlite else "queues")
     raw.execute(f"UPDATE {table} SET created_at = created_at - 7200 WHERE name = ?", (queue,))
     sends = raw.table("hailq_sends" if raw.is_sqlite else "sends")

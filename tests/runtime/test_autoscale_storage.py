@@ -76,12 +76,14 @@ def test_rule_33_a_rate_limit_caps_desired_workers_on_both_backends(broker: hail
     jobs.send_many(list(range(5000)))
     # 20 handler runs of 0.5 s each: the limit keeps 10/s x 0.5 s = 5 slots busy.
     broker.backend.figures_record(FiguresRecordParams(
-        rates=[RateAdd("jobs", 0, 20, 20, 0, 0, 10.0)], sampled=["jobs"]))
+        rates=[RateAdd(queue="jobs", priority=0, started=20, acked=20, handler_total=10.0)],
+        sampled=["jobs"]))
     assert jobs.figures().desired_workers == 5
     unlimited = broker.queue("free")
     unlimited.send_many(list(range(5000)))
     broker.backend.figures_record(FiguresRecordParams(
-        rates=[RateAdd("free", 0, 20, 20, 0, 0, 10.0)], sampled=["free"]))
+        rates=[RateAdd(queue="free", priority=0, started=20, acked=20, handler_total=10.0)],
+        sampled=["free"]))
     assert unlimited.figures().desired_workers > 5
 
 

@@ -5,15 +5,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hailq.backends.base import AutoscaleListParams
+from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
 from hailq.models import AutoscalerInfo
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
-
 
 
 class AutoscaleStore(Store):

@@ -43,6 +43,18 @@ class ScheduleSaveParams(ScheduleDefinition):
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleRow(ScheduleDefinition):
+    """A stored schedule as the database returned it."""
+
+    paused: bool
+    created_at: float
+    declared_at: float
+    last_slot: float
+    fired_at: float | None
+    fired: int
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleFireParams:
     name: str
     seen: float  # last_slot as the scheduler read it
@@ -67,18 +79,6 @@ class SchedulePauseParams:
 @dataclass(frozen=True, slots=True)
 class ScheduleDeleteParams:
     name: str
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleRow(ScheduleDefinition):
-    """A stored schedule as the database returned it."""
-
-    paused: bool
-    created_at: float
-    declared_at: float
-    last_slot: float
-    fired_at: float | None
-    fired: int
 
 
 class ScheduleBackend(Protocol):

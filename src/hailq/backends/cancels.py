@@ -20,15 +20,12 @@ decision, not a failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hailq.backends.base import CancelledParams, CancelOutcome, MessageRef
+from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
 from hailq.errors import MessageNotFound
-
-if TYPE_CHECKING:
-
-    from hailq.backends.dialect import Tx
 
 
 class CancelStore(Store):

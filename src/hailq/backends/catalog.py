@@ -5,7 +5,6 @@ subscriptions and the worker registry (rules 19, 23). A mixin of ``SqlBackend`` 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from hailq.backends.base import (
     QueueRef,
@@ -13,13 +12,11 @@ from hailq.backends.base import (
     TopicRef,
     WorkerPruneParams,
 )
+from hailq.backends.dialect import Tx
 from hailq.backends.operators import _columns, _follow, _overrides_locked
 from hailq.backends.store import Store
 from hailq.models import RunningMessage, Subscription, WorkerInfo
 from hailq.settings import QueueSettings
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
 
 
 class CatalogStore(Store):

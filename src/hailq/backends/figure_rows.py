@@ -5,7 +5,7 @@ writes once a second (``figures_record``) and what reads return (``figures_read`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal, NamedTuple
 
 from hailq.models import QueueStats
@@ -23,23 +23,37 @@ class BucketAdd(NamedTuple):
     total: float
 
 
-class RateAdd(NamedTuple):
-    """What one process saw of a queue's priority since its last flush (rules 25, 26, 36):
-    ``started`` claims (``redelivered`` of them on attempt 2 or later, ``breaches`` of them
-    waited past the priority's target), ``acked`` and ``failed`` ends of handling with
-    their ``handler_total`` seconds, ``inbox`` handler runs that used an inbox or an ack
-    transaction."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateCounts:
+    """A queue's priority's counters over some span, as written (``RateAdd``) and as
+    stored per slot (``RateSlot``): ``started`` claims (``redelivered`` of them on attempt
+    2 or later, ``breaches`` of them waited past the priority's target), ``acked`` and
+    ``failed`` ends of handling with their ``handler_total`` seconds, ``inbox`` handler
+    runs that used an inbox or an ack transaction, ``late_acks`` acks that came after
+    their lease ended (rule 26). Keyword-only, each 0 unless given: eight counters in a
+    row read best named."""
 
-    queue: str
     priority: int
-    started: int
-    acked: int
-    failed: int
-    breaches: int
-    handler_total: float
+    started: int = 0
+    acked: int = 0
+    failed: int = 0
+    breaches: int = 0
+    handler_total: float = 0.0
     redelivered: int = 0
     inbox: int = 0
-    late_acks: int = 0  # acks that came after their lease ended (rule 26)
+    late_acks: int = 0
+
+    def counters(self) -> list[float]:
+        """The counters in field order (``priority`` is not one)."""
+        return [getattr(self, f.name) for f in fields(RateCounts)[1:]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateAdd(RateCounts):
+    """What one process saw of ``queue``'s priority since its last flush (rules 25, 26,
+    36); the database adds it to the current slot."""
+
+    queue: str
 
 
 class SketchAdd(NamedTuple):
@@ -77,24 +91,12 @@ class FiguresRecordParams:
     ranges: Sequence[RangeAdd] = ()
 
 
-class RateSlot(NamedTuple):
-    """One stored 10-second slot of a queue's priority (``figures_window``). ``slot``: the
-    slot's start in seconds on the broker's clock (a multiple of 10). ``started``: claims;
-    ``acked``/``failed``: handler runs ended so; ``breaches``: claims that waited past the
-    priority's target; ``handler_total``: seconds of the runs ended; ``redelivered``:
-    claims on attempt 2 or later; ``inbox``: handler runs that used an inbox or an ack
-    transaction."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateSlot(RateCounts):
+    """One stored 10-second slot of a queue's priority (``figures_window``): ``slot`` is
+    its start in seconds on the broker's clock (a multiple of 10)."""
 
     slot: float
-    priority: int
-    started: int
-    acked: int
-    failed: int
-    breaches: int
-    handler_total: float
-    redelivered: int
-    inbox: int
-    late_acks: int = 0  # acks that came after their lease ended
 
 
 class SketchRow(NamedTuple):

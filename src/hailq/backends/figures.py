@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import Any
 
 from hailq.backends import rows
+from hailq.backends.dialect import Tx
 from hailq.backends.figure_rows import (
     FigureRows,
     FiguresReadParams,
@@ -28,9 +30,6 @@ from hailq.backends.figure_rows import (
 from hailq.backends.operators import _no_queue
 from hailq.backends.store import Store
 from hailq.policy.scaling import READY_READ
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
 
 
 def _json_rows(rows: Iterable[dict[str, Any]]) -> str:
@@ -46,8 +45,10 @@ RATE_WINDOWS = (60.0, 300.0, 3600.0)  # the rates' windows
 def rate_slot(row: Any) -> RateSlot:
     """A stored rate row (slot number first) as the seam returns it."""
     slot, p, started, acked, failed, breaches, handler, redelivered, inbox, late = row
-    return RateSlot(int(slot) * SLOT, int(p), int(started), int(acked), int(failed),
-                    int(breaches), float(handler), int(redelivered), int(inbox), int(late))
+    return RateSlot(slot=int(slot) * SLOT, priority=int(p), started=int(started),
+                    acked=int(acked), failed=int(failed), breaches=int(breaches),
+                    handler_total=float(handler), redelivered=int(redelivered),
+                    inbox=int(inbox), late_acks=int(late))
 
 
 class FiguresStore(Store):
@@ -65,8 +66,8 @@ class FiguresStore(Store):
                         {**b._asdict(), "le": None if math.isinf(b.le) else b.le}
                         for b in sorted(params.buckets)), "now": now})
                 if params.rates:
-                    tx.exec("figures_rate_add", {"rows": _json_rows(
-                        r._asdict() for r in sorted(params.rates)), "now": now})
+                    tx.exec("figures_rate_add", {"rows": _json_rows(asdict(r) for r in sorted(
+                        params.rates, key=lambda r: (r.queue, r.priority))), "now": now})
                     acked: dict[str, int] = {}
                     for r in params.rates:
                         acked[r.queue] = acked.get(r.queue, 0) + r.acked

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hailq.backends.base_parts import SLOT, LevelRow, LevelsReadParams, LevelsRecordParams
+from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
 
 
 class LevelsStore(Store):

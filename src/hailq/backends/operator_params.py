@@ -23,10 +23,9 @@ class TopicRef:
 
 
 @dataclass(frozen=True, slots=True)
-class MessageRef:
+class MessageRef(QueueRef):
     """One message, by its queue and id."""
 
-    queue: str
     id: str
 
 

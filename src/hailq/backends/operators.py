@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hailq.backends import rates, rows
 from hailq.backends.base import (
@@ -22,13 +22,11 @@ from hailq.backends.base import (
     RedriveParams,
     SubscriptionDeleteParams,
 )
+from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
 from hailq.errors import QueueNotEmpty, QueueNotFound, TopicHasSubscriptions, TopicNotFound
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueRecord
 from hailq.settings import QueueSettings, parse_overrides
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
 
 
 class OperatorStore(Store):

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hailq.backends.base_parts import DeadCountParams, OverviewParams, QueueGlanceRows
+from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
 from hailq.models import QueueRecord, QueueStats
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
 
 
 class OverviewStore(Store):

@@ -11,7 +11,7 @@ scheduler that dies before its commit leaves the slot to the next one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hailq.backends.base_parts import (
     ScheduleDeclareParams,
@@ -21,10 +21,8 @@ from hailq.backends.base_parts import (
     ScheduleRow,
     ScheduleSaveParams,
 )
+from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
 
 
 class ScheduleStore(Store):

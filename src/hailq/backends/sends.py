@@ -8,15 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import nullcontext
 from functools import cache
-from typing import TYPE_CHECKING
 
 from hailq import joined
 from hailq.backends.base import NewMessage, PublishParams, SendParams
+from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
 from hailq.errors import MessageTooLarge, OutcomeUnknown, TopicNotFound
-
-if TYPE_CHECKING:
-    from hailq.backends.dialect import Tx
 
 # What a send whose outcome a broken or dropped connection left unknown tells its caller
 # (rule 31): a rerun under the same dedup_id finds the first try's record (rule 4).

@@ -104,6 +104,13 @@ class QueueFigures:
     concurrency: int  # their handler slots per process (the mean, at least 1)
     handler_time: float | None  # mean seconds per message lately
     desired_workers: int
+    # Deadline order (rule 41): why no pool meets every target (then ``desired_workers``
+    # is the largest useful pool); None where one does, or in priority order.
+    desired_workers_reason: str | None = None
+    # Deadline order: the smallest pool that meets every target (else the largest useful
+    # one) before any saturation point caps it: ``hailq autoscale``'s target, which it
+    # caps with its own point (one it may probe above). None in priority order.
+    deadline_pool: int | None = None
     wait: dict[int, Histogram] = field(default_factory=dict)
     handler: dict[int, Histogram] = field(default_factory=dict)
     autoscalers: list[AutoscalerInfo] = field(default_factory=list)  # each one's last
@@ -116,13 +123,6 @@ class QueueFigures:
     handler_max: float | None = None
     handler_p99_1h: float | None = None
     handler_max_1h: float | None = None
-    # Deadline order (rule 41): why no pool meets every target (then ``desired_workers``
-    # is the largest useful pool); None where one does, or in priority order.
-    desired_workers_reason: str | None = None
-    # Deadline order: the smallest pool that meets every target (else the largest useful
-    # one) before any saturation point caps it: ``hailq autoscale``'s target, which it
-    # caps with its own point (one it may probe above). None in priority order.
-    deadline_pool: int | None = None
 
     def record(self) -> dict[str, Any]:
         """As JSON: the stats' fields, then the figures; per priority a list of objects."""

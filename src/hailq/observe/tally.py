@@ -291,7 +291,7 @@ def params(tallies: Mapping[tuple[str, int], Tally], sampled: list[str],
         for b in unwritten.buckets:
             _add(buckets, (b.queue, b.kind, b.priority, b.le), [b.n, b.total])
         for r in unwritten.rates:
-            _add(rates, (r.queue, r.priority), list(r[2:]))
+            _add(rates, (r.queue, r.priority), r.counters())
         for k in unwritten.sketches:
             key = (k.queue, k.kind, k.priority, k.bucket)
             sketches[key] = sketches.get(key, 0) + k.n
@@ -317,7 +317,9 @@ def params(tallies: Mapping[tuple[str, int], Tally], sampled: list[str],
     return FiguresRecordParams(
         buckets=[BucketAdd(q, k, p, le, int(n), t)  # type: ignore[arg-type]
                  for (q, k, p, le), (n, t) in buckets.items()],
-        rates=[RateAdd(q, p, int(s), int(a), int(f), int(b), h, int(r), int(i), int(la))
+        rates=[RateAdd(queue=q, priority=p, started=int(s), acked=int(a), failed=int(f),
+                       breaches=int(b), handler_total=h, redelivered=int(r), inbox=int(i),
+                       late_acks=int(la))
                for (q, p), (s, a, f, b, h, r, i, la) in rates.items()],
         sampled=sampled,
         sketches=[SketchAdd(q, k, p, index, n)
