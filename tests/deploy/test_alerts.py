@@ -33,6 +33,7 @@ from hailq.internal import ops
 from hailq.models import AutoscalerInfo
 from hailq.observe.prometheus import collect_figures, exposition
 from ports import free_port
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "hailq-alerts.yaml"
@@ -209,24 +210,23 @@ def served(sqlite_url: str, tmp_path: Path) -> Iterator[set[str]]:
          "--metrics-port", f"127.0.0.1:{port}"], env=env, cwd=tmp_path,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        worker_text = ""
-        while time.monotonic() < deadline:
+        def handled() -> str:
+            """The worker's exposition once it handled every claim, else ""."""
             stats = claims.stats()
             figures = scrape(exposition(collect_figures(broker)).decode())
             started = figures.get(("hailq_wait_seconds_count",
                                    (("priority", "0"), ("queue", "claims"))), 0)
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                    worker_text = r.read().decode()
+                    text = r.read().decode()
             except OSError:
-                worker_text = ""
-            if stats.acked == 20 and stats.dead == 1 and started >= 11 and \
-                    "hailq_worker_handler_seconds_count" in worker_text:
-                break
-            time.sleep(0.3)
-        else:
+                return ""
+            done = stats.acked == 20 and stats.dead == 1 and started >= 11
+            return text if done and "hailq_worker_handler_seconds_count" in text else ""
+
+        if not wait_until(lambda: handled() != "", 60, step=0.1):
             pytest.fail(f"the worker did not handle the claims: {claims.stats()}")
+        worker_text = handled()
         result = subprocess.run([sys.executable, "-m", "hailq.cli.main", "metrics"], env=env,
                                 capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert result.returncode == 0, result.stderr

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 
 import hailq
 from ports import free_port
+from waiting import wait_for
 
 from .samples import blocks
 
@@ -49,15 +49,16 @@ def api(url: str, tmp_path: Path) -> Iterator[str]:
                                str(port), "--url", url], env=env, stdout=log, stderr=log,
                               stdin=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
+
+    def answers() -> bool:
         try:
             with urllib.request.urlopen(base + "/healthz", timeout=5):
-                break
+                return True
         except OSError:
             assert server.poll() is None, (tmp_path / "serve.log").read_text()
-            assert time.monotonic() < deadline, "hailq serve never answered /healthz"
-            time.sleep(0.1)
+            return False
+
+    wait_for(answers, timeout=60, what="hailq serve to answer /healthz")
     yield base
     server.terminate()
     server.wait(30)

@@ -11,7 +11,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 import hailq
 from needs import unavailable
+from waiting import wait_for
 
 from .conftest import free_port
 
@@ -37,16 +37,16 @@ class Serve:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
 
     def wait_ready(self, scheme: str = "http") -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        def answers() -> bool:
             if self.process.poll() is not None:
                 raise AssertionError(f"hailq serve ended: {self.finish()}")
             try:
                 httpx.get(f"{scheme}://127.0.0.1:{self.port}/healthz", verify=False, timeout=5)
-                return
             except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError("hailq serve did not answer within 60 s")
+                return False
+            return True
+
+        wait_for(answers, timeout=60, what="hailq serve to answer")
 
     def finish(self) -> tuple[str, str]:
         if self.process.poll() is None:
