@@ -49,3 +49,12 @@ def wait_past(clock: Callable[[], float], moment: float, timeout: float = 10.0) 
             raise AssertionError(f"timed out after {timeout} s waiting for the clock to pass "
                                  f"{moment} ({left:.3f} s left)")
         time.sleep(min(left + 0.002, max(deadline - time.monotonic(), 0.0)))
+
+
+def clear_of_slot_end(margin: float = 2.5, slot: float = 10.0) -> None:
+    """Wait until the current figures slot (10 s) has ``margin`` seconds left, so that what
+    a test records and reads lands in one slot (broker clocks and this host's agree well
+    within a slot)."""
+    left = slot - time.time() % slot
+    if left < margin:
+        time.sleep(left + 0.1)

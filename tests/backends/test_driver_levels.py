@@ -5,8 +5,6 @@ nothing; the counts as ``queue_stats`` gives them; the levels' reads write nothi
 
 from __future__ import annotations
 
-import time
-
 from hailq.backends.base import (
     SLOT,
     AckParams,
@@ -15,14 +13,9 @@ from hailq.backends.base import (
     LevelsRecordParams,
     QueueRef,
 )
+from waiting import clear_of_slot_end
 
 from .conftest import LEASE, Store, claim, outlive, receipt, save, send, unchanged
-
-
-def clear_of_slot_end() -> None:
-    left = SLOT - time.time() % SLOT
-    if left < 2.5:
-        time.sleep(left + 0.1)
 
 
 def test_levels_count_as_stats_counts_them(backend: Backend) -> None:

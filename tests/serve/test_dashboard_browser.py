@@ -343,8 +343,7 @@ def test_charts_keep_their_history_across_a_reload(open_page: Callable[..., Any]
                                                    server: Server,
                                                    broker: hailq.Broker) -> None:
     from hailq.runtime.levels import LevelsRecorder
-
-    from .test_levels import clear_of_slot_end
+    from waiting import clear_of_slot_end
 
     q = broker.queue("orders")
     q.send_many(list(range(5)))

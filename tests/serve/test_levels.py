@@ -20,18 +20,10 @@ from hailq.backends.base import KEEP, SLOT, LevelsRecordParams
 from hailq.errors import InvalidArgument
 from hailq.runtime.levels import LevelsRecorder
 from hailq.runtime.worker import Worker
-from waiting import wait_until
+from waiting import clear_of_slot_end, wait_until
 
 from .conftest import ADMIN, CLIENT, READ, Server
 from .test_security_cli import Serve
-
-
-def clear_of_slot_end(margin: float = 2.5) -> None:
-    """Wait until the current slot has ``margin`` seconds left (broker clocks and this
-    host's agree within a slot), so what a test records lands in one slot."""
-    left = SLOT - time.time() % SLOT
-    if left < margin:
-        time.sleep(left + 0.1)
 
 
 def execute(url: str, statement: str, args: tuple[object, ...] = ()) -> None:
