@@ -58,7 +58,7 @@ def _make_dumps() -> Callable[[Any], str]:
     nested deeper than it allows first. Where the C encoder is missing or encodes
     otherwise than ``json.dumps``, ``json.dumps`` itself."""
     make = getattr(json.encoder, "c_make_encoder", None)
-    plain = functools.partial(json.dumps, **_JSON_OPTIONS)
+    plain: Callable[[Any], str] = functools.partial(json.dumps, **_JSON_OPTIONS)
     if make is None:
         return plain
     try:
