@@ -36,6 +36,7 @@ from hailq.bench.aio import LoopThread
 THREADS = 16
 COROUTINES = 100
 BODY = {"claim": 8311, "photos": 4}
+PARTS = ("sequential", "threads", "coroutines")
 
 
 def main() -> None:
@@ -43,7 +44,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4_800, help="messages per turn")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL instead of SQLite")
-    parser.add_argument("--profile", choices=("threads", "coroutines", "sequential"))
+    parser.add_argument("--profile", choices=PARTS)
+    parser.add_argument("--part", choices=PARTS, action="append", dest="parts",
+                        help="measure only this part (repeatable)")
     args = parser.parse_args()
     profiles = Profiles()
     if args.profile:
@@ -89,7 +92,8 @@ def main() -> None:
         if args.profile:
             profiles.run(work[args.profile])
         else:
-            measure(work, n, args.runs, queue, aqueue.sync)
+            measure({k: v for k, v in work.items() if k in (args.parts or PARTS)}, n,
+                    args.runs, queue, aqueue.sync)
         looping.run(abroker.close())
         looping.close()
         broker.close()

@@ -223,17 +223,22 @@ class Committer:
         return entry.future
 
     def _enqueue(self, entry: _Entry) -> None:
-        with self._lock:
-            pending = self._pending
-            pending.append(entry)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="hailq-committer",
-                                                daemon=True)
-                self._thread.start()
-            elif len(pending) == 1 or len(pending) >= len(self._in_flight):
-                # The committer waits for its first send, or for the last of those in
-                # flight (``_run``): each other submit would only wake it to wait again.
-                self._work.notify()
+        # Appended without the lock (list.append is atomic; the committer takes entries
+        # off the front and never replaces the list while it runs): a sender does not
+        # wait for a committer that holds the lock while it waits for the interpreter.
+        pending = self._pending
+        first = not pending  # (checked before: two senders may append between)
+        pending.append(entry)
+        if first or len(pending) >= len(self._in_flight) or self._thread is None:
+            # The committer waits for its first send, or for the last of those in flight
+            # (``_run``): each other send would only wake it to wait again.
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, daemon=True,
+                                                    name="hailq-committer")
+                    self._thread.start()
+                else:
+                    self._work.notify()
 
     def _run(self) -> None:
         while True:
@@ -241,8 +246,12 @@ class Committer:
                 if not self._pending:
                     self._work.wait(IDLE)
                     if not self._pending:
+                        # Gone, and then a last look: a send appended before it saw
+                        # None, with none to start a thread, and is taken here.
                         self._thread = None
-                        return
+                        if not self._pending:
+                            return
+                        self._thread = threading.current_thread()
                 # The callers of the last commit are back with their next sends a moment
                 # after it: taking at once the first one to submit would commit it alone,
                 # and the rest in the commit after, every other commit nearly empty. So
@@ -291,8 +300,9 @@ class Committer:
         self.healthy = False
         for e in group:
             e.error = exc
-        with self._lock:
-            waiting, self._pending = self._pending, []
+        with self._lock:  # in place: a sender may be appending to this very list
+            waiting = self._pending[:]
+            del self._pending[:len(waiting)]
         told = [e for e in waiting if e.live()]
         for e in told:
             e.error = StorageError(
