@@ -32,9 +32,8 @@ from pathlib import Path
 import hailq
 import hailq.aio
 from hailq.bench.aio import LoopThread
+from hailq.bench.shared import COROUTINES, THREADS, from_threads
 
-THREADS = 16
-COROUTINES = 100
 BODY = {"claim": 8311, "photos": 4}
 PARTS = ("sequential", "threads", "coroutines")
 
@@ -65,19 +64,7 @@ def main() -> None:
                 queue.send(BODY)
 
         def threads() -> None:
-            start = threading.Barrier(THREADS + 1)
-
-            def run() -> None:
-                start.wait()
-                for _ in range(n // THREADS):
-                    queue.send(BODY)
-
-            pool = [threading.Thread(target=run) for _ in range(THREADS)]
-            for t in pool:
-                t.start()
-            start.wait()
-            for t in pool:
-                t.join()
+            from_threads(lambda: queue.send(BODY), THREADS, n // THREADS)
 
         async def sending() -> None:
             for _ in range(n // COROUTINES):

@@ -21,10 +21,14 @@ A group waits for the sends in flight that have not reached it yet (the callers 
 the last commit, back with their next sends), a quarter of the last commit at most:
 taken at once, the first of them would go alone and the rest in the commit after.
 
-``submit`` returns a ``concurrent.futures.Future``: an asyncio caller awaits it with
-``asyncio.wrap_future`` without holding a thread; hailq.aio's SQLite sends do so
-(``on_loop``). hailq.aio's PostgreSQL broker, whose calls run on its event loop,
-shares commits through ``hailq/aio/committer.py``.
+What a commit costs each of its messages is the committer's to keep small: a waiting
+thread sleeps on a lock of its own (no future, no condition per send); a coroutine
+of hailq.aio's SQLite broker (``on_loop``) awaits an asyncio future of its loop, and
+all of a commit's futures of one loop are settled in one callback of that loop (not
+a wake-up of the loop per message). ``submit`` returns a
+``concurrent.futures.Future``, for callers of their own. hailq.aio's PostgreSQL
+broker, whose calls run on its event loop, shares commits through
+``hailq/aio/committer.py``.
 """
 
 from __future__ import annotations
