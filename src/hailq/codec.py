@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import json.encoder
 import json.scanner
 import math
 from collections.abc import Callable
@@ -28,8 +30,7 @@ def encode_body(body: Body, max_size: int) -> tuple[bytes, int]:
     else:
         _check_json(body, 0)
         try:
-            data = json.dumps(body, ensure_ascii=False, allow_nan=False,
-                              separators=(",", ":")).encode("utf-8")
+            data = _dumps(body).encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidArgument(f"body holds a string that is not valid Unicode: {exc}") from None
         except ValueError as exc:  # an integer past Python's digit limit for str()
@@ -40,6 +41,42 @@ def encode_body(body: Body, max_size: int) -> tuple[bytes, int]:
             f"body is {len(data)} bytes encoded; this queue allows at most {max_size} "
             "(setting max_message_size)")
     return data, kind
+
+
+_JSON_OPTIONS: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False,
+                                 "separators": (",", ":")}
+
+
+def _no_default(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")  # _check_json refused it first
+
+
+def _make_dumps() -> Callable[[Any], str]:
+    """``json.dumps`` with hailq's options, as one encoder made once: ``json.dumps`` with
+    options builds an encoder object, and its C scanner, on every call (a quarter of
+    a small send's building). No check for cycles: ``_check_json`` refused any body
+    nested deeper than it allows first. Where the C encoder is missing or encodes
+    otherwise than ``json.dumps``, ``json.dumps`` itself."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    plain: Callable[[Any], str] = functools.partial(json.dumps, **_JSON_OPTIONS)
+    if make is None:
+        return plain
+    try:
+        encoder = make(None, _no_default, json.encoder.encode_basestring, None, ":", ",",
+                       False, False, False)
+        sample = {"a": [1, -2.5, 1e300, "é\u2028\"\\", None, True, False], "b": {}, "c": []}
+        if "".join(encoder(sample, 0)) != plain(sample):
+            return plain
+    except (TypeError, ValueError):  # another signature: the public way
+        return plain
+
+    def dumps(body: Any) -> str:
+        return "".join(encoder(body, 0))
+
+    return dumps
+
+
+_dumps = _make_dumps()
 
 
 _decoder = json.JSONDecoder()
@@ -69,25 +106,36 @@ def decode_body(data: bytes, kind: int) -> Body:
 def _check_json(value: object, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise InvalidArgument(f"body is nested deeper than {_MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool | int | str):
-        if isinstance(value, str):
-            _check_text(value, "body string")
+    kind = type(value)
+    if kind is str:  # the common kinds first, by their exact type
+        _check_text(value, "body string")  # type: ignore[arg-type]
         return
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise InvalidArgument("body holds NaN or infinity, which JSON cannot carry")
-        return
-    if isinstance(value, list):
-        for item in value:
-            _check_json(item, depth + 1)
+    if value is None or kind is int or kind is bool:
         return
     if isinstance(value, dict):
+        last = depth == _MAX_DEPTH  # its items are one level too deep
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidArgument(
                     f"body object keys must be strings, got {type(key).__name__} key {key!r}")
             _check_text(key, "body key")
+            kind = type(item)
+            if (kind is int or item is None or kind is bool) and not last:
+                continue  # (a call saved per plain item)
             _check_json(item, depth + 1)
+        return
+    if isinstance(value, list):
+        for item in value:
+            _check_json(item, depth + 1)
+        return
+    if isinstance(value, str):
+        _check_text(value, "body string")
+        return
+    if isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise InvalidArgument("body holds NaN or infinity, which JSON cannot carry")
         return
     raise InvalidArgument(
         f"body must be a JSON value (None, bool, int, float, str, list, dict with str keys) "

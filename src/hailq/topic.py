@@ -167,8 +167,8 @@ class Topic:
             for n, (e, message) in enumerate(zip(envelopes, checked, strict=True)):
                 for s in subs:
                     if s.matches(dict(e.headers or {})):
-                        built.append((n, replace(message, queue=s.queue,
-                                                 id=new_message_id())))
+                        built.append((n, message._replace(queue=s.queue,
+                                                          id=new_message_id())))
             return [m for _, m in built]
 
         def result(ids: list[str]) -> list[dict[str, str]]:

@@ -7,7 +7,6 @@ Each test calls the backend directly with the params objects the public API buil
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 from typing import Any, cast
 
 import pytest
@@ -74,7 +73,7 @@ def test_send_batch_returns_ids_in_order_and_claims_come_in_send_order(
 def test_send_batch_is_all_or_nothing(backend: Backend) -> None:
     save(backend, "q")
     good = message("q", "good")
-    broken = replace(message("q", "broken"), body_kind=cast(int, None))  # NOT NULL fails
+    broken = message("q", "broken")._replace(body_kind=cast(int, None))  # NOT NULL fails
     with pytest.raises(hailq.StorageError):
         backend.message_send(SendParams([good, broken]))
     assert backend.message_peek(PeekParams("q")) == []

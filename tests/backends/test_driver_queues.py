@@ -229,8 +229,8 @@ def test_topic_publish_inserts_every_copy_or_none(backend: Backend) -> None:
 
     def build(subscriptions: list[Subscription]) -> list[NewMessage]:
         good = message(subscriptions[0].queue, "good")
-        broken = replace(message(subscriptions[1].queue, "broken"),
-                         body_kind=cast(int, None))  # NOT NULL fails
+        broken = message(subscriptions[1].queue, "broken")._replace(
+            body_kind=cast(int, None))  # NOT NULL fails
         return [good, broken]
 
     with pytest.raises(hailq.StorageError):

@@ -38,6 +38,7 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "key_release_acked",  # their keys' release, before the delete: no RETURNING
         "keys_release_acked",
         "message_ack_pairs",  # receipts from before receipts named the row's position
+        "message_insert_rows",  # many rows in one statement; PostgreSQL's takes arrays
         "message_claim_mark",  # the second half of SQLite's claim
         "message_claim_mark_retain",  # the same, of a queue that keeps history (rule 40)
         "message_claim_mark_slots",  # the same, naming each row's worker slot (rule 40)

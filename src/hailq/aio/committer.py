@@ -18,27 +18,7 @@ from typing import Any
 
 from hailq.aio.greenlets import await_only, driven, spawn
 from hailq.backends.base import NewMessage
-from hailq.committer import Committer, _Entry, take_group
-
-
-class _Settled:
-    """An asyncio future with the face ``Committer`` uses of a concurrent one."""
-
-    __slots__ = ("future",)
-
-    def __init__(self, future: asyncio.Future[list[str]]) -> None:
-        self.future = future
-
-    def set_running_or_notify_cancel(self) -> bool:
-        return not self.future.cancelled()  # a cancelled caller's messages are not sent
-
-    def set_result(self, ids: list[str]) -> None:
-        if not self.future.done():
-            self.future.set_result(ids)
-
-    def set_exception(self, exc: BaseException) -> None:
-        if not self.future.done():
-            self.future.set_exception(exc)
+from hailq.committer import Committer, _Awaited, take_group
 
 
 class LoopCommitter(Committer):
@@ -62,7 +42,7 @@ class LoopCommitter(Committer):
                 self.healthy = True
                 return sent
             future: asyncio.Future[list[str]] = self._loop.create_future()
-            self._pending.append(_Entry(list(messages), _Settled(future)))  # type: ignore[arg-type]
+            self._pending.append(_Awaited(messages, future, None))  # settled on this loop
             if self._sender is None or self._sender.done():
                 self._sender = self._loop.create_task(self._send_groups())
             return await_only(future, self._loop)
@@ -72,8 +52,7 @@ class LoopCommitter(Committer):
     async def _send_groups(self) -> None:
         while self._pending:
             group = take_group(self._pending)
-            await spawn(self._commit, [e for e in group
-                                       if e.future.set_running_or_notify_cancel()])
+            await spawn(self._commit, [e for e in group if e.live()])
 
     def submit(self, messages: Sequence[NewMessage]) -> Any:
         """Closed on purpose: the thread committer's entry starts a committer thread and

@@ -13,7 +13,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
@@ -142,11 +142,10 @@ class ThreadDriver(Driver):
         with contextlib.suppress(ImportError):  # greenlet comes with hailq[postgres]
             from hailq.aio.greenlets import await_only, driven, spawn
 
-            def awaiting() -> Callable[[Future[list[str]]], list[str]] | None:
-                return _await_commit if driven() else None
-
-            def _await_commit(future: Future[list[str]]) -> list[str]:
-                return await_only(asyncio.wrap_future(future))
+            def awaiting() -> committer.Awaiting | None:
+                # In a greenlet of a loop's coroutine: the loop its commit is told on
+                # (all of a commit's sends of that loop in one callback), and the await.
+                return (asyncio.get_running_loop(), await_only) if driven() else None
 
             committer.on_loop = awaiting
             self._spawn = spawn

@@ -74,9 +74,9 @@ if TYPE_CHECKING:
     from hailq.joined import Place
 
 
-@dataclass(frozen=True, slots=True)
-class NewMessage:
-    """One message to insert, already validated and encoded."""
+class NewMessage(NamedTuple):
+    """One message to insert, already validated and encoded (a named tuple: built once
+    per message sent, where a frozen dataclass's construction cost three times as much)."""
 
     queue: str
     id: str

@@ -47,19 +47,7 @@ def bench_shared(url: str, runs: int, n: int) -> list[Figure]:
             queue.send(body)
 
     def threads() -> None:
-        start = threading.Barrier(THREADS + 1)
-
-        def run() -> None:
-            start.wait()
-            for _ in range(per_thread):
-                queue.send(body)
-
-        pool = [threading.Thread(target=run) for _ in range(THREADS)]
-        for t in pool:
-            t.start()
-        start.wait()
-        for t in pool:
-            t.join()
+        from_threads(lambda: queue.send(body), THREADS, per_thread)
 
     async def sending() -> None:
         for _ in range(per_coroutine):
@@ -104,6 +92,23 @@ def bench_shared(url: str, runs: int, n: int) -> list[Figure]:
                                   statistics.median(mine), statistics.median(turns["raw"]),
                                   mine, turns["raw"]))
     return figures
+
+
+def from_threads(send: Callable[[], object], threads: int, each: int) -> None:
+    """``send()`` ``each`` times in each of ``threads`` threads, which start together."""
+    start = threading.Barrier(threads + 1)
+
+    def run() -> None:
+        start.wait()
+        for _ in range(each):
+            send()
+
+    pool = [threading.Thread(target=run) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    start.wait()
+    for t in pool:
+        t.join()
 
 
 def render_shared(backend: str, figures: list[Figure]) -> list[str]:

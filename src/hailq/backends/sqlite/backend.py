@@ -17,7 +17,6 @@ import operator
 import os
 import sqlite3
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
@@ -42,11 +41,10 @@ from hailq.backends.sqlite.connection import (
     end,
     functions,
     outage_of,
-    send_key,
     statements,
-    targets,
     unavailable,
 )
+from hailq.backends.sqlite.inserts import insert
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import InvalidArgument, SchemaError, StorageError
 from hailq.outage import GaveWay
@@ -290,30 +288,8 @@ class SQLiteDialect(Dialect):
 
     def insert(self, tx: Tx, messages: Sequence[NewMessage], rerun: bool = False) -> int:
         # rerun: never here, SQLite has no connection to lose mid-commit
-        conn, now = tx.conn, float(tx.now or 0.0)
-        # Each queue looked up once, not once a row: in the unit of work's write
-        # transaction no other writer can change or delete it before the inserts. Its
-        # row gives the aging and targets the sort keys follow (rule 39), all queues
-        # first, so that one without a row leaves the others' counts as they were. A
-        # queue without a row: the caller says which.
-        counts = Counter(m.queue for m in messages)
-        order = {}
-        for queue in counts:
-            found = conn.execute(Q["queue_order"], {"queue": queue}).fetchone()
-            if found is None or max(len(m.body) for m in messages
-                                    if m.queue == queue) > found[2]:
-                return 0  # no queue, or a body over its limit: the caller says which
-            order[queue] = (found[0], targets(found[1]))
-        for queue, n in counts.items():
-            conn.execute(Q["count_sent"], {"queue": queue, "n": n})
-        conn.executemany(Q["count_sent_priority"], [  # rule 41's arrival rates
-            {"queue": q, "priority": p, "n": n, "now": now}
-            for (q, p), n in Counter((m.queue, m.priority) for m in messages).items()])
-        return int(conn.executemany(Q["message_insert"], [{
-            "id": m.id, "queue": m.queue, "body": m.body, "body_kind": m.body_kind,
-            "headers": m.headers, "priority": m.priority, "ordering_key": m.ordering_key,
-            "sort_key": send_key(m, now, *order[m.queue]),
-            "now": now, "delay": m.delay, "dedup_id": m.dedup_id} for m in messages]).rowcount)
+        now = float(tx.now or 0.0)
+        return insert(tx.conn, messages, now, Q, _for_rows)
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float,
               mark: Mark | None = None) -> list[ClaimedRow]:
@@ -486,10 +462,15 @@ def _one_claim(receipts: Sequence[Receipt]) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _for_rows(name: str, n: int) -> str:
-    """Statement ``name`` for ``n`` rows: ``{marks}`` becomes one ``?`` per row and
-    ``{receipts}`` one ``(?, ?, ?)`` per row (plain parameters, no JSON to parse)."""
+    """Statement ``name`` for ``n`` rows: ``{marks}`` becomes one ``?`` per row,
+    ``{receipts}`` one ``(?, ?, ?)`` per row (plain parameters, no JSON to parse) and
+    ``{rows}`` one row of eleven."""
     return Q[name].replace("{marks}", ",".join("?" * n)).replace(
-        "{receipts}", ",".join(["(?, ?, ?)"] * n)).replace("{whens}", " WHEN ? THEN ?" * n)
+        "{receipts}", ",".join(["(?, ?, ?)"] * n)).replace(
+        "{whens}", " WHEN ? THEN ?" * n).replace("{rows}", ",".join([_ROW] * n))
+
+
+_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _fetch_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Any:

@@ -128,6 +128,16 @@ VALUES (:id, :queue,
         :body, :body_kind, :headers, :priority, :ordering_key, :sort_key,
         :now, :now + :delay, :dedup_id);
 
+-- name: message_insert_rows
+-- SQLite only: message_insert for messages without an ordering key, many rows in one
+-- statement: {rows} stands for one (?, ..., ?) of eleven per message, whose state the
+-- caller works out ('scheduled' with a delay, else 'ready'). A shared commit's group
+-- in one statement cost a third less a row than message_insert run for each.
+-- PostgreSQL's message_insert takes all its rows as arrays in one statement already.
+INSERT INTO hailq_messages (id, queue, state, body, body_kind, headers, priority,
+                            sort_key, enqueued_at, available_at, dedup_id)
+VALUES {rows};
+
 -- name: count_sent
 -- SQLite only: it has no data-modifying WITH, so what PostgreSQL counts inside the
 -- statement that changed the rows is a statement of its own here. It is also the send's
