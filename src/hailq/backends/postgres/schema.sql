@@ -261,7 +261,7 @@ wait_begin returns integer
 wake returns void
 
 -- triggers
-CREATE TRIGGER history_acked AFTER DELETE ON {schema}.messages FOR EACH ROW WHEN (((old.retain > 0) AND (old.state <> 'dead'::text))) EXECUTE FUNCTION {schema}.history_acked()
+CREATE TRIGGER history_acked AFTER DELETE ON {schema}.messages REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION {schema}.history_acked()
 
 -- sequences: name type start increment cycle
 autoscale_seq_seq bigint 1 1 NO
