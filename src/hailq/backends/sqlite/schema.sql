@@ -110,7 +110,7 @@ CREATE TABLE hailq_histograms (
 ) WITHOUT ROWID;
 
 -- table hailq_history
-CREATE TABLE hailq_history (
+CREATE TABLE "hailq_history" (
     seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
     queue TEXT NOT NULL,
