@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -53,9 +54,9 @@ from hailq.bench.raw import RawSQLite  # noqa: E402
 BODY = {"claim": 8311}
 
 
-def fill(folder: str, n: int, figures: bool = True) -> hailq.Queue:
+def fill(folder: str, n: int, figures: bool = True, **settings: Any) -> hailq.Queue:
     queue = hailq.connect(f"sqlite:///{folder}/hailq.db", figures=figures).queue(
-        "bench", lease=60)
+        "bench", lease=60, **settings)
     for start in range(0, n, 1000):
         queue.send_many([BODY] * min(1000, n - start))
     return queue

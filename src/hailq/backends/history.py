@@ -3,13 +3,16 @@
 What is kept, and what it costs whom. A claim of a queue with ``retain`` writes a mark on
 each row it leases (``Mark``: keep it, with its body or not, and who runs it since
 when); claims of other queues run the statements they always ran. An ack deletes the
-row, and a row trigger whose WHEN reads the mark writes the history row in the same
-statement (every ack fast path of both dialects included); for an unmarked row the
-trigger does nothing. Dead and cancelled messages are not deleted: the core records
-them with ``history_record`` where they die (a nack, an ended last lease) and the
-cancel path where it cancels. The maintenance service prunes each retaining queue's rows
-older than its retention (its ``history`` duty, hailq/runtime/maintenance.py), one
-bounded batch per transaction (``PRUNE_BATCH``): no claim pays for it.
+row, and the history row of a marked one is written in the same statement: on SQLite by
+a row trigger whose WHEN reads the mark (every ack fast path included; for an unmarked
+row it does nothing), on PostgreSQL by the ack statement itself, an INSERT over what its
+DELETE returned (queries.sql: history_kept; over no row for unmarked ones). Dead and
+cancelled messages are not deleted: the core records them with ``history_record``
+where they die (a nack, an ended last lease) and the cancel path where it cancels
+(clearing the mark, so that a later deletion writes no "acked" row). The maintenance
+service prunes each retaining queue's rows older than its retention (its ``history``
+duty, hailq/runtime/maintenance.py), one bounded batch per transaction
+(``PRUNE_BATCH``): no claim pays for it.
 """
 
 from __future__ import annotations

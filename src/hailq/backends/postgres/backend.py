@@ -325,10 +325,10 @@ class PostgresDialect(PooledCalls, Dialect):
 
     def claim(self, tx: Tx, queue: str, n: int, lease: float,
               mark: Mark | None = None) -> list[ClaimedRow]:
-        name = "message_claim" if mark is None else "message_claim retain"  # rule 40
+        name, consumer = _marked("message_claim", mark)  # rule 40
         return _claimed_rows(tx.run(cast(_Tx, tx).limited(name, n), {
             "queue": queue, "lease": lease, "retain": mark and mark.retain,
-            "consumer": mark and list(mark.consumers)}))
+            "consumer": consumer}))
 
     def ack(self, tx: Tx, receipts: Sequence[Receipt]) -> list[Acked]:
         if len(receipts) == 1:
@@ -356,10 +356,10 @@ class PostgresDialect(PooledCalls, Dialect):
     def ack_claim(self, tx: Tx, receipts: Sequence[Receipt], queue: str, n: int,
                   lease: float, mark: Mark | None = None,
                   ) -> tuple[Outcome, list[ClaimedRow]]:
-        name = "message_ack_claim" if mark is None else "message_ack_claim retain"
+        name, consumer = _marked("message_ack_claim", mark)
         found = tx.run(cast(_Tx, tx).limited(name, n), {
             "queue": queue, "lease": lease, "retain": mark and mark.retain,
-            "consumer": mark and list(mark.consumers),
+            "consumer": consumer,
             "queues": [r.queue for r in receipts], "ids": [r.message_id for r in receipts],
             "tokens": [r.token for r in receipts], "seqs": [r.seq for r in receipts]})
         # An acked row: its queue where a claimed row has the key (see queries.sql).
@@ -446,3 +446,14 @@ def insert_args(messages: Sequence[NewMessage]) -> dict[str, Any]:
         "headers": [m.headers for m in messages], "priorities": [m.priority for m in messages],
         "keys": [m.ordering_key for m in messages], "delays": [m.delay for m in messages],
         "dedups": [m.dedup_id for m in messages]}
+
+
+def _marked(name: str, mark: Mark | None) -> tuple[str, str | list[str] | None]:
+    """A claim statement's variant for ``mark`` (rule 40) and its consumer parameter:
+    none for a queue without history, one text value for one name, an array for a
+    worker's slots."""
+    if mark is None:
+        return name, None
+    if len(mark.consumers) == 1:
+        return f"{name} retain", mark.consumers[0]
+    return f"{name} retain slots", list(mark.consumers)

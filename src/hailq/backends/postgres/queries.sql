@@ -385,6 +385,30 @@ WITH keys AS (
 SELECT pg_notify({channel}, %(queue)s)
 FROM (SELECT 1 FROM released WHERE state = 'ready' LIMIT 1) AS woken;
 
+-- part: history_gone
+-- What an ack's DELETE returns for history (rule 40, migration 17): the deleted row's
+-- columns under names of their own (h_kept: history keeps it as acked), its body only
+-- if its claim marked it to be kept with it.
+m.retain > 0 AND m.state <> 'dead' AS h_kept, m.queue AS h_queue, m.dedup_id AS h_dedup,
+m.ordering_key AS h_key, m.headers AS h_headers, m.priority AS h_priority,
+CASE WHEN m.retain = 2 THEN m.body END AS h_body, m.body_kind AS h_body_kind,
+m.attempt AS h_attempts, m.errors AS h_errors, m.consumer AS h_consumer,
+m.enqueued_at AS h_enqueued, m.claimed_at AS h_started
+
+-- part: history_kept
+-- An ack's history rows, written by the ack statement itself from what its DELETE
+-- returned (history_gone): a queue without retention inserts no row. Dead and cancelled
+-- rows are recorded by the core (history_record), which clears their mark first.
+kept AS (
+    INSERT INTO {schema}.history (id, queue, outcome, dedup_id, ordering_key, headers,
+                                  priority, body, body_kind, attempts, errors, consumer,
+                                  enqueued_at, started_at, finished_at)
+    SELECT id, h_queue, 'acked', h_dedup, h_key, h_headers, h_priority, h_body,
+           h_body_kind, h_attempts, h_errors, h_consumer, h_enqueued, h_started,
+           {schema}.epoch()
+    FROM gone WHERE h_kept
+)
+
 -- name: message_ack
 WITH gone AS (
     DELETE FROM {schema}.messages m
@@ -393,14 +417,15 @@ WITH gone AS (
     WHERE m.id = a.id AND m.token = a.token AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.queue = %(queue)s AND m.state <> 'blocked' AND {relaxed}
     RETURNING m.id, m.token, m.ordering_key,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late,
+              {history_gone}
 ), counted AS (
     -- Written only for late acks: acked itself is derived (sent - present - purged).
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT %(queue)s, pg_backend_pid() %% 16, count(*) FROM gone WHERE late
     HAVING count(*) > 0
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
-)
+), {history_kept}
 SELECT id, token, ordering_key, late FROM gone;
 
 -- part: ack_plain_steps
@@ -415,12 +440,13 @@ gone AS (
       AND (a.seq IS NULL OR m.seq = a.seq)
       AND m.ordering_key IS NULL AND m.state <> 'blocked' AND {relaxed}
     RETURNING m.queue, m.id, m.token,
-              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late,
+              {history_gone}
 ), late_counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT queue, pg_backend_pid() %% 16, count(*) FROM gone WHERE late GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + excluded.late_acks
-)
+), {history_kept}
 
 -- name: message_ack_plain
 -- PostgreSQL only: acks of messages without a key, of any queues, in one autocommit
@@ -449,18 +475,19 @@ FROM gone;
 -- With %(plain)s only a message without a key (ack_plain's one-receipt form: scalar
 -- parameters plan as a direct probe, where the array form's generic plan did not).
 WITH gone AS (
-    DELETE FROM {schema}.messages
-    WHERE id = %(id)s AND token = %(token)s AND queue = %(queue)s AND state <> 'blocked'
-      AND {relaxed}
-      AND (%(seq)s::bigint IS NULL OR seq = %(seq)s::bigint)
-      AND (NOT %(plain)s OR ordering_key IS NULL)
-    RETURNING id, token, ordering_key,
-              (state <> 'leased' OR lease_until < {schema}.epoch()) AS late
+    DELETE FROM {schema}.messages m
+    WHERE m.id = %(id)s AND m.token = %(token)s AND m.queue = %(queue)s
+      AND m.state <> 'blocked' AND {relaxed}
+      AND (%(seq)s::bigint IS NULL OR m.seq = %(seq)s::bigint)
+      AND (NOT %(plain)s OR m.ordering_key IS NULL)
+    RETURNING m.id, m.token, m.ordering_key,
+              (m.state <> 'leased' OR m.lease_until < {schema}.epoch()) AS late,
+              {history_gone}
 ), counted AS (
     INSERT INTO {schema}.counters AS c (queue, shard, late_acks)
     SELECT %(queue)s, pg_backend_pid() %% 16, 1 FROM gone WHERE late
     ON CONFLICT (queue, shard) DO UPDATE SET late_acks = c.late_acks + 1
-)
+), {history_kept}
 SELECT id, token, ordering_key, late FROM gone;
 
 -- name: messages_present
@@ -1245,8 +1272,8 @@ SELECT count(*) FROM pg_class WHERE oid = to_regclass('{schema}.instance');
 -- name: instance_id
 SELECT id FROM {schema}.instance;
 
--- History of finished messages (rule 40, migration 13). Acks write theirs in a trigger;
--- these statements record dead and cancelled messages, search and prune.
+-- History of finished messages (rule 40, migration 13). Acks write theirs themselves
+-- (history_kept); these statements record dead and cancelled messages, search and prune.
 
 -- name: history_record
 -- One message that died or was cancelled, as history keeps it: if it was claimed while

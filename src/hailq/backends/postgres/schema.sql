@@ -255,13 +255,11 @@ CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (id)
 -- functions
 backoff returns double precision
 epoch returns double precision
-history_acked returns trigger
 sort_key returns double precision
 wait_begin returns integer
 wake returns void
 
 -- triggers
-CREATE TRIGGER history_acked AFTER DELETE ON {schema}.messages FOR EACH ROW WHEN (((old.retain > 0) AND (old.state <> 'dead'::text))) EXECUTE FUNCTION {schema}.history_acked()
 
 -- sequences: name type start increment cycle
 autoscale_seq_seq bigint 1 1 NO

@@ -110,11 +110,12 @@ CREATE TABLE hailq_histograms (
 ) WITHOUT ROWID;
 
 -- table hailq_history
-CREATE TABLE hailq_history (
+CREATE TABLE "hailq_history" (
     seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
     queue TEXT NOT NULL,
-    outcome TEXT NOT NULL CHECK (outcome IN ('acked', 'dead', 'cancelled')),
+    outcome TEXT NOT NULL
+        CHECK (outcome = 'acked' OR outcome = 'dead' OR outcome = 'cancelled'),
     dedup_id TEXT,
     ordering_key TEXT,
     headers TEXT,
