@@ -19,6 +19,10 @@ from .conftest import Figure
 from .ledger import EffectStore, Ledger, check_queue, sqlite_integrity
 from .workers import crash_storm, fleet, send_numbered
 
+# A long scenario with servers of its own: CI runs it after make test (.ci/run's fault
+# stage), make test-faults always.
+pytestmark = pytest.mark.slow
+
 LEASE = 2.0
 MAX_ATTEMPTS = 10
 

@@ -37,6 +37,10 @@ import hailq
 from .conftest import Figure
 from .pgserver import PgServer
 
+# A long scenario with servers of its own: CI runs it after make test (.ci/run's fault
+# stage), make test-faults always.
+pytestmark = pytest.mark.slow
+
 TIMEOUT = 3  # seconds: the URL's timeout option
 SLACK = 1.5  # seconds past it that a failing call may take to come back
 

@@ -54,6 +54,10 @@ from .pgcluster import PgCluster, server_pids, start_cluster
 from .pgserver import PgServer
 from .workers import HERE, WorkerFleet, unfinished, worker_env
 
+# A long scenario with servers of its own: CI runs it after make test (.ci/run's fault
+# stage), make test-faults always.
+pytestmark = pytest.mark.slow
+
 SLOW_POLL = 10  # seconds: the workers' fallback poll; a faster wake-up is LISTEN's
 QUEUE = "fo"
 SCHEMA = "fo"

@@ -25,6 +25,10 @@ from .ledger import EffectStore, Ledger, check_queue
 from .pgserver import PgServer
 from .workers import WorkerFleet, unfinished
 
+# A long scenario with servers of its own: CI runs it after make test (.ci/run's fault
+# stage), make test-faults always.
+pytestmark = pytest.mark.slow
+
 SLOW_POLL = 10
 
 

@@ -33,6 +33,10 @@ from .ledger import EffectStore, Ledger, check_queue
 from .pgbouncer import PgBouncer, pgbouncer
 from .workers import fleet, unfinished
 
+# A long scenario with servers of its own: CI runs it after make test (.ci/run's fault
+# stage), make test-faults always.
+pytestmark = pytest.mark.slow
+
 SLOW_POLL = 10  # seconds: a wake-up faster than this came from LISTEN/NOTIFY
 
 # How a user would write the URL for each way through PgBouncer.

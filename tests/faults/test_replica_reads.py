@@ -26,6 +26,10 @@ import hailq
 from .pgcluster import PgCluster, start_cluster
 from .pgserver import free_port
 
+# A long scenario with servers of its own: CI runs it after make test (.ci/run's fault
+# stage), make test-faults always.
+pytestmark = pytest.mark.slow
+
 HAILQ = str(Path(sys.executable).with_name("hailq"))
 TOKEN = "replica-reads-admin-token"
 
