@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -175,3 +176,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             conn.execute("VACUUM " + ", ".join(f"pg_catalog.{t}" for t in _CATALOG))
     except psycopg.Error:
         pass  # not the test server's owner: nothing to tidy
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_python_starts() -> Iterator[None]:
+    """Each test starts with Ctrl-C raising KeyboardInterrupt, as a fresh Python's does.
+
+    A process started by a test inherits an ignored SIGINT (and Python then installs no
+    KeyboardInterrupt handler in it): a test that leaves SIGINT ignored in this pytest
+    process would make a later test's Ctrl-C reach nobody."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
