@@ -4,7 +4,7 @@ Single sends one after another, through ``Committer.send`` (as ``Queue.send`` do
 and straight to the backend, in alternating turns on one broker; prints the medians
 and the median of the turns' ratios (1.0: no slower). Usage::
 
-    python scripts/lone_send.py sqlite:///tmp/lone.db 3000
+    python scripts/lone_send.py sqlite:////tmp/lone.db 3000
     python scripts/lone_send.py 'postgresql://postgres@127.0.0.1:5432/test?schema=hailq_lone' 1000
 """
 
