@@ -38,6 +38,7 @@ import os
 import threading
 import time
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -67,7 +68,7 @@ event loop, ``hailq/aio/drivers.py``) waits with: the running loop, on which its
 future is made and settled, and how the send awaits that future."""
 
 
-class _Entry:
+class _Entry(ABC):
     """One send handed to the committer: its messages, then their ids or the error that
     concerns them, which ``settle`` tells its caller."""
 
@@ -84,8 +85,9 @@ class _Entry:
         taken): False for a caller that cancelled."""
         return True
 
+    @abstractmethod
     def settle(self) -> None:
-        raise NotImplementedError
+        """Tell the caller its ids or its error: each kind of caller is told its own way."""
 
 
 class _Blocked(_Entry):

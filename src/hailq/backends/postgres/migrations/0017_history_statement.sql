@@ -5,6 +5,7 @@
 -- message_ack_plain and message_ack_claim) now returns the deleted rows' columns and
 -- inserts the retained ones into history in a data-modifying CTE (history_kept): one
 -- INSERT per statement, over no row for a queue without retention. Other deletions
--- (purge, a queue's deletion, a cancel) clear a row's mark first and write nothing.
+-- (a purge, a queue's deletion) write nothing; dead and cancelled messages are recorded
+-- by the core (history_record), which clears their mark first.
 DROP TRIGGER history_acked ON {schema}.messages;
 DROP FUNCTION {schema}.history_acked();
