@@ -12,6 +12,7 @@ Each thread keeps its own SQLite connection, as every thread does (rule 28). As 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import queue
 import threading
@@ -21,6 +22,7 @@ from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
 P = ParamSpec("P")
+_Job = tuple[Callable[[], Any], Any]  # the call, and the future its caller awaits
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -33,15 +35,21 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
 
 
 class LoopThreads(Executor):
-    """Up to ``size`` threads, started as calls need them, serving one event loop."""
+    """Up to ``size`` threads, started as calls need them, serving one event loop.
+
+    A call goes to the thread that became idle last: a caller's next call, made once
+    the previous one settles, finds the thread it just used, whose SQLite connection
+    has the pages that call read and wrote in its cache. Handed to any waiting thread,
+    consecutive calls went round every connection, and each re-read what the others
+    had written since it last ran."""
 
     def __init__(self, size: int, name: str, loop: asyncio.AbstractEventLoop) -> None:
         self._size, self._name, self._loop = size, name, loop
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Any] | None] = \
-            queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._idle = 0  # threads waiting for a job
-        self._counting = threading.Lock()
+        self._inboxes: list[queue.SimpleQueue[_Job | None]] = []  # one per thread
+        self._idle: list[queue.SimpleQueue[_Job | None]] = []  # the last idle at the end
+        self._backlog: collections.deque[_Job] = collections.deque()  # all threads busy
+        self._lock = threading.Lock()
         self._closed = False
 
     async def run(self, fn: Callable[[], T]) -> T:
@@ -57,25 +65,39 @@ class LoopThreads(Executor):
         return done
 
     def _put(self, fn: Callable[[], Any], answer: Any) -> None:
-        if self._closed:
-            raise RuntimeError("cannot schedule new calls after shutdown")
-        # Each job reserves an idle thread, or starts one while there are fewer than
-        # ``size``: a job never waits behind another one's thread (a held block's).
-        with self._counting:
-            start = self._idle == 0 and len(self._threads) < self._size
-            if not start and self._idle:
-                self._idle -= 1
-        self._jobs.put((fn, answer))
-        if start:
-            thread = threading.Thread(target=self._work, daemon=True,
+        job = (fn, answer)
+        # An idle thread takes the job, or a new one while there are fewer than
+        # ``size``: a job never waits behind another one's thread (a held block's)
+        # while a thread may still start.
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            if self._idle:
+                self._idle.pop().put(job)
+                return
+            if len(self._threads) >= self._size:
+                self._backlog.append(job)
+                return
+            inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+            inbox.put(job)
+            thread = threading.Thread(target=self._work, args=(inbox,), daemon=True,
                                       name=f"{self._name}_{len(self._threads)}")
             self._threads.append(thread)
-            thread.start()
+            self._inboxes.append(inbox)
+        thread.start()
 
-    def _work(self) -> None:
+    def _next(self, inbox: queue.SimpleQueue[_Job | None]) -> _Job | None:
+        """A job from the backlog, or None with this thread counted idle."""
+        with self._lock:
+            if self._backlog:
+                return self._backlog.popleft()
+            self._idle.append(inbox)
+            return None
+
+    def _work(self, inbox: queue.SimpleQueue[_Job | None]) -> None:
         call = self._loop.call_soon_threadsafe
-        counting = self._counting
-        while (job := self._jobs.get()) is not None:
+        job = inbox.get()
+        while job is not None:
             fn, answer = job
             value, error = None, None
             if not isinstance(answer, Future):
@@ -83,23 +105,31 @@ class LoopThreads(Executor):
                     value = fn()
                 except BaseException as exc:  # raised in the awaiting coroutine
                     error = exc
+                # Idle before the caller hears: its next call comes back to this thread.
+                following = self._next(inbox)
                 with contextlib.suppress(RuntimeError):  # the loop has ended: nobody waits
                     call(_settle, answer, value, error)
-            elif answer.set_running_or_notify_cancel():
-                try:
-                    answer.set_result(fn())
-                except BaseException as exc:
-                    answer.set_exception(exc)
+            else:
+                if answer.set_running_or_notify_cancel():
+                    try:
+                        value = fn()
+                    except BaseException as exc:
+                        error = exc
+                following = self._next(inbox)
+                if error is not None:
+                    answer.set_exception(error)
+                elif not answer.cancelled():
+                    answer.set_result(value)
             del value, error, fn, answer, job
-            with counting:
-                self._idle += 1
+            job = following if following is not None else inbox.get()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Let each thread end after the calls already handed to it (closing its
         connection with it); with ``wait``, until they have."""
-        self._closed = True
-        for _ in self._threads:
-            self._jobs.put(None)
+        with self._lock:
+            self._closed = True
+            for inbox in self._inboxes:
+                inbox.put(None)
         if wait:
             for thread in self._threads:
                 if thread is not threading.current_thread():
