@@ -104,8 +104,13 @@ class RuntimeOps:
         """Delete each retaining queue's history rows finished longer ago than its
         retention (rule 40): batches of one short transaction each, at most ``rounds``
         per queue (what is left waits for the next turn); how many rows went."""
-        from hailq.backends.history import PRUNE_BATCH, HistoryPruneParams
+        from hailq.backends.history import PRUNE_BATCH, HistoryPruneParams, HistorySettleParams
 
+        # What acks wrote unindexed goes in first (SQLite): pruned where it is kept.
+        settle = HistorySettleParams()
+        for _ in range(rounds * 10):
+            if self.broker.backend.history_settle(settle) < settle.batch:
+                break
         total = 0
         for queue in self.broker.queues():
             if queue.settings.retain is None:

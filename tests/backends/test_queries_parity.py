@@ -44,6 +44,9 @@ DIALECT_ONLY: dict[str, frozenset[str]] = {
         "message_claim_mark_slots",  # the same, naming each row's worker slot (rule 40)
         "fence_take",  # its fencing tokens; PostgreSQL's claim draws them from a sequence
         "queue_order",  # a send's aging and targets; PostgreSQL's insert joins the row
+        "history_fresh_top",  # retained acks' unindexed history rows, moved in batches:
+        "history_settle",  # PostgreSQL's ack statements write history in place
+        "history_settled",
     }),
     "postgres": frozenset({
         "clock_now",  # the database's clock (rule 11); SQLite's is the process's

@@ -37,6 +37,7 @@ SYNC_ONLY = {
     "test_rule_40_without_retain_no_history_rows": "spies on the backend's statements",
     "test_rule_40_acked_and_dead_are_recorded_with": "names the consumer on the sync queue",
     "test_rule_40_prune_after_the_retention": "prunes through the backend",
+    "test_rule_40_history_is_found_before_and_after": "settles through the backend",
     "test_rule_41_sends_per_priority_are_kept": "prunes through the backend",
     "test_rule_32_a_pause_reaches_a_running_worker": "runs a worker on the broker",
     "test_rule_35_scheduler_processes": "runs schedulers on the broker",

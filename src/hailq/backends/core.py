@@ -44,7 +44,7 @@ from hailq.backends.cancels import CancelStore
 from hailq.backends.catalog import CatalogStore
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Outcome, Tx
 from hailq.backends.figures import FiguresStore
-from hailq.backends.history import HistoryStore, mark_of
+from hailq.backends.history import SETTLE_BATCH, HistoryStore, mark_of
 from hailq.backends.levels import LevelsStore
 from hailq.backends.operators import OperatorStore, _no_queue
 from hailq.backends.overview import OverviewStore
@@ -163,7 +163,9 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
             cancelled = [(r[4], r[3], r[1]) for r in ended if r[0] == "cancelled"]
             if cancelled:  # rule 40: its lease ended before its handler said it stopped
                 self._cancel_remove(tx, queue, cancelled)
-        return max(promoted, len(ended)) >= MAINTAIN_BATCH
+            # SQLite: history its acks wrote unindexed moves in (backends/history.py).
+            settled = self._history_settle(tx, SETTLE_BATCH)
+        return max(promoted, len(ended)) >= MAINTAIN_BATCH or settled >= SETTLE_BATCH
 
     def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None:
         """Free the next message of each key whose head just ended (rule 17)."""

@@ -13,6 +13,13 @@ where they die (a nack, an ended last lease) and the cancel path where it cancel
 service prunes each retaining queue's rows older than its retention (its ``history``
 duty, hailq/runtime/maintenance.py), one bounded batch per transaction
 (``PRUNE_BATCH``): no claim pays for it.
+
+SQLite's trigger writes into ``hailq_history_fresh``, a table without secondary indexes
+(migration 19): a history row written one ack at a time into the indexed table dirtied
+three b-trees in every ack's commit. ``history_settle`` moves the fresh rows into
+``hailq_history`` a bounded batch at a time: claim-time upkeep moves one batch
+(``SETTLE_BATCH``) each time it runs, the history duty all of them before it prunes, and
+searches read both tables. PostgreSQL has no such table: there it settles nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
     from hailq.backends.dialect import Tx
 
 PRUNE_BATCH = 500  # rows per prune transaction
+SETTLE_BATCH = 500  # fresh history rows claim-time upkeep moves at a time (SQLite)
 
 
 class Mark(NamedTuple):
@@ -46,6 +54,11 @@ class HistoryPruneParams:
     batch: int = PRUNE_BATCH
 
 
+@dataclass(frozen=True, slots=True)
+class HistorySettleParams:
+    batch: int = SETTLE_BATCH
+
+
 class HistoryBackend(Protocol):
     def history_search(self, query: HistoryQuery) -> list[HistoryEntry]:
         """Finished messages matching every filter of ``query``, newest first."""
@@ -53,6 +66,11 @@ class HistoryBackend(Protocol):
 
     def history_prune(self, params: HistoryPruneParams) -> int:
         """Delete one batch of a queue's history rows older than ``keep``; how many."""
+        ...
+
+    def history_settle(self, params: HistorySettleParams) -> int:
+        """Move one batch of the history rows acks wrote unindexed into the indexed
+        table (SQLite); how many (0 where the storage writes them there at once)."""
         ...
 
 
@@ -87,10 +105,27 @@ class HistoryStore(Store):
         """An operator deletes live messages (purge, delete): they were not acked."""
         tx.exec("history_forget", {"queue": queue, "id": message_id})
 
+    def _history_settle(self, tx: Tx, batch: int) -> int:
+        if not tx.has("history_fresh_top"):  # PostgreSQL: acks write history in place
+            return 0
+        top = tx.one("history_fresh_top", {"n": batch})[0]
+        if top is None:
+            return 0
+        with tx.atomic():
+            tx.exec("history_settle", {"top": top})
+            return tx.exec("history_settled", {"top": top})
+
+    def history_settle(self, params: HistorySettleParams) -> int:
+        return self.dialect.work(lambda tx: self._history_settle(tx, params.batch),
+                                 durable=False)
+
     def history_prune(self, params: HistoryPruneParams) -> int:
-        return int(self.dialect.work(lambda tx: tx.exec("history_prune", {
-            "queue": params.queue, "keep": params.keep, "n": params.batch, "now": tx.now}),
-            durable=False))
+        def prune(tx: Tx) -> int:
+            self._history_settle(tx, SETTLE_BATCH)  # what acks wrote is pruned as kept
+            return tx.exec("history_prune", {"queue": params.queue, "keep": params.keep,
+                                              "n": params.batch, "now": tx.now})
+
+        return int(self.dialect.work(prune, durable=False))
 
     def history_search(self, query: HistoryQuery) -> list[HistoryEntry]:
         args = {"queue": query.queue, "outcome": query.outcome, "id": query.id,

@@ -1161,10 +1161,18 @@ errors, consumer, enqueued_at, started_at, finished_at
                                   WHERE key = :hname AND value = :hvalue))
 
 -- part: history_search
--- A search from the index of its most selective filter, $1 (backends/history.py).
-SELECT {history_columns} FROM hailq_history
-WHERE $1 = :$2 AND {history_filters}
-ORDER BY finished_at DESC, seq DESC LIMIT :limit
+-- A search from the index of its most selective filter, $1 (backends/history.py), and
+-- through the rows acks wrote since the last settle (history_settle): those are read in
+-- full, a few hundred at most while upkeep keeps up.
+SELECT {history_columns} FROM (
+    SELECT * FROM (SELECT {history_columns}, seq, 0 AS fresh FROM hailq_history
+                   WHERE $1 = :$2 AND {history_filters}
+                   ORDER BY finished_at DESC, seq DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT {history_columns}, seq, 1 AS fresh FROM hailq_history_fresh
+                   WHERE $1 = :$2 AND {history_filters}
+                   ORDER BY finished_at DESC, seq DESC LIMIT :limit))
+ORDER BY finished_at DESC, fresh DESC, seq DESC LIMIT :limit
 
 -- name: history_by_id
 {history_search(id, id)};
@@ -1179,10 +1187,30 @@ ORDER BY finished_at DESC, seq DESC LIMIT :limit
 {history_search(queue, queue)};
 
 -- name: history_recent
--- No indexed filter: the newest first, in the order they were written.
-SELECT {history_columns} FROM hailq_history
-WHERE {history_filters}
-ORDER BY seq DESC LIMIT :limit;
+-- No indexed filter: the newest first, each table read in the order it was written.
+SELECT {history_columns} FROM (
+    SELECT * FROM (SELECT {history_columns}, seq, 0 AS fresh FROM hailq_history
+                   WHERE {history_filters} ORDER BY seq DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT {history_columns}, seq, 1 AS fresh FROM hailq_history_fresh
+                   WHERE {history_filters} ORDER BY seq DESC LIMIT :limit))
+ORDER BY finished_at DESC, fresh DESC, seq DESC LIMIT :limit;
+
+-- name: history_fresh_top
+-- SQLite only (as history_settle): the last of the first :n rows acks wrote into
+-- hailq_history_fresh (NULL when there is none): history_settle moves them,
+-- history_settled deletes them.
+SELECT max(seq) FROM (SELECT seq FROM hailq_history_fresh ORDER BY seq LIMIT :n);
+
+-- name: history_settle
+-- SQLite only: its history trigger writes unindexed rows (migration 19); PostgreSQL's
+-- ack statements write history where it is searched.
+INSERT INTO hailq_history ({history_columns})
+SELECT {history_columns} FROM hailq_history_fresh WHERE seq <= :top ORDER BY seq;
+
+-- name: history_settled
+-- SQLite only (as history_settle): the rows just moved.
+DELETE FROM hailq_history_fresh WHERE seq <= :top;
 
 -- name: history_prune
 -- One bounded batch of a queue's rows older than its retention.

@@ -130,6 +130,26 @@ CREATE TABLE "hailq_history" (
     finished_at REAL NOT NULL
 );
 
+-- table hailq_history_fresh
+CREATE TABLE hailq_history_fresh (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    outcome TEXT NOT NULL,         -- 'acked': dead and cancelled ones go to hailq_history
+    dedup_id TEXT,
+    ordering_key TEXT,
+    headers TEXT,
+    priority INTEGER NOT NULL,
+    body BLOB,
+    body_kind INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    errors TEXT,
+    consumer TEXT,
+    enqueued_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL NOT NULL
+);
+
 -- table hailq_instance
 CREATE TABLE hailq_instance (
     one INTEGER PRIMARY KEY CHECK (one = 1),
@@ -318,9 +338,9 @@ CREATE TABLE hailq_workers (
 CREATE TRIGGER hailq_history_acked BEFORE DELETE ON hailq_messages
 FOR EACH ROW WHEN OLD.retain > 0 AND OLD.state <> 'dead'
 BEGIN
-    INSERT INTO hailq_history (id, queue, outcome, dedup_id, ordering_key, headers,
-                               priority, body, body_kind, attempts, errors, consumer,
-                               enqueued_at, started_at, finished_at)
+    INSERT INTO hailq_history_fresh (id, queue, outcome, dedup_id, ordering_key, headers,
+                                     priority, body, body_kind, attempts, errors,
+                                     consumer, enqueued_at, started_at, finished_at)
     SELECT id, queue, 'acked', dedup_id, ordering_key, headers, priority,
            CASE WHEN retain = 2 THEN body END, body_kind, attempt, errors, consumer,
            enqueued_at, claimed_at, hailq_now()
