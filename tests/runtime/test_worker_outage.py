@@ -78,8 +78,10 @@ def _outage_lines(log: str, lost: str, back: str) -> tuple[str, str, float]:
     """The outage's two lines, checked to be the only ones above INFO; and how long it
     lasted as the second says."""
     lines = log.splitlines()
-    (down,) = [i for i, line in enumerate(lines) if f" is {lost}: " in line]
-    (up,) = [i for i, line in enumerate(lines) if f" {back} after " in line]
+    downs = [i for i, line in enumerate(lines) if f" is {lost}: " in line]
+    ups = [i for i, line in enumerate(lines) if f" {back} after " in line]
+    assert len(downs) == 1 and len(ups) == 1, log  # one outage: the whole log if not
+    (down,), (up,) = downs, ups
     assert up == down + 1, "\n".join(lines[down:up + 1])
     loud = [line for line in lines if re.search(r" (WARNING|ERROR|CRITICAL) ", line)]
     assert loud == [lines[down], lines[up]], log

@@ -211,11 +211,19 @@ class SyncPool:
         await_only(self._pool.close(), self._loop)
 
     def abandon(self) -> None:
-        """Close the idle connections without the loop (it ended): their sockets."""
+        """Close the idle connections without the loop (it ended): their sockets. The
+        pool's worker tasks are finished here too: left to the garbage collector, each
+        would end by asking the closed loop to cancel a wait, an error nobody can see
+        but the interpreter's "exception ignored" report."""
         idle, self._idle = self._idle, []
         for conn in [*(c.raw for c in idle), *getattr(self._pool, "_pool", ())]:
             with contextlib.suppress(Exception):
                 conn.pgconn.finish()
+        tasks = [*getattr(self._pool, "_workers", ()), getattr(self._pool, "_sched_runner", None)]
+        for task in tasks:
+            if isinstance(task, asyncio.Task) and not task.done():
+                with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+                    task.get_coro().close()
 
 
 class AsyncListener(Listener):
