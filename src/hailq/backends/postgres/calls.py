@@ -242,14 +242,16 @@ class Owned:
             return  # nothing opened, or a forked child's copy of the parent's
         if threading.current_thread().name.startswith("hailq-"):
             # Collected in one of their own threads: it cannot join itself.
-            threading.Thread(target=_close_all, args=(items,), daemon=True,
+            threading.Thread(target=close_all, args=(items,), daemon=True,
                              name="closing-hailq").start()
         else:
-            _close_all(items)
+            close_all(items)
 
 
-def _close_all(items: list[ConnectionPool | Listener | Watchdog]) -> None:
-    for item in reversed(items):  # the listener first, then the pools, then the watchdog
+def close_all(items: list[ConnectionPool | Listener | Watchdog]) -> None:
+    """Close what one backend opened: the listener first, then the pools, then the
+    watchdog."""
+    for item in reversed(items):
         item.close()
 
 
