@@ -156,7 +156,11 @@ def test_operators_calls(url: str) -> None:
         info = await broker.schedule(every=60, queue="jobs", body="tick", name="ticker")
         assert info.name == "ticker" and [s.name for s in await broker.schedules()] == ["ticker"]
         await broker.pause_schedule("ticker")
-        await broker.remove_schedule("ticker")
+        await broker.delete_schedule("ticker")
+        assert await broker.schedules() == []
+        info = await broker.schedule(every=60, queue="jobs", body="tick", name="ticker")
+        with pytest.warns(DeprecationWarning, match="delete_schedule"):
+            await broker.remove_schedule("ticker")  # the old name, for one release
         assert await broker.schedules() == []
         assert await broker.delete_queue("jobs") == 0
         assert isinstance(await broker.now(), float)

@@ -40,6 +40,7 @@ SYNC_ONLY = {
     "test_rule_40_history_is_found_before_and_after": "settles through the backend",
     "test_rule_41_sends_per_priority_are_kept": "prunes through the backend",
     "test_rule_32_a_pause_reaches_a_running_worker": "runs a worker on the broker",
+    "test_rule_32_a_pause_survives_the_workers_restart": "runs a worker on the broker",
     "test_rule_35_scheduler_processes": "runs schedulers on the broker",
     "test_rule_35_new_schedules_downtime": "runs a scheduler on the broker",
     "test_rule_28_a_forked_child": "an async broker is not carried across fork",
