@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
@@ -27,7 +26,6 @@ from hailq.aio.greenlets import await_only, driven, spawn
 from hailq.aio.pgconn import LoopConnection
 from hailq.backends.base import NewMessage
 from hailq.backends.postgres.backend import PostgresDialect
-from hailq.backends.postgres.calls import close_all
 from hailq.backends.postgres.listener import _ASK_EVERY, Listener
 from hailq.committer import Committer
 
@@ -394,19 +392,6 @@ class AsyncPostgresDialect(PostgresDialect):
                    schema=sync.schema, pool_size=sync._pool_size,
                    poll_interval=sync._poll_interval, timeout=sync._timeout,
                    prepare=sync._prepare, listen=listen)
-
-    def close(self) -> None:
-        """Awaited on the loop (the broker's ``close``, in a greenlet of it): the pools
-        and the listener close here. A sync dialect closed in one of hailq's threads
-        hands them to a thread of their own (``Owned``), where these could not be
-        awaited, and the loop may have ended by the time it ran: a worker's async
-        handlers' loop closes right after its broker."""
-        if self._pid != os.getpid():
-            return
-        items, self._owned.items = self._owned.items, []
-        close_all(items)
-        self._durable = self._fast = None
-        self._listener = None
 
     def abandon(self) -> None:
         """Let go once the loop ended: the pools' idle connections and the watchdog."""

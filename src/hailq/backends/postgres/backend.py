@@ -147,7 +147,7 @@ class PostgresDialect(PooledCalls, Dialect):
         self._durable: ConnectionPool | None = None
         self._fast: ConnectionPool | None = None
         self._listener: Listener | None = None
-        self._owned = Owned([])
+        self._owned = Owned([], here=not self._closed_when_collected)
         self._waiter = ""  # who waits, as wait_begin registers it: set per process
         self._looks = threading.local()  # per thread: looks in a row that found no sleep
 

@@ -86,7 +86,8 @@ class PooledCalls:
             # A backend dropped without close() closes what it opened when it is
             # collected, never leaving it to the pools' own __del__: collected in one of
             # their threads, that one tried to join itself.
-            self._owned = Owned([self._watchdog, self._durable, self._fast])
+            self._owned = Owned([self._watchdog, self._durable, self._fast],
+                                here=not self._closed_when_collected)
             if self._closed_when_collected:
                 weakref.finalize(self, self._owned.close)
         return self._durable, self._fast
@@ -232,26 +233,29 @@ class PooledCalls:
 class Owned:
     """The pools and listener one backend opened in this process, closed once."""
 
-    def __init__(self, items: list[ConnectionPool | Listener | Watchdog]) -> None:
+    def __init__(self, items: list[ConnectionPool | Listener | Watchdog],
+                 here: bool = False) -> None:
+        """``here``: always closed in the calling thread. An async dialect's are: its
+        close is awaited on the loop, and in a thread of their own they could not be
+        awaited (the loop may have ended by the time it ran)."""
         self.items = items
         self._pid = os.getpid()
+        self.here = here
 
     def close(self) -> None:
         items, self.items = self.items, []
         if not items or self._pid != os.getpid():
             return  # nothing opened, or a forked child's copy of the parent's
-        if threading.current_thread().name.startswith("hailq-"):
+        if not self.here and threading.current_thread().name.startswith("hailq-"):
             # Collected in one of their own threads: it cannot join itself.
-            threading.Thread(target=close_all, args=(items,), daemon=True,
+            threading.Thread(target=_close_all, args=(items,), daemon=True,
                              name="closing-hailq").start()
         else:
-            close_all(items)
+            _close_all(items)
 
 
-def close_all(items: list[ConnectionPool | Listener | Watchdog]) -> None:
-    """Close what one backend opened: the listener first, then the pools, then the
-    watchdog."""
-    for item in reversed(items):
+def _close_all(items: list[ConnectionPool | Listener | Watchdog]) -> None:
+    for item in reversed(items):  # the listener first, then the pools, then the watchdog
         item.close()
 
 
