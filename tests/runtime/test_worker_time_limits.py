@@ -201,6 +201,9 @@ def test_rule_34_a_thread_past_its_limit_is_interrupted_through_except_exception
     try:
         wait_for(lambda: spins.stats().dead == 1 and stucks.stats().dead == 1, timeout=30,
                  what="both to die of their time limit")
+        # The last attempt's nack can come before its thread has run its finally.
+        wait_for(lambda: len([s for s in seen if s.startswith("finally")]) >= 3, timeout=10,
+                 what="the last attempt's finally")
         assert seen.count("swallowed") == 0
         assert [s for s in seen if s.startswith("finally")] == [
             "finally 1", "finally 2", "finally 3"]
