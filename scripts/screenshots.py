@@ -6,7 +6,8 @@ results queue, an email queue with dead letters of several errors, a topic with
 subscriptions and two workers' heartbeats. Handler runs go through the workers' own
 figure recorder, so rates and per-priority waits are real figures. Then it serves the
 dashboard on loopback and takes PNGs of the overview, a queue page, the dead letters and
-the schedules with Playwright driving Debian's chromium (``/usr/bin/chromium``; no browser download).
+the schedules with Playwright driving Debian's chromium (``/usr/bin/chromium``; no
+browser download).
 
 Writes ``overview.png``, ``queue.png``, ``dead-letters.png`` and ``schedules.png`` into
 OUT_DIR (default ``docs/images``).
