@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 
 import hailq
+import hailq.aio
 from conftest import PG_URL, drop_schema, require_postgres
 
 Sync = Callable[[], AbstractContextManager[Any]]
@@ -104,23 +107,36 @@ def scenario(broker: hailq.Broker, transaction: Sync,
     assert q.stats().sent == 4 and audit.stats().sent == 1
 
 
+async def _now(value: Any) -> Any:
+    """A sync API's answer as it is; an awaitable one (hailq.aio's) awaited."""
+    return await value if inspect.isawaitable(value) else value
+
+
 async def scenario_async(broker: hailq.Broker, transaction: Async,
-                         run: Callable[[Any, str, tuple[Any, ...]], Any], mark: str) -> None:
+                         run: Callable[[Any, str, tuple[Any, ...]], Any], mark: str,
+                         api: str = "sync") -> None:
+    """The scenario awaited, through the sync API (whose sends on an asyncio connection
+    are awaitables) or through ``hailq.aio`` (``api="aio"``), on the same database."""
     q, topic, audit = _declare(broker)
+    aio = await hailq.aio.beside(broker) if api == "aio" else None
+    face: Any = q if aio is None else await aio.queue("claims")
+    hub: Any = topic if aio is None else await aio.topic("claim-events")
     insert = f"INSERT INTO claims (id) VALUES ({mark})"
     async with transaction() as conn:
         await run(conn, insert, ("c-1",))
-        first = await q.send({"claim": 1}, connection=conn)
-        batch = await q.send_many(["a", hailq.Envelope("b", ordering_key="k")],
-                                  connection=conn)
-        copies = await topic.publish("published", connection=conn)
-        deduped = await q.send("d", dedup_id="d-1", connection=conn)
-        with pytest.raises(hailq.InvalidArgument):  # at the call: nothing to await
-            q.send("bad", priority=99, connection=conn)
-        assert q.peek() == []
-    assert list(copies) == ["audit"]
+        first = await face.send({"claim": 1}, connection=conn)
+        batch = await face.send_many(["a", hailq.Envelope("b", ordering_key="k")],
+                                     connection=conn)
+        copies = await hub.publish("published", connection=conn)
+        deduped = await face.send("d", dedup_id="d-1", connection=conn)
+        later = await face.send("later", connection=conn,
+                                not_before=time.time() + 3600)  # reads hailq's clock
+        with pytest.raises(hailq.InvalidArgument):  # the sync API: at the call
+            await _now(face.send("bad", priority=99, connection=conn))
+        assert await _now(face.peek()) == []
+    assert list(copies) == ["audit"] and isinstance(later, str)
     async with transaction() as conn:
-        assert await q.send("d again", dedup_id="d-1", connection=conn) == deduped
+        assert await face.send("d again", dedup_id="d-1", connection=conn) == deduped
     got = q.receive(max_messages=10)
     assert [m.body for m in got] == [{"claim": 1}, "a", "b", "d"]
     assert [m.id for m in got] == [first, *batch, deduped]
@@ -129,12 +145,14 @@ async def scenario_async(broker: hailq.Broker, transaction: Async,
     with pytest.raises(Boom):
         async with transaction() as conn:
             await run(conn, insert, ("c-2",))
-            await q.send("rolled back", connection=conn)
-            await q.send_many(["x", "y"], connection=conn)
-            await topic.publish("rolled back", connection=conn)
+            await face.send("rolled back", connection=conn)
+            await face.send_many(["x", "y"], connection=conn)
+            await hub.publish("rolled back", connection=conn)
             raise Boom
     assert _received(q) == [] and _received(audit) == []
-    assert q.stats().sent == 4 and audit.stats().sent == 1
+    assert q.stats().sent == 5 and audit.stats().sent == 1
+    if aio is not None:
+        await aio.close()
 
 
 def _execute(conn: Any, sql: str, params: tuple[Any, ...]) -> None:
@@ -257,7 +275,8 @@ async def _run_format(conn: Any, sql: str, params: tuple[Any, ...]) -> None:
     await cur.close()
 
 
-def test_rule_38_send_psycopg_async(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["sync", "aio"])
+def test_rule_38_send_psycopg_async(api: str, tmp_path: Path) -> None:
     import psycopg
 
     async def main(broker: hailq.Broker, where: str, mark: str) -> None:
@@ -267,7 +286,7 @@ def test_rule_38_send_psycopg_async(tmp_path: Path) -> None:
                 async with conn.transaction():
                     yield conn
 
-            await scenario_async(broker, transaction, _run_format, mark)
+            await scenario_async(broker, transaction, _run_format, mark, api)
 
     with hailq_and_app("postgres", tmp_path) as args:
         asyncio.run(main(*args))
@@ -277,7 +296,8 @@ def _asyncpg_args(where: str) -> tuple[str, dict[str, Any]]:
     return where.split("?")[0], {"search_path": where.rsplit("%3D", 1)[1]}
 
 
-def test_rule_38_send_asyncpg(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["sync", "aio"])
+def test_rule_38_send_asyncpg(api: str, tmp_path: Path) -> None:
     import asyncpg
 
     async def run(conn: Any, sql: str, params: tuple[Any, ...]) -> None:
@@ -292,7 +312,7 @@ def test_rule_38_send_asyncpg(tmp_path: Path) -> None:
             async with conn.transaction():
                 yield conn
 
-        await scenario_async(broker, transaction, run, mark)
+        await scenario_async(broker, transaction, run, mark, api)
         with pytest.raises(hailq.InvalidArgument, match="autocommit"):
             await broker.queue("claims").send("no transaction", connection=conn)
         await conn.close()
@@ -305,9 +325,11 @@ SA_ASYNC = {"aiosqlite": "sqlite+aiosqlite:///{}", "asyncpg": "postgresql+asyncp
             "psycopg_async": "postgresql+psycopg://{}"}
 
 
+@pytest.mark.parametrize("api", ["sync", "aio"])
 @pytest.mark.parametrize("kind", ["AsyncConnection", "AsyncSession"])
 @pytest.mark.parametrize("driver", sorted(SA_ASYNC))
-def test_rule_38_send_sqlalchemy_async(driver: str, kind: str, tmp_path: Path) -> None:
+def test_rule_38_send_sqlalchemy_async(driver: str, kind: str, api: str,
+                                       tmp_path: Path) -> None:
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
     async def main(broker: hailq.Broker, where: str, mark: str) -> None:
@@ -332,7 +354,7 @@ def test_rule_38_send_sqlalchemy_async(driver: str, kind: str, tmp_path: Path) -
                 async with AsyncSession(engine) as session, session.begin():
                     yield session
 
-        await scenario_async(broker, transaction, run, mark)
+        await scenario_async(broker, transaction, run, mark, api)
         await engine.dispose()
 
     with hailq_and_app("sqlite" if driver == "aiosqlite" else "postgres", tmp_path) as args:

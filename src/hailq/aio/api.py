@@ -10,13 +10,14 @@ import copy
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from hailq._time import Duration
 from hailq.aio.drivers import Driver
 from hailq.broker import Broker
 from hailq.codec import Body
 from hailq.hooks import Hook
+from hailq.joined import is_async
 from hailq.message import Message
 from hailq.models import QueueStats
 from hailq.queue import Queue, wait_seconds
@@ -144,9 +145,22 @@ class AsyncMessage(_Face[Message]):
 
 async def _sending(face: _Face[Any], fn: Callable[..., S], *args: Any, **kwargs: Any) -> S:
     """A send or publish; in the caller's transaction where it names one (rule 3)."""
-    if kwargs.get("connection") is not None:
+    connection = kwargs.get("connection")
+    if connection is None:
+        return await face.driver.sending(fn, *args, **kwargs)
+    if not is_async(connection):
         return await face.driver.joined(fn, *args, **kwargs)
-    return await face.driver.sending(fn, *args, **kwargs)
+    # An asyncio connection: the sync call, run by the driver as every call that may
+    # read hailq's own database (a not_before reads its clock), checks the input and
+    # hands back the send, awaited here on the caller's connection. The instance id
+    # the connection is checked by is read there too, before.
+    backend = face.driver.backend
+
+    def prepared() -> Awaitable[S]:
+        backend.caller_place().instance()  # read once, then kept
+        return cast(Awaitable[S], fn(*args, **kwargs))
+
+    return await (await face.driver.run(prepared))
 
 
 _SINGLE = (str, bytes, dict, AsyncMessage)
