@@ -5,13 +5,17 @@ sends ``{"claim": 8311}`` to the queue ``checks`` in the same async SQLAlchemy
 transaction: the message exists if and only if the claim does (hailq's rule 3). A
 claim without photos is refused after both were written, and leaves neither.
 
-The application's database must be hailq's own (the same SQLite file, or the same
-PostgreSQL database). Run it with ``uvicorn`` after ``create_app(...)``; the tests
-call it through httpx's ASGI transport (tests/examples/test_fastapi_claims.py).
+hailq is used through ``hailq.aio``: the broker is connected when the app starts
+(its lifespan) and closed when it stops. The application's database must be hailq's
+own (the same SQLite file, or the same PostgreSQL database). Run it with ``uvicorn``
+after ``create_app(...)``; the tests call it through httpx's ASGI transport, inside
+its lifespan (tests/examples/test_fastapi_claims.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
@@ -19,7 +23,7 @@ from pydantic import BaseModel
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
-import hailq
+import hailq.aio
 
 
 class Claim(BaseModel):
@@ -46,16 +50,22 @@ def create_app(database_url: str, hailq_url: str) -> FastAPI:
     if engine.dialect.name == "sqlite":
         immediate(engine)
     sessions = async_sessionmaker(engine, expire_on_commit=False)
-    broker = hailq.connect(hailq_url)
-    checks = broker.queue("checks")
-    app = FastAPI()
-    app.state.engine, app.state.broker = engine, broker
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with hailq.aio.connect(hailq_url) as broker:  # closed when the app stops
+            app.state.checks = await broker.queue("checks")
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+    app.state.engine = engine
 
     @app.post("/claims", status_code=201)
     async def create_claim(claim: Claim) -> dict[str, Any]:
         async with sessions() as db, db.begin():  # commits at the end of the block
             await db.execute(text("INSERT INTO claims (id, photos) VALUES (:id, :photos)"),
                              {"id": claim.claim, "photos": claim.photos})
+            checks: hailq.aio.AsyncQueue = app.state.checks
             message_id = await checks.send({"claim": claim.claim}, connection=db)
             if claim.photos == 0:  # rolls back the claim and its message together
                 raise HTTPException(422, "a claim needs at least one photo")

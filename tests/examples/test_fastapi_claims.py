@@ -1,6 +1,7 @@
 """examples/fastapi_claims: a request stores its claim and sends its message in one
-async SQLAlchemy transaction; a failing request sends nothing. On both backends,
-through httpx's ASGI transport (no network)."""
+async SQLAlchemy transaction, through hailq.aio; a failing request sends nothing. On
+both backends, through httpx's ASGI transport (no network), inside the app's lifespan
+(which connects the async broker and closes it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+import hailq
 
 
 def _urls(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, str]:
@@ -32,9 +35,10 @@ def test_a_request_sends_its_message_with_its_claim_and_a_failed_one_sends_nothi
     app = create_app(database_url, hailq_url)
 
     async def main() -> list[Any]:
-        await create_tables(app.state.engine)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://claims") as client:
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=transport, base_url="http://claims") as client:
+            await create_tables(app.state.engine)  # in hailq's schema, made at startup
             ok = await client.post("/claims", json={"claim": 8311, "photos": 4})
             refused = await client.post("/claims", json={"claim": 8312, "photos": 0})
         async with app.state.engine.connect() as conn:
@@ -45,8 +49,8 @@ def test_a_request_sends_its_message_with_its_claim_and_a_failed_one_sends_nothi
     ok, refused, claims = asyncio.run(main())
     assert ok.status_code == 201 and refused.status_code == 422
     assert claims == [8311]
-    checks = app.state.broker.queue("checks")
-    [message] = checks.receive(max_messages=10)
-    assert message.body == {"claim": 8311} and message.id == ok.json()["message"]
-    assert checks.stats().sent == 1
-    app.state.broker.close()
+    with hailq.connect(hailq_url) as broker:
+        checks = broker.queue("checks")
+        [message] = checks.receive(max_messages=10)
+        assert message.body == {"claim": 8311} and message.id == ok.json()["message"]
+        assert checks.stats().sent == 1

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import hailq
+import hailq.aio
 from stacks.conftest import MARIADB, Place
 
 
@@ -25,10 +26,13 @@ def test_a_redelivery_leaves_exactly_one_result_row(broker: hailq.Broker,
 
     async def main() -> list[Any]:
         await create_tables(engine)
-        [first] = checks.receive()
+        aio = await hailq.aio.beside(broker)
+        queue = await aio.queue("checks")
+        [first] = await queue.receive()
         assert await handle(first, sessions)  # stored; its ack is lost: no ack
         # The lease ends; the consumer gets it again (attempt 2) and the other one.
-        handled = await consume(checks, sessions, until_idle=True)
+        handled = await consume(queue, sessions, until_idle=True)
+        await aio.close()
         async with engine.connect() as conn:
             rows = (await conn.exec_driver_sql(
                 "SELECT claim, verdict FROM results ORDER BY claim")).fetchall()
