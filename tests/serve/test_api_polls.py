@@ -198,7 +198,7 @@ def test_a_poll_whose_client_left_claims_nothing(served: Served, broker: hailq.B
         _give_up_after_a_second(served)  # it waited a second, then went away
         # Its poll may have been woken as the client gave up (seen once in a loaded
         # make test): a poll whose claim is under way as its client leaves gives what it
-        # got back, its attempt counted. Here the poll sees the departure first.
+        # got back, its delivery counted. Here the poll sees the departure first.
         _until(lambda: _waiting(served.polls, "jobs") == 0)
     _until(lambda: served.connections() == before)  # the server saw it leave
     queue.send("for someone who is there")
@@ -248,13 +248,17 @@ def test_a_message_claimed_as_its_client_left_is_given_back_at_once(
     _until(lambda: limiter.borrowed_tokens == 0)
     found = queue.get_message(sent)
     assert found is not None and found.state == "ready", found  # not held for 600 s
-    assert found.attempt == 1 and found.last_error == LEFT  # the attempt counts
-    # On its last attempt it goes dead with that error, not "lease expired".
+    assert found.attempt == 1 and found.last_error == LEFT  # the delivery counts
+    # Its last attempt given back too: no failure of the message's, so it is not dead.
     with _database_locked(url):
         raw = _request(served.port, "jobs", wait)
         _until(lambda: limiter.borrowed_tokens == 1)
         raw.close()
         _until(lambda: served.connections() == before)
-    _until(lambda: queue.stats().dead == 1)
-    [dead] = queue.dead_letters()
-    assert dead.id == sent and dead.last_error == LEFT
+    _until(lambda: limiter.borrowed_tokens == 0)
+    _until(lambda: (m := queue.get_message(sent)) is not None and m.attempt == 2
+           and m.state == "ready")
+    assert queue.stats().dead == 0 and queue.get_message(sent).last_error == LEFT
+    with served.client() as c:  # and someone who stays gets it
+        got = c.post("/api/queues/jobs/receive", json={"wait": 0}).json()["messages"]
+    assert [m["id"] for m in got] == [sent]

@@ -56,8 +56,8 @@ async def receive(request: Request) -> Response:
     async def lease_them() -> list[Message]:  # never waits: the poll waits (polls.py)
         return [m.sync for m in await leasing.receive(limit, lease=lease)]
 
-    async def give_back(m: Message) -> None:  # its client left: the attempt counts
-        await leasing.nack(m.receipt, delay=0.0, error=polls.LEFT)
+    async def give_back(m: Message) -> None:  # its client left: back untried, never dead
+        await leasing.give_back(m.receipt, polls.LEFT)
 
     got = await polls.receive(request, wait, lease_them, give_back, leasing.name)
     return ok({"messages": [_received(m) for m in got]})

@@ -13,8 +13,9 @@ hands its wake-up on. So a burst is shared out a few claims at a time, and hundr
 of idle polls cost one claim per wake-up, not hundreds.
 
 Before it claims, a poll asks whether its client is still there; a message claimed
-for a client that left meanwhile is given back at once (a nack without delay: the
-attempt counts, rules 6 and 13), never left in flight for its whole lease.
+for a client that left meanwhile is given back at once (``give_back``: no failure, so
+it keeps its place in line and is never dead-lettered for it, even on its last
+attempt; the delivery still counts, rule 6), never left in flight for its whole lease.
 """
 
 from __future__ import annotations
