@@ -123,3 +123,27 @@ def test_a_failing_statement_in_the_block_rolls_back(url: str, raw: RawDatabase,
 
     asyncio.run(main())
     assert raw.count(effects) == 1
+
+
+def test_the_queue_commits_an_effect_with_the_ack_by_receipt(url: str, raw: RawDatabase,
+                                                             effects: str) -> None:
+    async def main() -> None:
+        async with hailq.aio.connect(url) as broker:
+            q, m = await one_claim(broker)
+            assert m.lease.message_id == m.id  # the lease, as the sync message has it
+            receipt = m.receipt  # a consumer that kept only the receipt
+            with pytest.raises(RuntimeError):
+                async with q.ack_transaction(receipt) as conn:
+                    await record(raw, conn, effects, m)
+                    raise RuntimeError("the effect failed")
+            assert raw.count(effects) == 0 and (await q.stats()).in_flight == 1
+            async with q.ack_transaction(receipt) as conn:
+                await record(raw, conn, effects, m)
+            stats = await q.stats()
+            assert (stats.acked, stats.in_flight) == (1, 0)
+            with pytest.raises(hailq.LeaseLost):
+                async with q.ack_transaction(receipt):
+                    pass
+
+    asyncio.run(main())
+    assert raw.execute(f"SELECT amount FROM {effects}") == [(99,)]

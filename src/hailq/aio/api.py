@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from hailq._time import Duration
 from hailq.aio.drivers import Driver
+from hailq.backends.base import Receipt
 from hailq.broker import Broker
 from hailq.codec import Body
 from hailq.hooks import Hook
@@ -92,6 +93,7 @@ class AsyncMessage(_Face[Message]):
     lease_until: _Field[float] = _Field()
     fencing_token: _Field[int] = _Field()
     receipt: _Field[str] = _Field()
+    lease: _Field[Receipt] = _Field()
     queue: _Field[str] = _Field()
     settled: _Field[bool] = _Field()
     source: _Field[Queue] = _Field()
@@ -213,6 +215,14 @@ class AsyncQueue(_Face[Queue]):
     async def ack(self, receipt: str | AsyncMessage) -> None:
         """See ``Queue.ack``."""
         await self.driver.run(self.sync.ack, *_plain([receipt]))
+
+    @contextlib.asynccontextmanager
+    async def ack_transaction(self, receipt: str | AsyncMessage) -> AsyncIterator[Any]:
+        """See ``Queue.ack_transaction``: ``AsyncMessage.transaction`` by receipt, for
+        a consumer that kept only the receipt."""
+        plain = receipt.sync if isinstance(receipt, AsyncMessage) else receipt
+        async with self.driver.hold(lambda: self.sync.ack_transaction(plain)) as conn:
+            yield getattr(conn, "raw", conn)
 
     async def ack_many(self, receipts: Iterable[str | AsyncMessage]) -> list[bool | None]:
         """See ``Queue.ack_many``."""
