@@ -12,6 +12,7 @@ from hailq._time import Clock, Duration, seconds
 from hailq.backends.base import (
     AutoscaleListParams,
     DeleteParams,
+    MessageIdRef,
     QueueDescribeParams,
     QueueSaveParams,
     ScheduleDeleteParams,
@@ -136,7 +137,7 @@ class Broker:
         cancelled in. MessageNotFound (nothing written) for an unknown, acked or dead id."""
         check_message_id(message_id)
         if queue is None:
-            queue = self.backend.message_locate(message_id)
+            queue = self.backend.message_locate(MessageIdRef(message_id))
             if queue is None:
                 raise MessageNotFound(f"no live message {message_id!r} in any queue (acked, "
                                       "dead, purged or never sent); nothing was cancelled")

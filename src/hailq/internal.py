@@ -92,7 +92,9 @@ class RuntimeOps:
     def take_maintenance_turn(self, duty: str, every: float) -> bool:
         """Take maintenance ``duty``'s turn if it is due, making the next due ``every``
         seconds on; False if another process has it (hailq/runtime/maintenance.py)."""
-        return self.broker.backend.maintenance_claim(duty, every)
+        from hailq.backends.upkeep import MaintenanceClaimParams
+
+        return self.broker.backend.maintenance_claim(MaintenanceClaimParams(duty, every))
 
     def prune(self, duty: str, keep: float = 0.0) -> int:
         """Run one maintenance duty's deletes in bounded batches; how many rows went."""
@@ -127,7 +129,7 @@ class RuntimeOps:
         """Store the pool of each queue in deadline order as its figures find it, for
         PostgreSQL's ``desired_workers`` view (rule 41, migration 16); how many. Nothing
         where the storage keeps none (SQLite has no such view). A maintenance duty."""
-        from hailq.backends.upkeep import DeadlinePool
+        from hailq.backends.upkeep import DeadlinePool, DeadlinePoolsParams
 
         backend = self.broker.backend
         if not backend.deadline_pools_kept():
@@ -135,7 +137,7 @@ class RuntimeOps:
         pools = [DeadlinePool(q.name, f.deadline_pool, f.desired_workers_reason)
                  for q in self.broker.queues() if q.settings.order == "deadline"
                  for f in [q.figures()] if f.deadline_pool is not None]
-        backend.deadline_pools_save(pools)
+        backend.deadline_pools_save(DeadlinePoolsParams(pools))
         return len(pools)
 
 

@@ -9,6 +9,7 @@ from hailq.backends.base import (
     AckParams,
     CancelledParams,
     ExtendParams,
+    MessageIdRef,
     MessageRef,
     NackParams,
     QueueRef,
@@ -72,4 +73,5 @@ def test_cancel_of_nothing_live_writes_nothing(store: Store) -> None:
                 backend.message_cancel(MessageRef("q", gone))
         with pytest.raises(QueueNotFound):
             backend.message_cancel(MessageRef("nowhere", acked))
-    assert backend.message_locate(dead) is None and backend.message_locate(acked) is None
+    assert backend.message_locate(MessageIdRef(dead)) is None
+    assert backend.message_locate(MessageIdRef(acked)) is None

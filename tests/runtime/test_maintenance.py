@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import hailq
-from hailq.backends.upkeep import PruneParams
+from hailq.backends.upkeep import MaintenanceClaimParams, PruneParams
 from hailq.runtime.maintenance import UPKEEP, Maintenance, Upkeep
 from waiting import wait_for, wait_past
 
@@ -37,12 +37,13 @@ def turns(broker: hailq.Broker, duty: str) -> int:
 
 
 def test_a_turn_is_taken_once_until_it_is_due_again(broker: hailq.Broker) -> None:
-    assert broker.backend.maintenance_claim("dedup", 0.3)
-    assert not broker.backend.maintenance_claim("dedup", 0.3)  # another process's turn
+    dedup = MaintenanceClaimParams("dedup", 0.3)
+    assert broker.backend.maintenance_claim(dedup)
+    assert not broker.backend.maintenance_claim(dedup)  # another process's turn
     [turn] = broker.backend.maintenance_list()
     assert (turn.duty, turn.runs, turn.ran_by) == ("dedup", 1, f"{os.uname()[1]}:{os.getpid()}")
     wait_past(broker.now, turn.next_due)
-    assert broker.backend.maintenance_claim("dedup", 0.3)
+    assert broker.backend.maintenance_claim(dedup)
     assert turns(broker, "dedup") == 2
 
 

@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 from hailq.backends.base_parts import KEEP as KEEP
 from hailq.backends.base_parts import SLOT as SLOT
 from hailq.backends.base_parts import DeadCountParams as DeadCountParams
+from hailq.backends.base_parts import (
+    HistoryBackend,
+    LevelsBackend,
+    OverviewBackend,
+    ScheduleBackend,
+    UpkeepBackend,
+)
 from hailq.backends.base_parts import LevelRow as LevelRow
-from hailq.backends.base_parts import LevelsBackend, OverviewBackend, ScheduleBackend
 from hailq.backends.base_parts import LevelsReadParams as LevelsReadParams
 from hailq.backends.base_parts import LevelsRecordParams as LevelsRecordParams
 from hailq.backends.base_parts import OverviewParams as OverviewParams
+from hailq.backends.base_parts import PruneParams as PruneParams
 from hailq.backends.base_parts import QueueGlanceRows as QueueGlanceRows
 from hailq.backends.base_parts import ScheduleDeclareParams as ScheduleDeclareParams
 from hailq.backends.base_parts import ScheduleDeleteParams as ScheduleDeleteParams
@@ -32,6 +39,7 @@ from hailq.backends.base_parts import ScheduleFireParams as ScheduleFireParams
 from hailq.backends.base_parts import SchedulePauseParams as SchedulePauseParams
 from hailq.backends.base_parts import ScheduleRow as ScheduleRow
 from hailq.backends.base_parts import ScheduleSaveParams as ScheduleSaveParams
+from hailq.backends.base_parts import Turn as Turn
 from hailq.backends.figure_rows import BucketAdd as BucketAdd
 from hailq.backends.figure_rows import FigureRows as FigureRows
 from hailq.backends.figure_rows import FiguresReadParams as FiguresReadParams
@@ -44,10 +52,10 @@ from hailq.backends.figure_rows import RateAdd as RateAdd
 from hailq.backends.figure_rows import RateSlot as RateSlot
 from hailq.backends.figure_rows import SketchAdd as SketchAdd
 from hailq.backends.figure_rows import SketchRow as SketchRow
-from hailq.backends.history import HistoryBackend
 from hailq.backends.operator_params import AutoscaleListParams as AutoscaleListParams
 from hailq.backends.operator_params import CancelOutcome as CancelOutcome
 from hailq.backends.operator_params import DeleteParams as DeleteParams
+from hailq.backends.operator_params import MessageIdRef as MessageIdRef
 from hailq.backends.operator_params import MessageRef as MessageRef
 from hailq.backends.operator_params import QueueConfigureParams as QueueConfigureParams
 from hailq.backends.operator_params import QueueDescribeParams as QueueDescribeParams
@@ -56,9 +64,6 @@ from hailq.backends.operator_params import QueueRef as QueueRef
 from hailq.backends.operator_params import SubscriptionDeleteParams as SubscriptionDeleteParams
 from hailq.backends.operator_params import TopicRef as TopicRef
 from hailq.backends.operator_params import WorkerPruneParams as WorkerPruneParams
-from hailq.backends.upkeep import PruneParams as PruneParams
-from hailq.backends.upkeep import Turn as Turn
-from hailq.backends.upkeep import UpkeepBackend
 from hailq.models import (
     AutoscalerInfo,
     DeadMessage,
@@ -361,7 +366,7 @@ class Backend(ScheduleBackend, OverviewBackend, LevelsBackend, HistoryBackend, U
         nothing written, if the queue holds no such live message."""
         ...
 
-    def message_locate(self, message_id: str) -> str | None:
+    def message_locate(self, params: MessageIdRef) -> str | None:
         """The queue of a live (not dead) message by id alone, None if there is none;
         a read."""
         ...

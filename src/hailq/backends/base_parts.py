@@ -1,6 +1,7 @@
-"""The seam's parts for periodic schedules (rule 35), the overview (rule 25) and queue
-levels over time: their params, rows and Protocols, which ``base.Backend`` includes.
-They are implemented by ``schedules.py``, ``overview.py`` and ``levels.py`` (mixins of
+"""The seam's parts for periodic schedules (rule 35), the overview (rule 25), queue
+levels over time, history (rule 40) and maintenance duties: their params, rows and
+Protocols, which ``base.Backend`` includes. They are implemented by ``schedules.py``,
+``overview.py``, ``levels.py``, ``history.py`` and ``upkeep.py`` (parts of
 ``SqlBackend``); nothing here depends on an implementation."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from hailq.models import QueueRecord
 
 if TYPE_CHECKING:  # base.py includes these Protocols: no import of it at run time
     from hailq.backends.base import NewMessage
+    from hailq.history import HistoryEntry, HistoryQuery
 
 # -- periodic schedules ---------------------------------------------------------------------
 
@@ -201,4 +203,109 @@ class LevelsBackend(Protocol):
 
     def levels_read(self, params: LevelsReadParams) -> list[LevelRow]:
         """Recorded levels since ``params.since``, by queue then time. A read."""
+        ...
+
+
+# -- history (rule 40) ---------------------------------------------------------------------
+
+PRUNE_BATCH = 500  # rows per prune transaction
+SETTLE_BATCH = 500  # fresh history rows claim-time upkeep moves at a time (SQLite)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPruneParams:
+    queue: str
+    keep: float  # seconds: rows that finished longer ago go
+    batch: int = PRUNE_BATCH
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySettleParams:
+    batch: int = SETTLE_BATCH
+
+
+class HistoryBackend(Protocol):
+    def history_search(self, query: HistoryQuery) -> list[HistoryEntry]:
+        """Finished messages matching every filter of ``query``, newest first."""
+        ...
+
+    def history_prune(self, params: HistoryPruneParams) -> int:
+        """Delete one batch of a queue's history rows older than ``keep``; how many."""
+        ...
+
+    def history_settle(self, params: HistorySettleParams) -> int:
+        """Move one batch of the history rows acks wrote unindexed into the indexed
+        table (SQLite); how many (0 where the storage writes them there at once)."""
+        ...
+
+
+# -- maintenance duties --------------------------------------------------------------------
+
+LIMIT = 5000  # rows one statement deletes at most
+ROUNDS = 20  # statements of one kind per turn; what is left waits for the next turn
+
+
+@dataclass(frozen=True, slots=True)
+class PruneParams:
+    duty: str  # a key of upkeep.PRUNES
+    keep: float = 0.0  # seconds rows are kept, where the statement asks
+    limit: int = LIMIT  # rows one statement deletes at most
+    rounds: int = ROUNDS  # statements of one kind at most
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlinePool:
+    """The smallest pool that meets every target of a queue in deadline order (rule 41),
+    before any autoscaler's saturation point: ``QueueFigures.deadline_pool``."""
+
+    queue: str
+    workers: int
+    reason: str | None  # why no pool meets every target; None: one does
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlinePoolsParams:
+    pools: Sequence[DeadlinePool]
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceClaimParams:
+    duty: str  # a key of upkeep.PRUNES, or another duty's name
+    every: float  # seconds until its next turn
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A duty's row in the maintenance table."""
+
+    duty: str
+    next_due: float  # broker clock
+    ran_at: float
+    ran_by: str
+    runs: int
+
+
+class UpkeepBackend(Protocol):
+    """The maintenance part of the seam (``Backend`` has the rest)."""
+
+    def maintenance_claim(self, params: MaintenanceClaimParams) -> bool:
+        """Take ``params.duty``'s turn if it is due (and make the next due ``every``
+        seconds on); False if another process has it. A write."""
+        ...
+
+    def maintenance_prune(self, params: PruneParams) -> int:
+        """Run one duty's statements in bounded batches; how many rows went."""
+        ...
+
+    def maintenance_list(self) -> list[Turn]:
+        """Every duty's row: who ran it last and how often. A read."""
+        ...
+
+    def deadline_pools_kept(self) -> bool:
+        """Whether this storage keeps the pools of queues in deadline order for a reader
+        in SQL (PostgreSQL's ``desired_workers`` view); the duty skips where not."""
+        ...
+
+    def deadline_pools_save(self, params: DeadlinePoolsParams) -> None:
+        """Store each queue's pool as ``Queue.figures()`` found it (rule 41). A write."""
         ...

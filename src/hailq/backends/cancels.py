@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hailq.backends.base import CancelledParams, CancelOutcome, MessageRef
+from hailq.backends.base import CancelledParams, CancelOutcome, MessageIdRef, MessageRef
 from hailq.backends.dialect import Tx
 from hailq.backends.store import Store
 from hailq.errors import MessageNotFound
@@ -53,8 +53,8 @@ class CancelStore(Store):
 
         return self.dialect.work(cancel, durable=True)
 
-    def message_locate(self, message_id: str) -> str | None:
-        found = self.dialect.read(lambda tx: tx.one("message_locate", {"id": message_id}))
+    def message_locate(self, params: MessageIdRef) -> str | None:
+        found = self.dialect.read(lambda tx: tx.one("message_locate", {"id": params.id}))
         return None if found is None else str(found[0])
 
     def message_cancelled(self, params: CancelledParams) -> list[str]:

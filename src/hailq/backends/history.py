@@ -25,18 +25,17 @@ searches read both tables. PostgreSQL has no such table: there it settles nothin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from hailq.backends.base_parts import PRUNE_BATCH as PRUNE_BATCH
+from hailq.backends.base_parts import SETTLE_BATCH as SETTLE_BATCH
+from hailq.backends.base_parts import HistoryPruneParams as HistoryPruneParams
+from hailq.backends.base_parts import HistorySettleParams as HistorySettleParams
 from hailq.backends.store import Store
 from hailq.history import HistoryEntry, HistoryOutcome, HistoryQuery, entry
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Tx
-
-PRUNE_BATCH = 500  # rows per prune transaction
-SETTLE_BATCH = 500  # fresh history rows claim-time upkeep moves at a time (SQLite)
-
 
 class Mark(NamedTuple):
     """What a claim of a queue that keeps history writes on each row it leases: whether
@@ -45,33 +44,6 @@ class Mark(NamedTuple):
 
     retain: int
     consumers: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryPruneParams:
-    queue: str
-    keep: float  # seconds: rows that finished longer ago go
-    batch: int = PRUNE_BATCH
-
-
-@dataclass(frozen=True, slots=True)
-class HistorySettleParams:
-    batch: int = SETTLE_BATCH
-
-
-class HistoryBackend(Protocol):
-    def history_search(self, query: HistoryQuery) -> list[HistoryEntry]:
-        """Finished messages matching every filter of ``query``, newest first."""
-        ...
-
-    def history_prune(self, params: HistoryPruneParams) -> int:
-        """Delete one batch of a queue's history rows older than ``keep``; how many."""
-        ...
-
-    def history_settle(self, params: HistorySettleParams) -> int:
-        """Move one batch of the history rows acks wrote unindexed into the indexed
-        table (SQLite); how many (0 where the storage writes them there at once)."""
-        ...
 
 
 class HistoryStore(Store):

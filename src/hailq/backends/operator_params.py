@@ -16,6 +16,13 @@ class QueueRef:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageIdRef:
+    """One message by id alone, its queue unknown."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class TopicRef:
     """One topic by name."""
 

@@ -19,10 +19,15 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from hailq.backends.base_parts import LIMIT as LIMIT
+from hailq.backends.base_parts import ROUNDS as ROUNDS
+from hailq.backends.base_parts import DeadlinePool as DeadlinePool
+from hailq.backends.base_parts import DeadlinePoolsParams as DeadlinePoolsParams
+from hailq.backends.base_parts import MaintenanceClaimParams as MaintenanceClaimParams
+from hailq.backends.base_parts import PruneParams as PruneParams
+from hailq.backends.base_parts import Turn as Turn
 from hailq.backends.store import Store
 
 if TYPE_CHECKING:
@@ -37,70 +42,12 @@ PRUNES: dict[str, tuple[str, ...]] = {
     "autoscale": ("autoscale_prune",),
     "workers": ("worker_prune",),
 }
-LIMIT = 5000  # rows one statement deletes at most
-ROUNDS = 20  # statements of one kind per turn; what is left waits for the next turn
-
-
-@dataclass(frozen=True, slots=True)
-class PruneParams:
-    duty: str  # a key of PRUNES
-    keep: float = 0.0  # seconds rows are kept, where the statement asks
-    limit: int = LIMIT  # rows one statement deletes at most
-    rounds: int = ROUNDS  # statements of one kind at most
-
-
-@dataclass(frozen=True, slots=True)
-class DeadlinePool:
-    """The smallest pool that meets every target of a queue in deadline order (rule 41),
-    before any autoscaler's saturation point: ``QueueFigures.deadline_pool``."""
-
-    queue: str
-    workers: int
-    reason: str | None  # why no pool meets every target; None: one does
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """A duty's row in the maintenance table."""
-
-    duty: str
-    next_due: float  # broker clock
-    ran_at: float
-    ran_by: str
-    runs: int
-
-
-class UpkeepBackend(Protocol):
-    """The maintenance part of the seam (``Backend`` has the rest)."""
-
-    def maintenance_claim(self, duty: str, every: float) -> bool:
-        """Take ``duty``'s turn if it is due (and make the next due ``every`` seconds
-        on); False if another process has it. A write."""
-        ...
-
-    def maintenance_prune(self, params: PruneParams) -> int:
-        """Run one duty's statements in bounded batches; how many rows went."""
-        ...
-
-    def maintenance_list(self) -> list[Turn]:
-        """Every duty's row: who ran it last and how often. A read."""
-        ...
-
-    def deadline_pools_kept(self) -> bool:
-        """Whether this storage keeps the pools of queues in deadline order for a reader
-        in SQL (PostgreSQL's ``desired_workers`` view); the duty skips where not."""
-        ...
-
-    def deadline_pools_save(self, pools: Sequence[DeadlinePool]) -> None:
-        """Store each queue's pool as ``Queue.figures()`` found it (rule 41). A write."""
-        ...
-
-
 class UpkeepStore(Store):
     """``maintenance_*`` of the Backend seam, over ``self.dialect``."""
 
-    def maintenance_claim(self, duty: str, every: float) -> bool:
-        args = {"duty": duty, "every": every, "by": f"{socket.gethostname()}:{os.getpid()}"}
+    def maintenance_claim(self, params: MaintenanceClaimParams) -> bool:
+        args = {"duty": params.duty, "every": params.every,
+                "by": f"{socket.gethostname()}:{os.getpid()}"}
 
         def claim(tx: Tx) -> bool:
             with tx.atomic():
@@ -128,11 +75,11 @@ class UpkeepStore(Store):
                 for d, n, a, b, r in self.dialect.read(
                     lambda tx: tx.run("maintenance_list", {}))]
 
-
     def deadline_pools_kept(self) -> bool:
         return self.dialect.flavor == "postgres"  # the only one with the view
 
-    def deadline_pools_save(self, pools: Sequence[DeadlinePool]) -> None:
+    def deadline_pools_save(self, params: DeadlinePoolsParams) -> None:
+        pools = params.pools
         if not pools:
             return
         args = {"queues": [p.queue for p in pools], "workers": [p.workers for p in pools],
