@@ -1,5 +1,9 @@
 """Routes that move messages: send (one or a batch), receive with long poll, ack, nack,
-extend by receipt; and the looks at single messages: peek, show, delete, cancel."""
+extend by receipt; and the looks at single messages: peek, show, delete, cancel.
+
+All of them run on the async API (``hailq.aio``, the server's broker's async twin,
+``polls.Polls.broker``): on PostgreSQL no thread is taken, on SQLite the call runs in
+one of the async broker's threads, never in the server's pool."""
 
 from __future__ import annotations
 
@@ -8,11 +12,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from hailq.aio import AsyncQueue
 from hailq.errors import InvalidArgument, LeaseLost, QueueNotFound
 from hailq.message import Message
 from hailq.serve import polls
 from hailq.serve.api_io import (
-    blocking,
     body_json,
     body_of,
     envelopes,
@@ -22,7 +26,6 @@ from hailq.serve.api_io import (
     number,
     ok,
     query_int,
-    queue_of,
     record,
     text,
 )
@@ -30,19 +33,24 @@ from hailq.serve.api_io import (
 MAX_PEEK = 1000
 
 
+async def queue_of(request: Request) -> AsyncQueue:
+    """The path's queue on the async broker; 404 (QueueNotFound) if it was never
+    declared: a typo never creates a queue."""
+    return await polls.polls_of(request).get_queue(name_param(request, "queue"))
+
+
 async def send(request: Request) -> Response:
     """One message object, or ``{"messages": [...]}`` sent atomically: ``{"ids": [...]}``."""
     queue = await queue_of(request)
     items = envelopes(await body_of(request))
-    ids = await blocking(lambda: queue.send_many(items))
+    ids = await queue.send_many(items)
     return ok({"ids": ids})
 
 
 async def receive(request: Request) -> Response:
     """Lease up to ``max_messages``; with ``wait`` the request is held until a message
     arrives or ``wait`` seconds pass, woken by its queue's waiter (polls.py)."""
-    # The async API (hailq.aio) all along: no thread is held, even to find the queue.
-    leasing = await polls.polls_of(request).get_queue(name_param(request, "queue"))
+    leasing = await queue_of(request)  # no thread is held, even to find the queue
     data = await body_of(request, frozenset({"max_messages", "lease", "wait"}))
     limit = integer(data, "max_messages", 1, 1, 1000)
     lease = number(data, "lease")
@@ -78,7 +86,7 @@ async def ack(request: Request) -> Response:
     if not isinstance(receipts, list) or not receipts \
             or not all(isinstance(r, str) for r in receipts) or len(receipts) > 1000:
         raise InvalidArgument("receipts must be a list of 1 to 1000 receipt strings")
-    results = await blocking(lambda: queue.ack_many(receipts))
+    results = await queue.ack_many(receipts)
     return ok({"results": [{"receipt": r, "acked": done is not None, "late": bool(done)}
                            for r, done in zip(receipts, results, strict=True)]})
 
@@ -90,7 +98,7 @@ async def nack(request: Request) -> Response:
     receipt = text(data, "receipt", required=True) or ""
     delay = number(data, "delay")
     error = text(data, "error")
-    await blocking(lambda: queue.nack(receipt, delay=delay, error=error))
+    await queue.nack(receipt, delay=delay, error=error)
     return ok({"nacked": True})
 
 
@@ -102,7 +110,7 @@ async def extend(request: Request) -> Response:
     span = number(data, "seconds")
     if span is None:
         raise InvalidArgument("seconds is required: how long from now the lease lasts")
-    until = await blocking(lambda: queue.extend_many([receipt], span)[0])
+    [until] = await queue.extend_many([receipt], span)
     if until is None:
         raise LeaseLost(f"receipt {receipt}: it no longer holds its message's lease")
     return ok({"lease_until": until})
@@ -112,7 +120,7 @@ async def peek(request: Request) -> Response:
     """Live messages in delivery order, at most ``limit`` (a read: nothing is leased)."""
     queue = await queue_of(request)
     limit = query_int(request, "limit", 10, 1, MAX_PEEK)
-    found = await blocking(lambda: queue.peek(limit))
+    found = await queue.peek(limit)
     return ok({"messages": [record(m) for m in found]})
 
 
@@ -120,7 +128,7 @@ async def show_message(request: Request) -> Response:
     """One message: state, attempts, and the error of each."""
     queue = await queue_of(request)
     message_id = name_param(request, "message_id")
-    found = await blocking(lambda: queue.get_message(message_id))
+    found = await queue.get_message(message_id)
     if found is None:
         raise QueueNotFound(f"queue {queue.name!r} holds no message {message_id!r}")
     shown = record(found)
@@ -132,7 +140,7 @@ async def show_message(request: Request) -> Response:
 async def delete_message(request: Request) -> Response:
     queue = await queue_of(request)
     message_id = name_param(request, "message_id")
-    if not await blocking(lambda: queue.delete_message(message_id)):
+    if not await queue.delete_message(message_id):
         raise QueueNotFound(f"queue {queue.name!r} holds no message {message_id!r}")
     return ok({"deleted": True})
 
@@ -142,5 +150,5 @@ async def cancel_message(request: Request) -> Response:
     an acked, dead or unknown message."""
     queue = await queue_of(request)
     message_id = name_param(request, "message_id")
-    found = await blocking(lambda: queue.cancel(message_id))
+    found = await queue.cancel(message_id)
     return ok({"id": message_id, "cancelled": found})

@@ -24,6 +24,7 @@ from hailq.serve.api_io import (
     text,
 )
 from hailq.serve.pages_data import listed_topics
+from hailq.serve.polls import polls_of
 
 
 def _topics(broker: Broker) -> list[dict[str, Any]]:
@@ -90,11 +91,11 @@ async def unsubscribe(request: Request) -> Response:
 async def publish(request: Request) -> Response:
     """Like sending: one message or ``{"messages": [...]}``; per message the id of each
     copy by subscription: ``{"copies": [{"subscription": "id"}, ...]}``."""
-    broker = broker_of(request)
     name = name_param(request, "topic")
     items = envelopes(await body_of(request))
-    copies = await blocking(lambda: broker.get_topic(name).publish_many(items))
-    return ok({"copies": copies})
+    # On the async API, as the message routes (api_messages.py).
+    topic = await (await polls_of(request).broker()).get_topic(name)
+    return ok({"copies": await topic.publish_many(items)})
 
 
 async def list_workers(request: Request) -> Response:
