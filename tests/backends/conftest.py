@@ -35,8 +35,8 @@ from hailq.backends.base import (
     Receipt,
     SendParams,
 )
-from hailq.backends.core import SqlBackend
 from hailq.backends.postgres.backend import PostgresBackend
+from hailq.backends.sql import SqlBackend
 from hailq.backends.sqlite.backend import SQLiteBackend
 from hailq.codec import encode_body
 from hailq.ids import new_message_id

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hailq.backends import core
+from hailq.backends import core, sql
 from hailq.backends.base import (
     AckParams,
     ClaimParams,
@@ -43,8 +43,8 @@ def _configure(store: Store, queue: str, reset: bool = False, **changes: object)
 
 def _live(store: Store, queue: str) -> core.Live:
     backend = getattr(store.backend, "driven", store.backend)  # through hailq.aio too
-    assert isinstance(backend, core.SqlBackend)
-    return backend.dialect.read(lambda tx: backend._live(tx, queue, fresh=True))
+    assert isinstance(backend, sql.SqlBackend)
+    return backend.dialect.read(lambda tx: backend.messages.live(tx, queue, fresh=True))
 
 
 # -- pause ----------------------------------------------------------------------------------

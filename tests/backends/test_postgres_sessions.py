@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 import hailq
-from hailq.backends.core import SqlBackend
 from hailq.backends.postgres.backend import PostgresDialect
+from hailq.backends.sql import SqlBackend
 
 
 @pytest.fixture

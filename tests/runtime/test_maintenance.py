@@ -65,7 +65,7 @@ def test_rule_40_history_past_its_retention_is_pruned_by_the_service_not_a_claim
         queue.send_many(["a", "b"])
         queue.ack_many(queue.receive(2))
     wait_past(broker.now, broker.now() + 0.35)
-    broker.backend._maintained.clear()  # type: ignore[attr-defined]
+    broker.backend.shared.maintained.clear()  # type: ignore[attr-defined]
     short.send("c")
     assert short.receive(1)  # a claim, its queue's upkeep due: history is not its work
     assert len(broker.history(queue="short")) == 2

@@ -31,8 +31,8 @@ from hailq.aio.drivers import (
     ThreadDriver,
     WrongEventLoop,
 )
-from hailq.backends.core import SqlBackend
 from hailq.backends.registry import _postgres_settings, _sqlite_settings, lookup
+from hailq.backends.sql import SqlBackend
 from hailq.broker import Broker
 from hailq.errors import InvalidArgument
 from hailq.hooks import Hook
@@ -120,7 +120,7 @@ async def beside(broker: Broker) -> AsyncBroker:
     own = SqlBackend(AsyncPostgresDialect.beside(dialect, loop))
     # One process, one view of the stored settings: a pause or change made through
     # ``broker`` applies at once to what the async one claims (rule 32).
-    own._settings, own._maintained = backend._settings, backend._maintained
+    own.shared.settings, own.shared.maintained = backend.shared.settings, backend.shared.maintained
     sync = Broker(own, figures=False)
     sync.figures, sync.hooks = broker.figures, broker.hooks  # shared, not copied
     return AsyncBroker(sync, GreenletDriver(own, loop), shares=True)

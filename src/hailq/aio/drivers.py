@@ -22,8 +22,8 @@ from hailq import committer
 from hailq.aio.held import HeldGreenlet, ThreadHeld
 from hailq.aio.threads import LoopThreads
 from hailq.backends.base import WaitParams
-from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Tx
+from hailq.backends.sql import SqlBackend
 from hailq.backends.sqlite.watch import FolderWatch
 from hailq.errors import HailqError
 from hailq.queue import Queue
@@ -182,7 +182,8 @@ class ThreadDriver(Driver):
     async def wait(self, queues: Sequence[str], timeout: float) -> None:
         self.check_loop()
         # A queue out of tokens is waited on from its next token on (rule 33): a read.
-        queues, timeout = await self.run(self.backend.wait_plan, WaitParams(queues, timeout))
+        queues, timeout = await self.run(self.backend.messages.wait_plan,
+                                         WaitParams(queues, timeout))
         if queues:
             await self._wakeups.wait(tuple(queues), timeout)
         else:

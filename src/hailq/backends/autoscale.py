@@ -1,4 +1,4 @@
-"""The decisions of ``hailq autoscale`` (rule 24) in the broker's database: a mixin of
+"""The decisions of ``hailq autoscale`` (rule 24) in the broker's database: a part of
 ``SqlBackend`` over ``self.dialect``. One row per tick of each autoscaler, kept an hour
 (the maintenance service prunes them: ``hailq/backends/upkeep.py``)."""
 
@@ -9,11 +9,11 @@ from typing import Any
 
 from hailq.backends.base import AutoscaleListParams
 from hailq.backends.dialect import Tx
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.models import AutoscalerInfo
 
 
-class AutoscaleStore(Store):
+class AutoscaleStore(Part):
     """``autoscale_record`` and ``autoscale_list`` of the Backend seam."""
 
     def autoscale_record(self, info: AutoscalerInfo) -> None:

@@ -1,4 +1,4 @@
-"""Cancel by id (SPEC rule 40), written once for every dialect: a mixin of ``SqlBackend``.
+"""Cancel by id (SPEC rule 40), written once for every dialect: a part of ``SqlBackend``.
 
 A message's life after a cancel:
 
@@ -24,18 +24,19 @@ from typing import Any
 
 from hailq.backends.base import CancelledParams, CancelOutcome, MessageIdRef, MessageRef
 from hailq.backends.dialect import Tx
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.errors import MessageNotFound
 
 
-class CancelStore(Store):
+class CancelStore(Part):
     """The cancel methods of the Backend seam, over ``self.dialect``."""
 
     def message_cancel(self, params: MessageRef) -> CancelOutcome:
         def cancel(tx: Tx) -> CancelOutcome:
             with tx.atomic():
-                self._live(tx, params.queue, fresh=True)  # QueueNotFound first
-                self._maintain(tx, params.queue)  # due delays ready, ended leases settled
+                self.shared.messages.live(tx, params.queue, fresh=True)  # QueueNotFound first
+                # due delays ready, ended leases settled
+                self.shared.messages.maintain(tx, params.queue)
                 found = tx.one("message_cancel_find", {"queue": params.queue,
                                                        "id": params.id})
                 if found is None or found[2] == "dead":
@@ -44,7 +45,7 @@ class CancelStore(Store):
                         "dead, purged or never sent); nothing was cancelled")
                 seq, id_, state, key, cancelled_at = found
                 if state != "leased":
-                    self._cancel_remove(tx, params.queue, [(seq, id_, key)])
+                    self.remove(tx, params.queue, [(seq, id_, key)])
                     return "waiting"
                 if cancelled_at is None:
                     tx.exec("message_cancel_running", {"seq": seq, "id": id_,
@@ -73,12 +74,12 @@ class CancelStore(Store):
             with tx.atomic():
                 found = [(r[0], str(r[1]), r[2]) for r in tx.run("message_cancelled", args)]
                 if found:
-                    self._cancel_remove(tx, params.queue, found)
+                    self.remove(tx, params.queue, found)
                 return [r[1] for r in found]
 
         return self.dialect.work(settle, durable=False)
 
-    def _cancel_remove(self, tx: Tx, queue: str,
+    def remove(self, tx: Tx, queue: str,
                        rows: Sequence[tuple[Any, str, str | None]]) -> None:
         """Remove cancelled messages (seq, id, ordering key): history records them first,
         they count as purged, their keys' next messages are freed and a capped queue's
@@ -87,13 +88,13 @@ class CancelStore(Store):
         seqs = [int(r[0]) for r in rows]
         args = {"queue": queue, "ids": ids, "seqs": seqs, "now": tx.now}
         with tx.atomic():
-            self.history_record(tx, queue, list(zip(ids, seqs, strict=True)), "cancelled")
+            self.shared.history.record(tx, queue, list(zip(ids, seqs, strict=True)), "cancelled")
             gone = tx.exec("message_cancel_remove", args)
             if not gone:
                 return
             tx.exec("count_purged", {"queue": queue, "n": gone})
-            self._release(tx, queue, [r[2] for r in rows if r[2] is not None])
-            if self._live(tx, queue).max_in_flight is not None:
+            self.shared.messages.release(tx, queue, [r[2] for r in rows if r[2] is not None])
+            if self.shared.messages.live(tx, queue).max_in_flight is not None:
                 self.dialect.wake(tx, [queue])
 
 

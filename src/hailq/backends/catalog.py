@@ -1,5 +1,5 @@
 """The catalog of the storage core: queues as code declares them, topics,
-subscriptions and the worker registry (rules 19, 23). A mixin of ``SqlBackend`` over
+subscriptions and the worker registry (rules 19, 23). A part of ``SqlBackend`` over
 ``self.dialect``."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from hailq.backends.base import (
 )
 from hailq.backends.dialect import Tx
 from hailq.backends.operators import _columns, _follow, _overrides_locked
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.models import RunningMessage, Subscription, WorkerInfo
 from hailq.settings import QueueSettings
 
 
-class CatalogStore(Store):
+class CatalogStore(Part):
     """Topics, subscriptions and workers of the Backend seam, over ``self.dialect``."""
 
     # -- queues --------------------------------------------------------------------------
@@ -35,7 +35,7 @@ class CatalogStore(Store):
                 tx.exec("queue_save", {**_columns(params.name, effective),
                                        "settings": params.settings, "now": tx.now})
                 _follow(tx, params.name, effective, params.resort)
-            self._settings.pop(params.name, None)
+            self.shared.settings.pop(params.name, None)
 
         self.dialect.work(save, durable=True)
 
@@ -67,9 +67,9 @@ class CatalogStore(Store):
 
     def subscription_list(self, params: TopicRef) -> list[Subscription]:
         topic = params.topic
-        return self.dialect.read(lambda tx: self._subscriptions(tx, topic))
+        return self.dialect.read(lambda tx: self.subscriptions(tx, topic))
 
-    def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]:
+    def subscriptions(self, tx: Tx, topic: str) -> list[Subscription]:
         return [Subscription(t, q, None if f is None else json.loads(f))
                 for t, q, f in tx.run("subscription_list", {"topic": topic})]
 

@@ -25,9 +25,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from hailq import joined
 from hailq.backends import rates, rows
-from hailq.backends.autoscale import AutoscaleStore
 from hailq.backends.base import (
     AckParams,
     AckTransactionParams,
@@ -40,17 +38,10 @@ from hailq.backends.base import (
     Receipt,
     WaitParams,
 )
-from hailq.backends.cancels import CancelStore
-from hailq.backends.catalog import CatalogStore
-from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Outcome, Tx
-from hailq.backends.figures import FiguresStore
-from hailq.backends.history import SETTLE_BATCH, HistoryStore, mark_of
-from hailq.backends.levels import LevelsStore
-from hailq.backends.operators import OperatorStore, _no_queue
-from hailq.backends.overview import OverviewStore
-from hailq.backends.schedules import ScheduleStore
-from hailq.backends.sends import SendStore
-from hailq.backends.upkeep import UpkeepStore
+from hailq.backends.dialect import Acked, FastPathMissed, Outcome, Tx
+from hailq.backends.history import SETTLE_BATCH, mark_of
+from hailq.backends.operators import _no_queue
+from hailq.backends.store import Part
 from hailq.errors import (
     LeaseLost,
 )
@@ -87,45 +78,22 @@ class Live(NamedTuple):
     retain_bodies: bool = True
 
 
-class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleStore, FiguresStore,
-                 OverviewStore, AutoscaleStore, LevelsStore, HistoryStore, UpkeepStore):
-    """The ``Backend`` seam over a SQL dialect."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        self.dialect = dialect
-        self.url_for_display = dialect.url_for_display
-        self._maintained: dict[str, float] = {}
-        self._settings: dict[str, tuple[float, Live]] = {}
-        self._place: joined.Place | None = None
-
-    # -- schema and clock ----------------------------------------------------------------
-
-    def schema_migrate(self) -> int:
-        return self.dialect.schema_migrate()
-
-    def schema_version(self) -> int:
-        return self.dialect.schema_version()
-
-    def schema_latest(self) -> int:
-        return self.dialect.schema_latest()
-
-    def clock_now(self) -> float:
-        return self.dialect.clock_now()
-
-    def close(self) -> None:
-        self.dialect.close()
+class MessageCore(Part):
+    """The messages' part of ``SqlBackend``: claims, acks, nacks, extensions, a queue's
+    live settings and its claim-time upkeep, and freeing keys (rule 17), which the
+    other parts call through ``Shared.messages``."""
 
     # -- queues --------------------------------------------------------------------------
 
-    def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live:
+    def live(self, tx: Tx, queue: str, fresh: bool = False) -> Live:
         """The queue's stored settings, read again when older than SETTINGS_FOR."""
         now = time.monotonic()
-        kept = self._settings.get(queue)
+        kept = self.shared.settings.get(queue)
         if kept is not None and not fresh and now - kept[0] < SETTINGS_FOR:
             return kept[1]
         found = tx.one("queue_live", {"queue": queue})
         if found is None:  # deleted, or never declared: never a queue made up here
-            self._settings.pop(queue, None)
+            self.shared.settings.pop(queue, None)
             raise _no_queue(queue)
         lease, cap, attempts, park, paused, size, retain, bodies = found
         live = Live(float(lease), None if cap is None else int(cap), int(attempts),
@@ -133,22 +101,22 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
                     max_message_size=int(size),
                     retain=None if retain is None else float(retain),
                     retain_bodies=bool(bodies))
-        self._settings[queue] = (now, live)
+        self.shared.settings[queue] = (now, live)
         return live
 
     def queue_maintain(self, params: QueueRef) -> None:
         # PostgreSQL settles at most a batch per transaction: a short one each, as many
         # as it takes (an operator's maintain leaves nothing for the next receive).
         queue = params.queue
-        while self.dialect.work(lambda tx: self._maintain(tx, queue), durable=False):
+        while self.dialect.work(lambda tx: self.maintain(tx, queue), durable=False):
             pass
 
-    def _maintain(self, tx: Tx, queue: str) -> bool:
+    def maintain(self, tx: Tx, queue: str) -> bool:
         """Claim-time upkeep, no sweeper needed: due messages become ready, ended leases
         give their message back or kill it after its last attempt (rule 13). The SQL
         reads the attempts and the dead-letter policy where it runs. True when a batch
         was full (PostgreSQL bounds each statement): more may be waiting."""
-        self._maintained[queue] = _clock(tx)
+        self.shared.maintained[queue] = _clock(tx)
         args = {"queue": queue, "now": tx.now}
         with tx.atomic():
             promoted = tx.exec("scheduled_promote", args)
@@ -156,18 +124,18 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
             dead = [(key, parked) for state, key, parked, *_ in ended if state == "dead"]
             if dead:
                 tx.exec("count_dead", {"queue": queue, "n": len(dead)})
-                self.history_record(tx, queue, [(i, s) for state, _, _, i, s in ended
+                self.shared.history.record(tx, queue, [(i, s) for state, _, _, i, s in ended
                                                 if state == "dead"], "dead")
-                self._release(tx, queue, [k for k, parked in dead
+                self.release(tx, queue, [k for k, parked in dead
                                           if k is not None and not parked])
             cancelled = [(r[4], r[3], r[1]) for r in ended if r[0] == "cancelled"]
             if cancelled:  # rule 40: its lease ended before its handler said it stopped
-                self._cancel_remove(tx, queue, cancelled)
+                self.shared.cancels.remove(tx, queue, cancelled)
             # SQLite: history its acks wrote unindexed moves in (backends/history.py).
-            settled = self._history_settle(tx, SETTLE_BATCH)
+            settled = self.shared.history.settle(tx, SETTLE_BATCH)
         return max(promoted, len(ended)) >= MAINTAIN_BATCH or settled >= SETTLE_BATCH
 
-    def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None:
+    def release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None:
         """Free the next message of each key whose head just ended (rule 17)."""
         unique = sorted(set(keys))
         if not unique:
@@ -206,7 +174,7 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
                    rerun: bool = False) -> ClaimResult:
         fused = None
         if not self._upkeep_due(tx, params.queue):
-            live = self._live(tx, params.queue)
+            live = self.live(tx, params.queue)
             if live.max_in_flight is None and live.rate is None and not live.paused:
                 fused = self.dialect.ack_claim(
                     tx, params.acks, params.queue, params.max_messages,
@@ -225,17 +193,17 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         return ClaimResult(outcome, found or self._claim(tx, params))
 
     def _upkeep_due(self, tx: Tx, queue: str) -> bool:
-        return _clock(tx) - self._maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
+        return _clock(tx) - self.shared.maintained.get(queue, -MAINTAIN_EVERY) >= MAINTAIN_EVERY
 
     def _claim(self, tx: Tx, params: ClaimParams) -> list[ClaimedRow]:
         queue = params.queue
         due = self._upkeep_due(tx, queue)
-        live = self._live(tx, queue)
+        live = self.live(tx, queue)
         if due:
-            self._maintain(tx, queue)
+            self.maintain(tx, queue)
         found = self._claim_now(tx, params, live)
         if not found and not due:
-            self._maintain(tx, queue)
+            self.maintain(tx, queue)
             found = self._claim_now(tx, params, live)
         return found
 
@@ -269,7 +237,7 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         """The queues worth waiting on, and for how long: a queue out of tokens (rule 33)
         is not waited on until its next token is due (none left: only sleep)."""
         queues, timeout = list(params.queues), params.timeout
-        limited = [q for q in queues if (kept := self._settings.get(q)) is not None
+        limited = [q for q in queues if (kept := self.shared.settings.get(q)) is not None
                    and kept[1].rate is not None]
         if limited:
             starved = self.dialect.read(lambda tx: rates.starved(tx, limited))
@@ -319,7 +287,7 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
             return None
         self._note_keys(receipt.queue, found)
         if found[0].ordering_key is not None:
-            self._release(tx, receipt.queue, [found[0].ordering_key])
+            self.release(tx, receipt.queue, [found[0].ordering_key])
         return bool(found[0].late)
 
     def _note_keys(self, queue: str, found: Sequence[Acked]) -> None:
@@ -354,7 +322,7 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
             with tx.atomic():
                 found = self.dialect.ack(tx, group)
                 self._note_keys(queue, found)
-                self._release(tx, queue, [a.ordering_key for a in found
+                self.release(tx, queue, [a.ordering_key for a in found
                                           if a.ordering_key is not None])
             for a in found:
                 acked[(queue, a.id, a.token)] = bool(a.late)
@@ -378,13 +346,13 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
         """A settled message of a capped queue makes room: its waiting receivers hear."""
         if acked:
             capped = [q for q in {q for q, _, _ in acked}
-                      if self._live(tx, q).max_in_flight is not None]
+                      if self.live(tx, q).max_in_flight is not None]
             if capped:
                 self.dialect.wake(tx, capped)
 
     def _made_room(self, tx: Tx, queue: str) -> None:
         """``_woken`` for acks of one queue."""
-        if self._live(tx, queue).max_in_flight is not None:
+        if self.live(tx, queue).max_in_flight is not None:
             self.dialect.wake(tx, [queue])
 
     def _fast_first(self, fn: _Unit[T],
@@ -423,10 +391,10 @@ class SqlBackend(SendStore, OperatorStore, CancelStore, CatalogStore, ScheduleSt
                 state, key, parked = found
                 tx.also("count_nacked", {"queue": r.queue, "dead": int(state == "dead")})
                 if state == "dead":
-                    self.history_record(tx, r.queue, [(r.message_id, r.seq)], "dead")
+                    self.shared.history.record(tx, r.queue, [(r.message_id, r.seq)], "dead")
                 if state == "dead" and key is not None and not parked:
-                    self._release(tx, r.queue, [key])
-                if self._live(tx, r.queue).max_in_flight is not None:
+                    self.release(tx, r.queue, [key])
+                if self.live(tx, r.queue).max_in_flight is not None:
                     self.dialect.wake(tx, [r.queue])
                 return True
 

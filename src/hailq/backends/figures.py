@@ -1,7 +1,7 @@
 """Figures per queue (rule 25) in the broker's database: the storage half.
 
 Every process's broker counts waits at claims and handler times at acks in
-memory and flushes once a second (``hailq/observe/recorder.py``); this mixin of
+memory and flushes once a second (``hailq/observe/recorder.py``); this part of
 ``SqlBackend`` writes such a batch in one short transaction (the maintenance service
 prunes by age: ``hailq/backends/upkeep.py``), and reads a queue's figures in the same
 snapshot as its stats. Nothing here runs per message.
@@ -28,7 +28,7 @@ from hailq.backends.figure_rows import (
     SketchRow,
 )
 from hailq.backends.operators import _no_queue
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.policy.scaling import READY_READ
 
 
@@ -51,7 +51,7 @@ def rate_slot(row: Any) -> RateSlot:
                     inbox=int(inbox), late_acks=int(late))
 
 
-class FiguresStore(Store):
+class FiguresStore(Part):
     """``figures_record``, ``figures_read`` and ``figures_window`` of the Backend seam,
     over ``self.dialect``."""
 

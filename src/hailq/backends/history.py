@@ -1,4 +1,4 @@
-"""History of finished messages (rule 40): a mixin of ``SqlBackend``.
+"""History of finished messages (rule 40): a part of ``SqlBackend``.
 
 What is kept, and what it costs whom. A claim of a queue with ``retain`` writes a mark on
 each row it leases (``Mark``: keep it, with its body or not, and who runs it since
@@ -31,7 +31,7 @@ from hailq.backends.base_parts import PRUNE_BATCH as PRUNE_BATCH
 from hailq.backends.base_parts import SETTLE_BATCH as SETTLE_BATCH
 from hailq.backends.base_parts import HistoryPruneParams as HistoryPruneParams
 from hailq.backends.base_parts import HistorySettleParams as HistorySettleParams
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.history import HistoryEntry, HistoryOutcome, HistoryQuery, entry
 
 if TYPE_CHECKING:
@@ -46,10 +46,10 @@ class Mark(NamedTuple):
     consumers: tuple[str, ...]
 
 
-class HistoryStore(Store):
+class HistoryStore(Part):
     """Recording, searching and pruning history, over a SQL dialect."""
 
-    def history_record(self, tx: Tx, queue: str, messages: Sequence[tuple[str, int | None]],
+    def record(self, tx: Tx, queue: str, messages: Sequence[tuple[str, int | None]],
                        outcome: HistoryOutcome) -> None:
         """Record ``messages`` ((id, seq or None) of rows still stored) as finished with
         ``outcome`` ("dead", "cancelled"; acks record themselves) if the queue retains
@@ -58,7 +58,7 @@ class HistoryStore(Store):
         claim wrote, so the deletion writes no "acked" row."""
         if not messages:
             return
-        live = self._live(tx, queue)
+        live = self.shared.messages.live(tx, queue)
         if live.retain is None:  # a queue without history pays no statement here...
             if outcome == "cancelled":  # ...but a cancel's delete is no ack
                 for message_id, seq in messages:
@@ -73,11 +73,11 @@ class HistoryStore(Store):
                 if tx.exec("history_record", args):
                     tx.exec("history_recorded", args)
 
-    def _history_forget(self, tx: Tx, queue: str, message_id: str | None = None) -> None:
+    def forget(self, tx: Tx, queue: str, message_id: str | None = None) -> None:
         """An operator deletes live messages (purge, delete): they were not acked."""
         tx.exec("history_forget", {"queue": queue, "id": message_id})
 
-    def _history_settle(self, tx: Tx, batch: int) -> int:
+    def settle(self, tx: Tx, batch: int) -> int:
         if not tx.has("history_fresh_top"):  # PostgreSQL: acks write history in place
             return 0
         top = tx.one("history_fresh_top", {"n": batch})[0]
@@ -88,12 +88,12 @@ class HistoryStore(Store):
             return tx.exec("history_settled", {"top": top})
 
     def history_settle(self, params: HistorySettleParams) -> int:
-        return self.dialect.work(lambda tx: self._history_settle(tx, params.batch),
+        return self.dialect.work(lambda tx: self.settle(tx, params.batch),
                                  durable=False)
 
     def history_prune(self, params: HistoryPruneParams) -> int:
         def prune(tx: Tx) -> int:
-            self._history_settle(tx, SETTLE_BATCH)  # what acks wrote is pruned as kept
+            self.settle(tx, SETTLE_BATCH)  # what acks wrote is pruned as kept
             return tx.exec("history_prune", {"queue": params.queue, "keep": params.keep,
                                               "n": params.batch, "now": tx.now})
 

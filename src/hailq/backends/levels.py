@@ -1,4 +1,4 @@
-"""Queue levels over time (the dashboard's charts, rule 25): a mixin of ``SqlBackend``.
+"""Queue levels over time (the dashboard's charts, rule 25): a part of ``SqlBackend``.
 
 Ready, in-flight, delayed, blocked and dead counts are a snapshot; to draw them over
 time they are recorded once per ``SLOT`` seconds per queue, with the queue's ``sent``
@@ -21,10 +21,10 @@ from typing import Any
 
 from hailq.backends.base_parts import SLOT, LevelRow, LevelsReadParams, LevelsRecordParams
 from hailq.backends.dialect import Tx
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 
 
-class LevelsStore(Store):
+class LevelsStore(Part):
     """``levels_record`` and ``levels_read`` of the Backend seam, over ``self.dialect``."""
 
     def levels_record(self, params: LevelsRecordParams) -> bool:

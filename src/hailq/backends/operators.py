@@ -1,6 +1,6 @@
 """Operators' actions on the storage core: describe, configure, pause, delete queues,
 topics, subscriptions and single messages (rule 32); peek, dead letters, redrive and
-purge. A mixin of ``SqlBackend`` over
+purge. A part of ``SqlBackend`` over
 ``self.dialect``, so the seam's operator methods are written once for every dialect."""
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from hailq.backends.base import (
     SubscriptionDeleteParams,
 )
 from hailq.backends.dialect import Tx
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.errors import QueueNotEmpty, QueueNotFound, TopicHasSubscriptions, TopicNotFound
 from hailq.models import DeadMessage, MessageDetails, PeekedMessage, QueueRecord
 from hailq.settings import QueueSettings, parse_overrides
 
 
-class OperatorStore(Store):
+class OperatorStore(Part):
     """The operator methods of the Backend seam, over ``self.dialect``."""
 
     def queue_describe(self, params: QueueDescribeParams) -> list[QueueRecord]:
@@ -58,7 +58,7 @@ class OperatorStore(Store):
                 return QueueRecord(params.name, str(declared[0]), text, paused)
 
         record = self.dialect.work(configure, durable=True)
-        self._settings.pop(params.name, None)
+        self.shared.settings.pop(params.name, None)
         return record
 
     def queue_pause(self, params: QueuePauseParams) -> None:
@@ -70,7 +70,7 @@ class OperatorStore(Store):
                                        "now": tx.now})
 
         self.dialect.work(pause, durable=True)
-        self._settings.pop(params.name, None)
+        self.shared.settings.pop(params.name, None)
 
     def queue_delete(self, params: DeleteParams) -> int:
         args = {"queue": params.name}
@@ -85,7 +85,7 @@ class OperatorStore(Store):
                     raise QueueNotEmpty(
                         f"queue {params.name!r} holds {held} message(s) (live or dead); "
                         "nothing was deleted: purge it first, or delete with force")
-                self._history_forget(tx, params.name)  # deleted, not acked (rule 40)
+                self.shared.history.forget(tx, params.name)  # deleted, not acked (rule 40)
                 count = tx.exec("queue_delete_messages", args)
                 for step in ("queue_delete_dedup", "queue_delete_counters",
                              "queue_delete_ops", "queue_delete_subscriptions",
@@ -94,8 +94,8 @@ class OperatorStore(Store):
                 return count
 
         count = self.dialect.work(delete, durable=True)
-        self._settings.pop(params.name, None)
-        self._maintained.pop(params.name, None)
+        self.shared.settings.pop(params.name, None)
+        self.shared.maintained.pop(params.name, None)
         return count
 
     def message_get(self, params: MessageRef) -> MessageDetails | None:
@@ -108,14 +108,15 @@ class OperatorStore(Store):
 
         def delete(tx: Tx) -> bool:
             with tx.atomic():
-                self._history_forget(tx, params.queue, params.id)  # deleted, not acked
+                self.shared.history.forget(tx, params.queue, params.id)  # deleted, not acked
                 gone = tx.run("message_delete", args)
                 if not gone:
                     return False
                 # Counted as purged, so acked (sent - present - purged) never counts it.
                 tx.exec("count_purged", {"queue": params.queue, "n": len(gone)})
-                self._release(tx, params.queue, [r[0] for r in gone if r[0] is not None])
-                if self._live(tx, params.queue).max_in_flight is not None:
+                self.shared.messages.release(tx, params.queue,
+                                             [r[0] for r in gone if r[0] is not None])
+                if self.shared.messages.live(tx, params.queue).max_in_flight is not None:
                     self.dialect.wake(tx, [params.queue])
                 return True
 
@@ -128,7 +129,7 @@ class OperatorStore(Store):
             with tx.atomic():
                 if tx.one("topic_get", args) is None:
                     raise TopicNotFound(f"no topic named {params.name!r}")
-                held = len(self._subscriptions(tx, params.name))
+                held = len(self.shared.catalog.subscriptions(tx, params.name))
                 if held and not params.force:
                     raise TopicHasSubscriptions(
                         f"topic {params.name!r} has {held} subscription(s); nothing was "
@@ -164,10 +165,10 @@ class OperatorStore(Store):
 
         def redrive(tx: Tx) -> int:
             with tx.atomic():
-                self._maintain(tx, params.queue)
+                self.shared.messages.maintain(tx, params.queue)
                 keys = [r[0] for r in tx.run("dead_keys", args)]
                 count = tx.exec("dead_redrive", {**args, "now": tx.now})
-                self._release(tx, params.queue, keys)
+                self.shared.messages.release(tx, params.queue, keys)
                 self.dialect.wake(tx, [params.queue])
                 return count
 
@@ -178,14 +179,14 @@ class OperatorStore(Store):
 
         def purge(tx: Tx) -> int:
             with tx.atomic():
-                self._maintain(tx, queue)
+                self.shared.messages.maintain(tx, queue)
                 if params.dead:
                     gone = tx.run("purge_dead", {"queue": queue})
-                    self._release(tx, queue, [k for k, parked in gone
+                    self.shared.messages.release(tx, queue, [k for k, parked in gone
                                               if k is not None and parked])
                     count = len(gone)
                 else:
-                    self._history_forget(tx, queue)  # purged, not acked (rule 40)
+                    self.shared.history.forget(tx, queue)  # purged, not acked (rule 40)
                     count = tx.exec("purge_live", {"queue": queue})
                 tx.exec("count_purged", {"queue": queue, "n": count})
                 return count

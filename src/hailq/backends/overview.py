@@ -1,5 +1,4 @@
-"""Every queue at a glance (the dashboard's overview), the storage side: a mixin of
-``SqlBackend``.
+"""Every queue at a glance (the dashboard's overview), the storage side: a part of ``SqlBackend``.
 
 The figures of one queue (``figures_read``) count every message of it; a hundred
 queues of ten thousand messages each made that a second. Here one statement reads
@@ -17,11 +16,11 @@ from typing import Any
 
 from hailq.backends.base_parts import DeadCountParams, OverviewParams, QueueGlanceRows
 from hailq.backends.dialect import Tx
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.models import QueueRecord, QueueStats
 
 
-class OverviewStore(Store):
+class OverviewStore(Part):
     """``overview_read`` and ``dead_count`` of the Backend seam, over ``self.dialect``."""
 
     def overview_read(self, params: OverviewParams) -> list[QueueGlanceRows]:

@@ -1,4 +1,4 @@
-"""Periodic schedules (SPEC rule 35), the storage side: a mixin of ``SqlBackend`` (the
+"""Periodic schedules (SPEC rule 35), the storage side: a part of ``SqlBackend`` (the
 seam's part, ``ScheduleBackend``, is in ``base_parts.py``).
 
 A schedule is one row per name with what it sends and the last slot sent. A scheduler
@@ -22,11 +22,11 @@ from hailq.backends.base_parts import (
     ScheduleSaveParams,
 )
 from hailq.backends.dialect import Tx
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 
 
-class ScheduleStore(Store):
-    """``ScheduleBackend`` over a SQL dialect (``SqlBackend`` inherits it)."""
+class ScheduleStore(Part):
+    """``ScheduleBackend`` over a SQL dialect (a part of ``SqlBackend``)."""
 
     def schedule_save(self, params: ScheduleSaveParams) -> None:
         args = {"name": params.name, "queue": params.queue, "cron": params.cron,

@@ -12,7 +12,7 @@ from functools import cache
 from hailq import joined
 from hailq.backends.base import NewMessage, PublishParams, SendParams
 from hailq.backends.dialect import Tx
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 from hailq.errors import MessageTooLarge, OutcomeUnknown, TopicNotFound
 
 # What a send whose outcome a broken or dropped connection left unknown tells its caller
@@ -21,7 +21,7 @@ MAYBE_STORED = ("the message may have been stored all the same; a retry with the
                 "dedup_id is safe (it stores the message once)")
 
 
-class SendStore(Store):
+class SendStore(Part):
     """The send and publish methods of the Backend seam, over ``self.dialect``."""
 
     def message_send(self, params: SendParams) -> list[str]:
@@ -74,7 +74,7 @@ class SendStore(Store):
         as stored now (rule 39): which, read afresh. A queue without a row (deleted, or
         never declared) is QueueNotFound; a send never makes one up."""
         for queue in sorted({m.queue for m in messages}):
-            limit = self._live(tx, queue, fresh=True).max_message_size
+            limit = self.shared.messages.live(tx, queue, fresh=True).max_message_size
             large = max(len(m.body) for m in messages if m.queue == queue)
             if large > limit:
                 said = (f"body is {large} bytes encoded; queue {queue!r} allows at most "
@@ -85,7 +85,7 @@ class SendStore(Store):
     def topic_publish(self, params: PublishParams) -> list[str]:
         def publish(tx: Tx) -> list[str]:
             with tx.atomic():
-                subscriptions = self._subscriptions(tx, params.topic)
+                subscriptions = self.shared.catalog.subscriptions(tx, params.topic)
                 if not subscriptions and tx.one("topic_get", {"name": params.topic}) is None:
                     raise TopicNotFound(f"no topic named {params.topic!r} (deleted?); "
                                         "declare it with broker.topic()")
@@ -103,9 +103,9 @@ class SendStore(Store):
     def caller_place(self) -> joined.Place:
         """What a send on a caller's connection needs (``hailq/joined.py``); the instance
         id (migration 13 on SQLite, 11 on PostgreSQL) is read once, when first needed."""
-        if self._place is None:
+        if self.shared.place is None:
             d = self.dialect
             me = cache(lambda: str(d.read(lambda tx: tx.one("instance_id", {}))[0]))
-            self._place = joined.Place(d.flavor, d.caller_queries(), d.caller_now, me,
+            self.shared.place = joined.Place(d.flavor, d.caller_queries(), d.caller_now, me,
                                        d.url_for_display)
-        return self._place
+        return self.shared.place

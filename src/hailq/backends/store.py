@@ -1,36 +1,45 @@
-"""What each part of the storage core may use: the parts (``SendStore``,
-``OperatorStore``, ``CatalogStore``...) are mixins of one ``SqlBackend``, and this base
-names, once, the state it holds and the core's helpers they call (defined in
-``core.py`` and the parts themselves), so that each part reads and type-checks alone."""
+"""What the parts of the storage core share. ``SqlBackend`` (``sql.py``) is composed of
+parts (``MessageCore``, ``SendStore``, ``OperatorStore``, ``CatalogStore``...), each
+an object of its own over one ``Shared``: the dialect, the caches every part reads,
+and the four parts whose services the others call, by their public names
+(``messages.live``, ``catalog.subscriptions``, ``history.record``, ``cancels.remove``).
+A part never reaches into another's private state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hailq import joined
-    from hailq.backends.core import Live
-    from hailq.backends.dialect import Dialect, Tx
-    from hailq.history import HistoryOutcome
-    from hailq.models import Subscription
+    from hailq.backends.cancels import CancelStore
+    from hailq.backends.catalog import CatalogStore
+    from hailq.backends.core import Live, MessageCore
+    from hailq.backends.dialect import Dialect
+    from hailq.backends.history import HistoryStore
 
 
-class Store:
+class Shared:
+    """The state of one ``SqlBackend`` its parts share, and the parts that serve the
+    others (set by ``SqlBackend`` once it made them)."""
+
+    messages: MessageCore  # a queue's live settings, its upkeep, freeing keys
+    catalog: CatalogStore  # a topic's subscriptions
+    history: HistoryStore  # recording and forgetting finished messages
+    cancels: CancelStore  # removing cancelled messages
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.settings: dict[str, tuple[float, Live]] = {}  # each queue's, cached
+        self.maintained: dict[str, float] = {}  # when each queue's upkeep last ran
+        self.place: joined.Place | None = None  # the caller's own database, for sends
+
+
+class Part:
     """The base of every part of ``SqlBackend``."""
 
-    dialect: Dialect
-    _settings: dict[str, tuple[float, Live]]  # each queue's live settings, cached
-    _maintained: dict[str, float]  # when each queue's claim-time upkeep last ran
-    _place: joined.Place | None  # the caller's own database, for sends beside it
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
 
-    if TYPE_CHECKING:
-        def _live(self, tx: Tx, queue: str, fresh: bool = False) -> Live: ...
-        def _maintain(self, tx: Tx, queue: str) -> bool: ...
-        def _release(self, tx: Tx, queue: str, keys: Iterable[str]) -> None: ...
-        def _subscriptions(self, tx: Tx, topic: str) -> list[Subscription]: ...
-        def _history_forget(self, tx: Tx, queue: str,
-                            message_id: str | None = None) -> None: ...
-        def history_record(self, tx: Tx, queue: str,
-                           messages: Sequence[tuple[str, int | None]],
-                           outcome: HistoryOutcome) -> None: ...
+    @property
+    def dialect(self) -> Dialect:
+        return self.shared.dialect

@@ -1,4 +1,4 @@
-"""Maintenance duties in the broker's database: a mixin of ``SqlBackend``.
+"""Maintenance duties in the broker's database: a part of ``SqlBackend``.
 
 Housekeeping that no rule's correctness waits for -- expired dedup records, figures'
 slots past their retention, old autoscaler decisions, workers long silent -- is done
@@ -28,7 +28,7 @@ from hailq.backends.base_parts import DeadlinePoolsParams as DeadlinePoolsParams
 from hailq.backends.base_parts import MaintenanceClaimParams as MaintenanceClaimParams
 from hailq.backends.base_parts import PruneParams as PruneParams
 from hailq.backends.base_parts import Turn as Turn
-from hailq.backends.store import Store
+from hailq.backends.store import Part
 
 if TYPE_CHECKING:
     from hailq.backends.dialect import Tx
@@ -42,7 +42,7 @@ PRUNES: dict[str, tuple[str, ...]] = {
     "autoscale": ("autoscale_prune",),
     "workers": ("worker_prune",),
 }
-class UpkeepStore(Store):
+class UpkeepStore(Part):
     """``maintenance_*`` of the Backend seam, over ``self.dialect``."""
 
     def maintenance_claim(self, params: MaintenanceClaimParams) -> bool:

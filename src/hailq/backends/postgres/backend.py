@@ -37,7 +37,6 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
-from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, Outcome, Tx
 from hailq.backends.history import Mark
 from hailq.backends.postgres.calls import NOT_PREPARED, Owned, PooledCalls
@@ -45,6 +44,7 @@ from hailq.backends.postgres.deadline import Watchdog, with_defaults
 from hailq.backends.postgres.listener import Listener
 from hailq.backends.postgres.poollog import PoolLogs
 from hailq.backends.postgres.render import RELAXED, render
+from hailq.backends.sql import SqlBackend
 from hailq.backends.sqlfile import load_migrations
 from hailq.errors import InvalidArgument, SchemaError
 from hailq.outage import Outage

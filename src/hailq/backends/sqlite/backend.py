@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 from hailq._time import Clock, system_clock
 from hailq.backends.base import ClaimedRow, NewMessage, Receipt
-from hailq.backends.core import SqlBackend
 from hailq.backends.dialect import Acked, Dialect, FastPathMissed, Tx
 from hailq.backends.history import Mark
+from hailq.backends.sql import SqlBackend
 from hailq.backends.sqlfile import load_migrations, load_queries
 from hailq.backends.sqlite.connection import (
     Forks,
