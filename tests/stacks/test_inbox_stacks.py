@@ -202,9 +202,11 @@ def test_rule_38_mysql_creates_its_table_only_outside_a_transaction(mysql_place:
 SA_SYNC_URLS = {"sqlite": lambda p: f"sqlite:///{p.sqlite}",
                 "postgres": lambda p: f"postgresql+psycopg://{p.pg_dsn.split('://', 1)[1]}",
                 "psycopg2": lambda p: f"postgresql+psycopg2://{p.pg_dsn.split('://', 1)[1]}",
-                "mysql": lambda p: f"mysql+pymysql://root@127.0.0.1:3306/{p.mysql_db}"}
+                "mysql": lambda p: f"mysql+pymysql://root@127.0.0.1:3306/{p.mysql_db}",
+                "mysqlclient": lambda p: f"mysql+mysqldb://root@127.0.0.1:3306/{p.mysql_db}"}
 PLACE_OF = {"sqlite": "sqlite_place", "postgres": "pg_place", "psycopg2": "pg_place",
-            "mysql": "mysql_place", "asyncpg": "pg_place", "psycopg_async": "pg_place"}
+            "mysql": "mysql_place", "mysqlclient": "mysql_place", "aiomysql": "mysql_place",
+            "asyncpg": "pg_place", "psycopg_async": "pg_place"}
 EFFECTS_OF = {"sqlite_place": sqlite_effects, "pg_place": pg_effects,
               "mysql_place": mysql_effects}
 
@@ -217,7 +219,7 @@ def test_rule_38_sqlalchemy(db: str, kind: str, request: pytest.FixtureRequest) 
 
     place: Place = request.getfixturevalue(PLACE_OF[db])
     engine = create_engine(SA_SYNC_URLS[db](place))
-    if db == "mysql":  # made once outside a transaction, as the inbox asks there
+    if db.startswith("mysql"):  # made once outside a transaction, as the inbox asks there
         with engine.connect() as conn:
             hailq.inbox(conn, "billing")
             hailq.inbox(conn, "audit")
@@ -327,7 +329,8 @@ def PG_DSN_ASYNCPG(place: Place) -> str:
 
 SA_ASYNC_URLS = {"sqlite": lambda p: f"sqlite+aiosqlite:///{p.sqlite}",
                  "asyncpg": lambda p: f"postgresql+asyncpg://{PG_DSN_ASYNCPG(p).split('://')[1]}",
-                 "psycopg_async": lambda p: f"postgresql+psycopg://{p.pg_dsn.split('://')[1]}"}
+                 "psycopg_async": lambda p: f"postgresql+psycopg://{p.pg_dsn.split('://')[1]}",
+                 "aiomysql": lambda p: f"mysql+aiomysql://root@127.0.0.1:3306/{p.mysql_db}"}
 
 
 @pytest.mark.parametrize("kind", ["AsyncConnection", "AsyncSession"])
@@ -338,6 +341,11 @@ def test_rule_38_sqlalchemy_async(db: str, kind: str, request: pytest.FixtureReq
     place: Place = request.getfixturevalue(PLACE_OF[db])
     args = ({"server_settings": {"search_path": place.pg_schema}} if db == "asyncpg" else {})
     engine = create_async_engine(SA_ASYNC_URLS[db](place), connect_args=args)
+    if db == "aiomysql":  # made once outside a transaction, as the inbox asks there
+        conn = _mysql(place)
+        hailq.inbox(conn, "billing")
+        hailq.inbox(conn, "audit")
+        conn.close()
 
     async def run(conn: Any, sql: str, params: tuple[Any, ...]) -> None:
         target = await conn.connection() if isinstance(conn, AsyncSession) else conn
