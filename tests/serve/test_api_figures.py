@@ -143,3 +143,31 @@ def test_rule_25_hailq_serve_writes_the_last_figures_as_it_stops(broker: hailq.B
     assert "Traceback" not in err
     [p0] = broker.get_queue("jobs").figures().priorities
     assert p0.started == 1 and p0.handler_p50 is not None
+
+
+def test_rule_32_a_target_an_operator_sets_elsewhere_counts_from_the_next_receive(
+        server: Server, url: str) -> None:
+    admin, client = server.client(), server.client(CLIENT)
+    assert admin.put("/api/queues/portal", json={"slo": {"9": 60}}).status_code == 200
+
+    def one_cycle() -> None:
+        sent = client.post("/api/queues/portal/messages", json={"body": 1, "priority": 9})
+        assert sent.status_code == 200, sent.text
+        time.sleep(0.2)  # the scenario: it waits 0.2 s, under 60 s, over 0.05 s
+        [m] = client.post("/api/queues/portal/receive", json={"wait": 5}).json()["messages"]
+        acked = client.post("/api/queues/portal/ack", json={"receipts": [m["receipt"]]})
+        assert acked.json()["results"][0]["acked"], acked.text
+
+    assert server.broker.figures is not None
+    one_cycle()
+    server.broker.figures.flush()
+    before = _until(admin, "portal", {9: 1})[9]
+    assert before["slo"] == 60 and before["breaches"] == 0, before
+    with hailq.connect(url) as operator:  # another process: the operator's CLI, say
+        operator.configure("portal", slo={9: 0.05})
+    one_cycle()  # received and acked over HTTP within a second of the change
+    server.broker.figures.flush()
+    after = _until(admin, "portal", {9: 2})[9]
+    # The wait received under 60 s kept; the one received under 0.05 s missed it.
+    assert after["slo"] == 0.05 and after["breaches"] == 1, after
+    assert after["compliance"] == 0.5
