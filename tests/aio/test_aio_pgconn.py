@@ -173,3 +173,23 @@ def test_calls_in_flight_at_once_each_get_their_own_result() -> None:
                 n * n for n in range(100)]
 
     asyncio.run(scenario())
+
+
+def test_an_untested_psycopg_release_gets_psycopg_s_own_connection(
+        monkeypatch: pytest.MonkeyPatch, pg_url: str) -> None:
+    import hailq.aio
+    from hailq.aio import pgconn
+
+    assert pgconn.connection_class() is LoopConnection  # the release installed here
+    monkeypatch.setattr(psycopg, "__version__", "3.4.0")  # whose wait may differ
+    assert pgconn.connection_class() is psycopg.AsyncConnection
+
+    async def main() -> list[Any]:
+        async with hailq.aio.connect(pg_url) as broker:
+            q = await broker.queue("claims")
+            await q.send({"claim": 8311})
+            [m] = await q.receive(wait=5)
+            await m.ack()
+            return [m.body, (await q.stats()).in_flight]
+
+    assert asyncio.run(main()) == [{"claim": 8311}, 0]

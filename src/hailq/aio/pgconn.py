@@ -12,11 +12,16 @@ The registration never outlives the socket: it is dropped when the connection
 closes, when libpq has dropped the connection (which closes the socket), when a wait
 ends in an exception, and when something arrives that nobody waits for (a notice,
 the server going away), so that a socket the loop keeps seeing readable never spins
-it."""
+it.
+
+``wait`` is psycopg's own method, not its public API: ``connection_class`` gives this
+class only on the psycopg releases hailq was tested on, and psycopg's own
+``AsyncConnection`` (slower waits, the same answers) on any other."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Generator
 from typing import Any, TypeVar
 
@@ -30,6 +35,16 @@ _ACTIVE = psycopg.pq.TransactionStatus.ACTIVE
 _INTERVAL = 0.1  # psycopg's own, for the waits handed to it
 # What psycopg answers by cancelling the statement on the server (as its ``wait`` does).
 _INTERRUPTED = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
+# The psycopg releases whose ``AsyncConnection.wait`` hailq's tests ran this class on.
+TESTED_FROM, TESTED_BELOW = (3, 2, 4), (3, 4)
+
+
+def connection_class() -> type[psycopg.AsyncConnection[Any]]:
+    """``LoopConnection`` on a tested psycopg release, psycopg's own class otherwise."""
+    found = tuple(int(n) for n in re.findall(r"\d+", psycopg.__version__)[:3])
+    if TESTED_FROM <= found < TESTED_BELOW:
+        return LoopConnection
+    return psycopg.AsyncConnection
 
 
 class LoopConnection(psycopg.AsyncConnection[Any]):

@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from hailq.aio.committer import LoopCommitter
 from hailq.aio.greenlets import await_only, driven, spawn
-from hailq.aio.pgconn import LoopConnection
+from hailq.aio.pgconn import LoopConnection, connection_class
 from hailq.backends.base import NewMessage
 from hailq.backends.postgres.backend import PostgresDialect
 from hailq.backends.postgres.listener import _ASK_EVERY, Listener
@@ -366,7 +366,7 @@ class AsyncPostgresDialect(PostgresDialect):
             logs.configure(cast(psycopg.Connection[Any], conn))
 
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self._conninfo, connection_class=LoopConnection, min_size=1,
+            self._conninfo, connection_class=connection_class(), min_size=1,
             max_size=self._pool_size, open=False, kwargs=kwargs,
             name=logs.name(name), configure=configure, timeout=min(5.0, self._timeout),
             reconnect_timeout=0)
