@@ -92,13 +92,13 @@ class RuntimeOps:
     def take_maintenance_turn(self, duty: str, every: float) -> bool:
         """Take maintenance ``duty``'s turn if it is due, making the next due ``every``
         seconds on; False if another process has it (hailq/runtime/maintenance.py)."""
-        from hailq.backends.upkeep import MaintenanceClaimParams
+        from hailq.backends.base_parts import MaintenanceClaimParams
 
         return self.broker.backend.maintenance_claim(MaintenanceClaimParams(duty, every))
 
     def prune(self, duty: str, keep: float = 0.0) -> int:
         """Run one maintenance duty's deletes in bounded batches; how many rows went."""
-        from hailq.backends.upkeep import PruneParams
+        from hailq.backends.base_parts import PruneParams
 
         return self.broker.backend.maintenance_prune(PruneParams(duty, keep))
 
@@ -106,7 +106,7 @@ class RuntimeOps:
         """Delete each retaining queue's history rows finished longer ago than its
         retention (rule 40): batches of one short transaction each, at most ``rounds``
         per queue (what is left waits for the next turn); how many rows went."""
-        from hailq.backends.history import PRUNE_BATCH, HistoryPruneParams, HistorySettleParams
+        from hailq.backends.base_parts import PRUNE_BATCH, HistoryPruneParams, HistorySettleParams
 
         # What acks wrote unindexed goes in first (SQLite): pruned where it is kept.
         settle = HistorySettleParams()
@@ -129,7 +129,7 @@ class RuntimeOps:
         """Store the pool of each queue in deadline order as its figures find it, for
         PostgreSQL's ``desired_workers`` view (rule 41, migration 16); how many. Nothing
         where the storage keeps none (SQLite has no such view). A maintenance duty."""
-        from hailq.backends.upkeep import DeadlinePool, DeadlinePoolsParams
+        from hailq.backends.base_parts import DeadlinePool, DeadlinePoolsParams
 
         backend = self.broker.backend
         if not backend.deadline_pools_kept():

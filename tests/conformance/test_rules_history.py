@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import hailq
-from hailq.backends.history import HistoryPruneParams
+from hailq.backends.base_parts import HistoryPruneParams
 from hailq.errors import InvalidArgument
 from hailq.history import HistoryQuery
 
@@ -223,7 +223,7 @@ def test_rule_40_history_is_found_before_and_after_upkeep_moves_it_in(
     """SQLite's acks write history unindexed (migration 19) and upkeep moves it in a
     batch at a time: a search finds every message once, newest first, on either side
     of the move and across both tables at once."""
-    from hailq.backends.history import SETTLE_BATCH, HistorySettleParams
+    from hailq.backends.base_parts import SETTLE_BATCH, HistorySettleParams
 
     q = broker.queue("moved", retain="1h")
     total = SETTLE_BATCH + 30

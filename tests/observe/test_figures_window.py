@@ -11,7 +11,7 @@ import pytest
 
 import hailq
 from hailq.backends.base import FiguresRecordParams, FiguresWindowParams, RateAdd, RateSlot
-from hailq.backends.upkeep import PruneParams
+from hailq.backends.base_parts import PruneParams
 from hailq.errors import QueueNotFound
 from hailq.url import parse_url
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import hailq
-from hailq.backends.upkeep import MaintenanceClaimParams, PruneParams
+from hailq.backends.base_parts import MaintenanceClaimParams, PruneParams
 from hailq.runtime.maintenance import UPKEEP, Maintenance, Upkeep
 from waiting import wait_for, wait_past
 

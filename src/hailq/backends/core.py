@@ -38,8 +38,9 @@ from hailq.backends.base import (
     Receipt,
     WaitParams,
 )
+from hailq.backends.base_parts import SETTLE_BATCH
 from hailq.backends.dialect import Acked, FastPathMissed, Outcome, Tx
-from hailq.backends.history import SETTLE_BATCH, mark_of
+from hailq.backends.history import mark_of
 from hailq.backends.operators import _no_queue
 from hailq.backends.store import Part
 from hailq.errors import (
@@ -125,9 +126,9 @@ class MessageCore(Part):
             if dead:
                 tx.exec("count_dead", {"queue": queue, "n": len(dead)})
                 self.shared.history.record(tx, queue, [(i, s) for state, _, _, i, s in ended
-                                                if state == "dead"], "dead")
+                                                       if state == "dead"], "dead")
                 self.release(tx, queue, [k for k, parked in dead
-                                          if k is not None and not parked])
+                                         if k is not None and not parked])
             cancelled = [(r[4], r[3], r[1]) for r in ended if r[0] == "cancelled"]
             if cancelled:  # rule 40: its lease ended before its handler said it stopped
                 self.shared.cancels.remove(tx, queue, cancelled)
@@ -323,7 +324,7 @@ class MessageCore(Part):
                 found = self.dialect.ack(tx, group)
                 self._note_keys(queue, found)
                 self.release(tx, queue, [a.ordering_key for a in found
-                                          if a.ordering_key is not None])
+                                         if a.ordering_key is not None])
             for a in found:
                 acked[(queue, a.id, a.token)] = bool(a.late)
         return acked

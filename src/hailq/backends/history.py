@@ -27,10 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hailq.backends.base_parts import PRUNE_BATCH as PRUNE_BATCH
-from hailq.backends.base_parts import SETTLE_BATCH as SETTLE_BATCH
-from hailq.backends.base_parts import HistoryPruneParams as HistoryPruneParams
-from hailq.backends.base_parts import HistorySettleParams as HistorySettleParams
+from hailq.backends.base_parts import SETTLE_BATCH, HistoryPruneParams, HistorySettleParams
 from hailq.backends.store import Part
 from hailq.history import HistoryEntry, HistoryOutcome, HistoryQuery, entry
 

@@ -183,7 +183,7 @@ class OperatorStore(Part):
                 if params.dead:
                     gone = tx.run("purge_dead", {"queue": queue})
                     self.shared.messages.release(tx, queue, [k for k, parked in gone
-                                              if k is not None and parked])
+                                                             if k is not None and parked])
                     count = len(gone)
                 else:
                     self.shared.history.forget(tx, queue)  # purged, not acked (rule 40)

@@ -106,6 +106,6 @@ class SendStore(Part):
         if self.shared.place is None:
             d = self.dialect
             me = cache(lambda: str(d.read(lambda tx: tx.one("instance_id", {}))[0]))
-            self.shared.place = joined.Place(d.flavor, d.caller_queries(), d.caller_now, me,
-                                       d.url_for_display)
+            self.shared.place = joined.Place(d.flavor, d.caller_queries(), d.caller_now,
+                                             me, d.url_for_display)
         return self.shared.place

@@ -21,13 +21,12 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from hailq.backends.base_parts import LIMIT as LIMIT
-from hailq.backends.base_parts import ROUNDS as ROUNDS
-from hailq.backends.base_parts import DeadlinePool as DeadlinePool
-from hailq.backends.base_parts import DeadlinePoolsParams as DeadlinePoolsParams
-from hailq.backends.base_parts import MaintenanceClaimParams as MaintenanceClaimParams
-from hailq.backends.base_parts import PruneParams as PruneParams
-from hailq.backends.base_parts import Turn as Turn
+from hailq.backends.base_parts import (
+    DeadlinePoolsParams,
+    MaintenanceClaimParams,
+    PruneParams,
+    Turn,
+)
 from hailq.backends.store import Part
 
 if TYPE_CHECKING:

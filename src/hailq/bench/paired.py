@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import hailq
-from hailq.backends.history import HistorySettleParams
+from hailq.backends.base_parts import HistorySettleParams
 from hailq.bench.runner import QUEUE, Figure, _refill, take_until_empty
 
 
